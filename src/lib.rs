@@ -1,0 +1,6 @@
+//! mssql-cdc: SQL Server Change Data Capture into Delta Lake.
+//!
+//! The crate is one library behind one binary. Each top-level module has one
+//! job; see `docs/` and `../shared/design/architecture.md` for the map.
+
+pub mod sandbox;

@@ -1,0 +1,106 @@
+//! What a client asks of a session and what comes back, independent of the
+//! wire: the TDS layer decodes packets into a `Request` and encodes each
+//! `Output` as tokens, in order.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::error::SqlError;
+use super::types::{DataType, Value};
+
+/// A typed parameter of an RPC call (sp_executesql, sp_prepexec, a stored
+/// procedure), or an output value sent back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    /// With its `@`; empty when the client sent it by position.
+    pub name: String,
+    pub ty: DataType,
+    pub value: Value,
+    /// Sent with fByRefValue: the procedure may return a value in it.
+    pub output: bool,
+}
+
+/// One client request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// A SQLBatch packet: T-SQL text, possibly several statements.
+    Batch { sql: String },
+    /// An RPC packet. `procedure` is the name the client gave, or the
+    /// well-known name for a ProcID (10 -> `sp_executesql`, 11
+    /// `sp_prepare`, 12 `sp_execute`, 13 `sp_prepexec`, 15 `sp_unprepare`).
+    Rpc { procedure: String, params: Vec<Param> },
+}
+
+/// A result-set column as COLMETADATA describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: DataType,
+    pub nullable: bool,
+}
+
+impl Column {
+    pub fn new(name: impl Into<String>, ty: DataType, nullable: bool) -> Self {
+        Self { name: name.into(), ty, nullable }
+    }
+}
+
+/// A transaction state change, reported as ENVCHANGE 8/9/10.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionEvent {
+    /// A transaction began; the descriptor identifies it on the wire.
+    Begin { descriptor: u64 },
+    Commit { descriptor: u64 },
+    Rollback { descriptor: u64 },
+}
+
+/// One piece of a response, in the order the client must see them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// COLMETADATA followed by one ROW per row.
+    ResultSet { columns: Vec<Column>, rows: Vec<Vec<Value>> },
+    /// The end of one statement: DONE (batch) or DONEINPROC (in an RPC),
+    /// with the row count when the statement produces one.
+    Done { rows: Option<u64> },
+    /// INFO (class <= 10) or ERROR token.
+    Message(SqlError),
+    /// ENVCHANGE type 1 after USE.
+    DatabaseChanged { from: String, to: String },
+    Transaction(TransactionEvent),
+    /// RETURNVALUE for an output parameter of an RPC.
+    ReturnValue(Param),
+    /// RETURNSTATUS of an RPC.
+    ReturnStatus(i32),
+}
+
+/// Set by the TDS layer when the client sends ATTENTION; long-running work
+/// checks it and stops.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Fails with the cancellation marker once the client asked to stop.
+    pub fn check(&self) -> Result<(), SqlError> {
+        if self.is_cancelled() { Err(SqlError::cancelled()) } else { Ok(()) }
+    }
+}
+
+/// What LOGIN7 carried that the engine needs to admit a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginRequest {
+    pub user: String,
+    /// Never logged or put in an error.
+    pub password: String,
+    /// The initial database, if the client named one.
+    pub database: Option<String>,
+    pub app_name: String,
+    pub host_name: String,
+}

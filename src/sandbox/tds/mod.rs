@@ -1,0 +1,39 @@
+//! The TDS 7.4 wire protocol, server side (MS-TDS).
+//!
+//! This layer only moves bytes: it decodes PRELOGIN, LOGIN7, SQLBatch, RPC
+//! and ATTENTION packets into [`Request`]s and encodes [`Output`]s as
+//! tokens. What a statement means is the [`Backend`]'s business, so the
+//! protocol can be tested on its own.
+
+use std::time::Duration;
+
+use super::sql::{CancelToken, LoginRequest, Output, Request, SqlError};
+
+/// The engine behind the wire: admits logins and opens sessions.
+pub trait Backend: Send + Sync + 'static {
+    type Session: BackendSession;
+
+    /// Checks credentials and the initial database. A failure is sent to
+    /// the client as an ERROR token (18456 for bad credentials).
+    fn login(&self, request: &LoginRequest) -> Result<Self::Session, SqlError>;
+}
+
+/// One client's session: runs its requests, one at a time.
+pub trait BackendSession: Send + 'static {
+    /// The server process id (SPID) reported in packet headers.
+    fn session_id(&self) -> u16;
+
+    /// The current database, sent in ENVCHANGE after login.
+    fn database(&self) -> String;
+
+    /// Runs one request to completion, checking `cancel` in long work.
+    /// Called on a blocking thread.
+    fn execute(&mut self, request: Request, cancel: &CancelToken) -> Vec<Output>;
+
+    /// Time the server spent waiting for the client to take result
+    /// packets (ASYNC_NETWORK_IO).
+    fn record_network_wait(&mut self, _waited: Duration) {}
+
+    /// The client disconnected; release locks and roll back.
+    fn close(&mut self) {}
+}
