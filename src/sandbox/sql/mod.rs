@@ -5,6 +5,7 @@
 //! transactions, queries are evaluated over tables and catalog views.
 
 pub mod error;
+pub mod expr;
 pub mod request;
 pub mod types;
 
