@@ -7,3 +7,6 @@
 
 pub mod sql;
 pub mod tds;
+mod launch;
+
+pub use launch::{Sandbox, SandboxError, SandboxOptions, TlsSource};

@@ -1,1 +1,15 @@
+//! The one integration-test binary. Each module is a scenario family; every
+//! extra `tests/*.rs` would link the whole dependency tree again.
+//!
+//! Tests run against the built-in sandbox by default, and against a real SQL
+//! Server when `MSSQL_CDC_TEST_URL` holds an ADO.NET connection string for a
+//! login that may create databases (see docs/testing.md).
 
+mod support;
+
+mod sandbox_cli;
+mod sandbox_errors;
+mod sandbox_login;
+mod sandbox_sessions;
+mod sandbox_sql;
+mod sandbox_types;

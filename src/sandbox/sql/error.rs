@@ -82,7 +82,9 @@ impl SqlError {
 
     /// 102: the parser stopped at `near`.
     pub fn syntax(near: &str) -> Self {
-        Self::new(102, format!("Incorrect syntax near '{near}'.")).with_state(1).aborting_batch()
+        Self::new(102, format!("Incorrect syntax near '{near}'."))
+            .with_class(15)
+            .aborting_batch()
     }
 
     /// 208: a table or view that does not exist.
@@ -97,7 +99,10 @@ impl SqlError {
 
     /// 137: a variable used before it was declared.
     pub fn undeclared_variable(name: &str) -> Self {
-        Self::new(137, format!("Must declare the scalar variable \"{name}\".")).with_state(2).aborting_batch()
+        Self::new(137, format!("Must declare the scalar variable \"{name}\"."))
+            .with_class(15)
+            .with_state(2)
+            .aborting_batch()
     }
 
     /// 18456: login failed. The message never says why, as in SQL Server.

@@ -103,4 +103,9 @@ pub struct LoginRequest {
     pub database: Option<String>,
     pub app_name: String,
     pub host_name: String,
+    /// True when the whole session runs over TLS (not only the login), as
+    /// `sys.dm_exec_connections.encrypt_option` reports it.
+    pub encrypted: bool,
+    /// The client's address, for `sys.dm_exec_connections.client_net_address`.
+    pub client_addr: Option<std::net::SocketAddr>,
 }

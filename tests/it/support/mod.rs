@@ -1,0 +1,5 @@
+//! Shared set-up for the integration tests.
+
+pub mod server;
+
+pub use server::{Client, TestServer, query, run, scalar, server_error};

@@ -1,0 +1,145 @@
+//! A SQL Server to test against: the sandbox, started in-process on a free
+//! loopback port, or the real server named by `MSSQL_CDC_TEST_URL`.
+
+use std::net::SocketAddr;
+
+use mssql_cdc::sandbox::{Sandbox, SandboxOptions};
+use tiberius::{AuthMethod, Config, EncryptionLevel};
+use tokio::net::TcpStream;
+use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
+
+pub type Client = tiberius::Client<Compat<TcpStream>>;
+
+/// The environment variable that points the tests at a real SQL Server.
+pub const TEST_URL_VAR: &str = "MSSQL_CDC_TEST_URL";
+
+const SANDBOX_SA_PASSWORD: &str = "It-Sandbox-Pa55word!";
+
+pub struct TestServer {
+    target: Target,
+}
+
+enum Target {
+    Sandbox(Sandbox),
+    Real(String),
+}
+
+impl TestServer {
+    /// Starts a sandbox, or picks up the real server from the environment.
+    pub async fn start() -> Self {
+        install_crypto_provider();
+        let target = match std::env::var(TEST_URL_VAR) {
+            Ok(url) if !url.trim().is_empty() => Target::Real(url),
+            _ => {
+                let options = SandboxOptions {
+                    listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    sa_password: SANDBOX_SA_PASSWORD.to_string(),
+                    ..SandboxOptions::default()
+                };
+                Target::Sandbox(Sandbox::start(options).await.expect("sandbox starts"))
+            }
+        };
+        Self { target }
+    }
+
+    /// True when the tests run against the built-in sandbox.
+    pub fn is_sandbox(&self) -> bool {
+        matches!(self.target, Target::Sandbox(_))
+    }
+
+    /// An administrator's config with full TLS (the server's certificate
+    /// trusted), the mode production readers use.
+    pub fn config(&self) -> Config {
+        let mut config = match &self.target {
+            Target::Sandbox(sandbox) => {
+                let mut config = Config::new();
+                let addr = sandbox.local_addr();
+                config.host(addr.ip());
+                config.port(addr.port());
+                config.authentication(AuthMethod::sql_server("sa", SANDBOX_SA_PASSWORD));
+                config
+            }
+            Target::Real(url) => Config::from_ado_string(url).expect("MSSQL_CDC_TEST_URL parses"),
+        };
+        config.encryption(EncryptionLevel::Required);
+        config.trust_cert();
+        config
+    }
+
+    /// A config for another login, same server and TLS settings.
+    pub fn config_as(&self, user: &str, password: &str) -> Config {
+        let mut config = self.config();
+        config.authentication(AuthMethod::sql_server(user, password));
+        config
+    }
+
+    pub async fn connect(&self) -> Client {
+        self.connect_with(self.config()).await.expect("connects as administrator")
+    }
+
+    pub async fn connect_with(&self, config: Config) -> tiberius::Result<Client> {
+        let tcp = TcpStream::connect(config.get_addr()).await?;
+        tcp.set_nodelay(true)?;
+        tiberius::Client::connect(config, tcp.compat_write()).await
+    }
+
+    /// A new database with a unique name, and a client using it. Tests own
+    /// their databases, so they run in parallel and against a shared real
+    /// server.
+    pub async fn scratch_database(&self) -> (Client, String) {
+        let name = format!("it_{}", uuid::Uuid::new_v4().simple());
+        let mut client = self.connect().await;
+        client
+            .simple_query(format!("CREATE DATABASE [{name}]"))
+            .await
+            .expect("create database")
+            .into_results()
+            .await
+            .expect("create database completes");
+        let mut config = self.config();
+        config.database(&name);
+        drop(client);
+        client = self.connect_with(config).await.expect("connects to the new database");
+        (client, name)
+    }
+}
+
+/// The SQL Server error a failed call carries: (number, class, state).
+pub fn server_error(error: &tiberius::error::Error) -> Option<(u32, u8, u8)> {
+    match error {
+        tiberius::error::Error::Server(token) => {
+            Some((token.code(), token.class(), token.state()))
+        }
+        _ => None,
+    }
+}
+
+/// Both ring and aws-lc-rs are linked, so rustls needs a process default.
+fn install_crypto_provider() {
+    // Another test may have installed it already; either way one is in place.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Runs a batch to the end and returns every result set, or the first error
+/// wherever in the response it came.
+pub async fn run(client: &mut Client, sql: &str) -> tiberius::Result<Vec<Vec<tiberius::Row>>> {
+    client.simple_query(sql).await?.into_results().await
+}
+
+/// Runs a parameterised statement (sp_executesql) and returns its first
+/// result set.
+pub async fn query(
+    client: &mut Client,
+    sql: &str,
+    params: &[&dyn tiberius::ToSql],
+) -> tiberius::Result<Vec<tiberius::Row>> {
+    client.query(sql, params).await?.into_first_result().await
+}
+
+/// The single value of a one-row, one-column batch.
+pub async fn scalar<T: tiberius::FromSqlOwned>(client: &mut Client, sql: &str) -> Option<T> {
+    let rows = run(client, sql).await.expect("query runs");
+    let row = rows.into_iter().flatten().next().expect("a row");
+    let cell = row.into_iter().next().expect("a column");
+    T::from_sql_owned(cell).expect("value converts")
+}
