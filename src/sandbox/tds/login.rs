@@ -195,7 +195,7 @@ pub(crate) fn success_tokens(buf: &mut Vec<u8>, ack: &LoginAck<'_>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bytes::BufMut;
 

@@ -120,7 +120,8 @@ impl TlsSettings {
 const HANDSHAKE_PACKET: usize = 4096;
 
 /// Strips PRELOGIN packet headers from what the TLS engine reads and wraps
-/// what it writes in PRELOGIN packets, until `end_handshake`; from then on
+/// what it writes in PRELOGIN packets, until `end_handshake` or until a
+/// bare TLS record arrives where a packet header was expected; from then on
 /// it passes bytes through.
 pub(crate) struct PreloginFramed<S> {
     inner: S,
@@ -200,7 +201,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for PreloginFramed<S> {
         }
         while this.remaining == 0 {
             while this.header_len < HEADER_LEN {
-                let mut rb = ReadBuf::new(&mut this.header[this.header_len..]);
+                // One byte first: it tells a packet header from a TLS record.
+                let want = if this.header_len == 0 { 1 } else { HEADER_LEN };
+                let mut rb = ReadBuf::new(&mut this.header[this.header_len..want]);
                 ready!(Pin::new(&mut this.inner).poll_read(cx, &mut rb))?;
                 let n = rb.filled().len();
                 if n == 0 {
@@ -209,13 +212,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for PreloginFramed<S> {
                     }
                     return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
                 }
+                if this.header_len == 0 && this.header[0] != kind::PRELOGIN {
+                    // A bare TLS record: the client finished its handshake
+                    // and already sends application data (LOGIN7) while the
+                    // TLS engine still reads. From here on bytes pass through.
+                    this.framing = false;
+                    if buf.remaining() == 0 {
+                        return Poll::Ready(Err(invalid("empty read buffer")));
+                    }
+                    buf.put_slice(&this.header[..1]);
+                    return Poll::Ready(Ok(()));
+                }
                 this.header_len += n;
             }
             this.header_len = 0;
             let header = Header::parse(&this.header).map_err(|e| invalid(&e.to_string()))?;
-            if header.ty != kind::PRELOGIN {
-                return Poll::Ready(Err(invalid("expected a PRELOGIN packet during the TLS handshake")));
-            }
             this.remaining = header.payload_len();
         }
         let max = this.remaining.min(buf.remaining());
@@ -288,7 +299,7 @@ mod tests {
         assert_eq!(wire[4096], kind::PRELOGIN);
         assert_eq!(wire[4097], status::END_OF_MESSAGE);
 
-        // Reading strips headers, and rejects other packet types.
+        // Reading strips headers; a non-PRELOGIN byte ends the framing.
         let mut echo = encode_header(kind::PRELOGIN, 1, HEADER_LEN + 3, 0, 1).to_vec();
         echo.extend_from_slice(b"xyz");
         echo.extend_from_slice(&encode_header(kind::SQL_BATCH, 1, HEADER_LEN + 1, 0, 1));
@@ -297,6 +308,7 @@ mod tests {
         let mut got = [0u8; 3];
         framed.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"xyz");
-        assert!(framed.read_u8().await.is_err());
+        assert_eq!(framed.read_u8().await.unwrap(), kind::SQL_BATCH);
+        assert_eq!(framed.read_u8().await.unwrap(), 1);
     }
 }

@@ -8,7 +8,7 @@ pub(crate) mod text;
 pub(crate) mod type_info;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// A value the backend produced does not fit the declared column type.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
