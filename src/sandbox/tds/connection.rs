@@ -29,7 +29,10 @@ pub(crate) async fn serve_connection<B: Backend>(
 ) {
     let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let span = tracing::info_span!("tds", %peer);
-    if let Err(e) = run(tcp, backend, tls, config, shutdown).instrument(span).await {
+    if let Err(e) = run(tcp, backend, tls, config, shutdown)
+        .instrument(span)
+        .await
+    {
         match e {
             TdsError::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
                 tracing::debug!(%peer, "client disconnected")
@@ -49,10 +52,12 @@ async fn run<B: Backend>(
     let _ = tcp.set_nodelay(true);
     let meter = WaitMeter::default();
     let stream = Metered::new(tcp, meter.clone());
-    let Handshake { mut transport, login } =
-        tokio::time::timeout(config.handshake_timeout, handshake(stream, &tls, &config))
-            .await
-            .map_err(|_| TdsError::HandshakeTimeout)??;
+    let Handshake {
+        mut transport,
+        login,
+    } = tokio::time::timeout(config.handshake_timeout, handshake(stream, &tls, &config))
+        .await
+        .map_err(|_| TdsError::HandshakeTimeout)??;
     tracing::debug!(?login, "LOGIN7 received");
 
     let request = login.request.clone();
@@ -102,7 +107,14 @@ async fn run<B: Backend>(
     tracing::info!(user = %login.request.user, database = %database, packet_size, "login succeeded");
 
     let (read_half, write_half) = tokio::io::split(transport);
-    let mut conn = Session::start(session, read_half, write_half, writer, meter, config.clone());
+    let mut conn = Session::start(
+        session,
+        read_half,
+        write_half,
+        writer,
+        meter,
+        config.clone(),
+    );
     let outcome = conn.run(shutdown).await;
     conn.close().await;
     outcome

@@ -33,7 +33,11 @@ fn closed() -> TdsError {
     TdsError::Io(std::io::ErrorKind::UnexpectedEof.into())
 }
 
-pub(crate) async fn handshake(stream: Metered, tls: &TlsSettings, config: &TdsConfig) -> Result<Handshake, TdsError> {
+pub(crate) async fn handshake(
+    stream: Metered,
+    tls: &TlsSettings,
+    config: &TdsConfig,
+) -> Result<Handshake, TdsError> {
     let mut first = [0u8; 1];
     if stream.peek(&mut first).await? == 0 {
         return Err(closed());
@@ -45,9 +49,14 @@ pub(crate) async fn handshake(stream: Metered, tls: &TlsSettings, config: &TdsCo
         Transport::Plain(stream)
     };
 
-    let msg = read_message(&mut transport, MAX_LOGIN_MESSAGE).await?.ok_or_else(closed)?;
+    let msg = read_message(&mut transport, MAX_LOGIN_MESSAGE)
+        .await?
+        .ok_or_else(closed)?;
     if msg.ty != kind::PRELOGIN {
-        return Err(TdsError::UnexpectedPacket { expected: "PRELOGIN", actual: msg.ty });
+        return Err(TdsError::UnexpectedPacket {
+            expected: "PRELOGIN",
+            actual: msg.ty,
+        });
     }
     let client = ClientPrelogin::parse(&msg.payload)?;
     let (mut mode, answer) = Encryption::negotiate(client.encryption);
@@ -57,20 +66,32 @@ pub(crate) async fn handshake(stream: Metered, tls: &TlsSettings, config: &TdsCo
     let (major, minor, build) = config.version;
     let build = build.to_be_bytes();
     let mut writer = PacketWriter::new(kind::TABULAR_RESULT, 0, 4096);
-    writer.buf().extend(build_response(&client, [major, minor, build[0], build[1]], 0, answer));
+    writer.buf().extend(build_response(
+        &client,
+        [major, minor, build[0], build[1]],
+        0,
+        answer,
+    ));
     writer.finish(&mut transport).await?;
     tracing::debug!(?mode, strict, client_encryption = ?client.encryption, "PRELOGIN answered");
 
     if !strict && mode != Encryption::None {
         transport = match transport {
-            Transport::Plain(stream) => Transport::Tls(Box::new(tls.accept_in_prelogin(stream).await?)),
+            Transport::Plain(stream) => {
+                Transport::Tls(Box::new(tls.accept_in_prelogin(stream).await?))
+            }
             tls => tls,
         };
     }
 
-    let msg = read_message(&mut transport, MAX_LOGIN_MESSAGE).await?.ok_or_else(closed)?;
+    let msg = read_message(&mut transport, MAX_LOGIN_MESSAGE)
+        .await?
+        .ok_or_else(closed)?;
     if msg.ty != kind::LOGIN7 {
-        return Err(TdsError::UnexpectedPacket { expected: "LOGIN7", actual: msg.ty });
+        return Err(TdsError::UnexpectedPacket {
+            expected: "LOGIN7",
+            actual: msg.ty,
+        });
     }
     let login = Login7::parse(&msg.payload)?;
 

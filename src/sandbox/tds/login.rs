@@ -90,7 +90,8 @@ impl Login7 {
         let host_name = text(0, "host name")?;
         let user = text(1, "user name")?;
         let (pw_off, pw_len) = pairs[2];
-        let password = super::wire::from_ucs2(&deobfuscate(&field(payload, pw_off, pw_len, "password")?));
+        let password =
+            super::wire::from_ucs2(&deobfuscate(&field(payload, pw_off, pw_len, "password")?));
         let app_name = text(3, "application name")?;
         let server_name = text(4, "server name")?;
         let library = text(6, "library name")?;
@@ -124,7 +125,11 @@ impl Login7 {
     /// The packet size the server agrees to: the client's (0 means the
     /// server default), clamped to 512..=32767.
     pub(crate) fn negotiated_packet_size(&self, default: u32) -> u32 {
-        let asked = if self.packet_size == 0 { default } else { self.packet_size };
+        let asked = if self.packet_size == 0 {
+            default
+        } else {
+            self.packet_size
+        };
         asked.clamp(MIN_PACKET_SIZE, MAX_PACKET_SIZE)
     }
 
@@ -182,7 +187,12 @@ pub(crate) fn success_tokens(buf: &mut Vec<u8>, ack: &LoginAck<'_>) {
     token::env_change_text(buf, env::DATABASE, ack.database, "master");
     let changed_db = format!("Changed database context to '{}'.", ack.database);
     token::info_text(buf, 5701, 2, &changed_db, ack.server_name);
-    token::env_change_bytes(buf, env::COLLATION, &super::codec::type_info::DEFAULT_COLLATION, &[]);
+    token::env_change_bytes(
+        buf,
+        env::COLLATION,
+        &super::codec::type_info::DEFAULT_COLLATION,
+        &[],
+    );
     token::env_change_text(buf, env::LANGUAGE, ack.language, "");
     let changed_lang = format!("Changed language setting to {}.", ack.language);
     token::info_text(buf, 5703, 1, &changed_lang, ack.server_name);
@@ -201,7 +211,9 @@ pub(crate) mod tests {
 
     /// A LOGIN7 as a client builds it (offsets after the fixed part).
     pub(crate) fn build(user: &str, password: &str, database: &str, packet_size: u32) -> Vec<u8> {
-        let fields = ["host", user, password, "app", "server", "", "lib", "", database];
+        let fields = [
+            "host", user, password, "app", "server", "", "lib", "", database,
+        ];
         let mut data = Vec::new();
         let mut table = Vec::new();
         for (i, f) in fields.iter().enumerate() {

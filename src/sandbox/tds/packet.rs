@@ -46,9 +46,15 @@ impl Header {
     pub(crate) fn parse(bytes: &[u8; HEADER_LEN]) -> Result<Self, TdsError> {
         let length = u16::from_be_bytes([bytes[2], bytes[3]]);
         if (length as usize) < HEADER_LEN {
-            return Err(TdsError::protocol(format!("packet length {length} shorter than its header")));
+            return Err(TdsError::protocol(format!(
+                "packet length {length} shorter than its header"
+            )));
         }
-        Ok(Self { ty: bytes[0], status: bytes[1], length })
+        Ok(Self {
+            ty: bytes[0],
+            status: bytes[1],
+            length,
+        })
     }
 
     pub(crate) fn payload_len(&self) -> usize {
@@ -61,7 +67,13 @@ impl Header {
 }
 
 /// Writes a header; `len` is the full packet length.
-pub(crate) fn encode_header(ty: u8, status: u8, len: usize, spid: u16, packet_id: u8) -> [u8; HEADER_LEN] {
+pub(crate) fn encode_header(
+    ty: u8,
+    status: u8,
+    len: usize,
+    spid: u16,
+    packet_id: u8,
+) -> [u8; HEADER_LEN] {
     let len = (len.min(u16::MAX as usize) as u16).to_be_bytes();
     let spid = spid.to_be_bytes();
     [ty, status, len[0], len[1], spid[0], spid[1], packet_id, 0]
@@ -120,7 +132,11 @@ pub(crate) async fn read_message<R: AsyncRead + Unpin>(
                     break;
                 }
                 let Some(first) = first else { break };
-                return Ok(Some(Message { ty: first.ty, status: first.status, payload }));
+                return Ok(Some(Message {
+                    ty: first.ty,
+                    status: first.status,
+                    payload,
+                }));
             }
         }
     }
@@ -141,7 +157,14 @@ pub(crate) struct PacketWriter {
 impl PacketWriter {
     pub(crate) fn new(ty: u8, spid: u16, packet_size: u32) -> Self {
         let packet_size = packet_size.clamp(MIN_PACKET_SIZE, MAX_PACKET_SIZE) as usize;
-        Self { ty, spid, packet_size, next_id: 1, buf: Vec::new(), scratch: Vec::with_capacity(packet_size) }
+        Self {
+            ty,
+            spid,
+            packet_size,
+            next_id: 1,
+            buf: Vec::new(),
+            scratch: Vec::with_capacity(packet_size),
+        }
     }
 
     /// Where tokens are appended.
@@ -162,7 +185,13 @@ impl PacketWriter {
         let status = if eom { status::END_OF_MESSAGE } else { 0 };
         let len = HEADER_LEN + range.len();
         self.scratch.clear();
-        self.scratch.extend_from_slice(&encode_header(self.ty, status, len, self.spid, self.next_id));
+        self.scratch.extend_from_slice(&encode_header(
+            self.ty,
+            status,
+            len,
+            self.spid,
+            self.next_id,
+        ));
         self.scratch.extend_from_slice(&self.buf[range]);
         self.next_id = self.next_id.wrapping_add(1);
         w.write_all(&self.scratch).await?;
@@ -170,7 +199,10 @@ impl PacketWriter {
     }
 
     /// Sends every full packet while more data is known to follow.
-    pub(crate) async fn send_full<W: AsyncWrite + Unpin>(&mut self, w: &mut W) -> Result<(), TdsError> {
+    pub(crate) async fn send_full<W: AsyncWrite + Unpin>(
+        &mut self,
+        w: &mut W,
+    ) -> Result<(), TdsError> {
         let cap = self.capacity();
         let mut start = 0;
         while self.buf.len() - start > cap {
@@ -185,7 +217,10 @@ impl PacketWriter {
 
     /// Sends the rest with END_OF_MESSAGE and flushes. The writer can be
     /// reused for the next message.
-    pub(crate) async fn finish<W: AsyncWrite + Unpin>(&mut self, w: &mut W) -> Result<(), TdsError> {
+    pub(crate) async fn finish<W: AsyncWrite + Unpin>(
+        &mut self,
+        w: &mut W,
+    ) -> Result<(), TdsError> {
         self.send_full(w).await?;
         let len = self.buf.len();
         self.write_packet(w, 0..len, true).await?;
@@ -215,11 +250,18 @@ mod tests {
     async fn reassembles_multi_packet_messages() {
         let mut wire = packet(kind::SQL_BATCH, 0, b"abc");
         wire.extend(packet(kind::SQL_BATCH, status::END_OF_MESSAGE, b"def"));
-        wire.extend(packet(kind::RPC, status::END_OF_MESSAGE | status::IGNORE, b"zzz"));
+        wire.extend(packet(
+            kind::RPC,
+            status::END_OF_MESSAGE | status::IGNORE,
+            b"zzz",
+        ));
         wire.extend(packet(kind::ATTENTION, status::END_OF_MESSAGE, b""));
         let mut r = &wire[..];
         let m = read_message(&mut r, 1 << 20).await.unwrap().unwrap();
-        assert_eq!((m.ty, m.payload.as_slice()), (kind::SQL_BATCH, &b"abcdef"[..]));
+        assert_eq!(
+            (m.ty, m.payload.as_slice()),
+            (kind::SQL_BATCH, &b"abcdef"[..])
+        );
         let m = read_message(&mut r, 1 << 20).await.unwrap().unwrap();
         assert_eq!((m.ty, m.payload.len()), (kind::ATTENTION, 0));
         assert!(read_message(&mut r, 1 << 20).await.unwrap().is_none());
@@ -233,7 +275,10 @@ mod tests {
         mixed.extend(packet(kind::RPC, 1, b"b"));
         assert!(read_message(&mut &mixed[..], 100).await.is_err());
         let big = packet(kind::SQL_BATCH, 1, &[0; 50]);
-        assert!(matches!(read_message(&mut &big[..], 10).await, Err(TdsError::MessageTooLarge { .. })));
+        assert!(matches!(
+            read_message(&mut &big[..], 10).await,
+            Err(TdsError::MessageTooLarge { .. })
+        ));
         let truncated = &packet(kind::SQL_BATCH, 1, b"abcd")[..10];
         assert!(read_message(&mut &truncated[..], 100).await.is_err());
     }

@@ -76,7 +76,11 @@ impl ClientPrelogin {
             let length = table.u16_be()? as usize;
             let data = payload
                 .get(offset..offset.saturating_add(length))
-                .ok_or_else(|| TdsError::protocol(format!("PRELOGIN option {token} points outside the message")))?;
+                .ok_or_else(|| {
+                    TdsError::protocol(format!(
+                        "PRELOGIN option {token} points outside the message"
+                    ))
+                })?;
             let mut r = Reader::new(data);
             match token {
                 option::VERSION if length >= 6 => out.version = Some((r.u32_be()?, r.u16_be()?)),
@@ -144,7 +148,10 @@ mod tests {
 
     #[test]
     fn parses_what_it_builds() {
-        let client = ClientPrelogin { fed_auth_required: Some(1), ..Default::default() };
+        let client = ClientPrelogin {
+            fed_auth_required: Some(1),
+            ..Default::default()
+        };
         let bytes = build_response(&client, [16, 0, 0x03, 0xE8], 6, encrypt::ON);
         let parsed = ClientPrelogin::parse(&bytes).unwrap();
         assert_eq!(parsed.version, Some((0x1000_03E8, 6)));
@@ -164,9 +171,21 @@ mod tests {
 
     #[test]
     fn encryption_table() {
-        assert_eq!(Encryption::negotiate(Some(encrypt::NOT_SUP)), (Encryption::None, encrypt::NOT_SUP));
-        assert_eq!(Encryption::negotiate(Some(encrypt::OFF)), (Encryption::LoginOnly, encrypt::OFF));
-        assert_eq!(Encryption::negotiate(Some(encrypt::ON)), (Encryption::Full, encrypt::ON));
-        assert_eq!(Encryption::negotiate(Some(encrypt::REQ)), (Encryption::Full, encrypt::ON));
+        assert_eq!(
+            Encryption::negotiate(Some(encrypt::NOT_SUP)),
+            (Encryption::None, encrypt::NOT_SUP)
+        );
+        assert_eq!(
+            Encryption::negotiate(Some(encrypt::OFF)),
+            (Encryption::LoginOnly, encrypt::OFF)
+        );
+        assert_eq!(
+            Encryption::negotiate(Some(encrypt::ON)),
+            (Encryption::Full, encrypt::ON)
+        );
+        assert_eq!(
+            Encryption::negotiate(Some(encrypt::REQ)),
+            (Encryption::Full, encrypt::ON)
+        );
     }
 }

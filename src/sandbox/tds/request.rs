@@ -19,7 +19,9 @@ const NO_EXEC_FLAG: u8 = 0xFE;
 fn skip_all_headers(r: &mut Reader<'_>) -> Result<(), TdsError> {
     let total = r.u32_le()? as usize;
     if total < 4 {
-        return Err(TdsError::protocol(format!("ALL_HEADERS length {total} is too small")));
+        return Err(TdsError::protocol(format!(
+            "ALL_HEADERS length {total} is too small"
+        )));
     }
     r.skip(total - 4)
 }
@@ -29,10 +31,12 @@ pub(crate) fn parse_batch(payload: &[u8]) -> Result<Request, TdsError> {
     let mut r = Reader::new(payload);
     skip_all_headers(&mut r)?;
     let text = r.bytes(r.remaining())?;
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return Err(TdsError::protocol("SQLBatch text has an odd byte length"));
     }
-    Ok(Request::Batch { sql: from_ucs2(text) })
+    Ok(Request::Batch {
+        sql: from_ucs2(text),
+    })
 }
 
 /// Well-known procedures by ProcID (MS-TDS 2.2.6.6).
@@ -73,7 +77,11 @@ pub(crate) fn parse_rpc(payload: &[u8]) -> Result<Vec<Request>, TdsError> {
                     break;
                 }
             }
-            Some(other) => return Err(TdsError::protocol(format!("unexpected byte {other:#04x} after an RPC"))),
+            Some(other) => {
+                return Err(TdsError::protocol(format!(
+                    "unexpected byte {other:#04x} after an RPC"
+                )));
+            }
         }
     }
     Ok(requests)
@@ -83,7 +91,9 @@ fn parse_one_rpc(r: &mut Reader<'_>) -> Result<Request, TdsError> {
     let name_len = r.u16_le()?;
     let procedure = if name_len == 0xFFFF {
         let id = r.u16_le()?;
-        proc_name(id).map(str::to_string).ok_or_else(|| TdsError::protocol(format!("unknown ProcID {id}")))?
+        proc_name(id)
+            .map(str::to_string)
+            .ok_or_else(|| TdsError::protocol(format!("unknown ProcID {id}")))?
     } else {
         r.ucs2(name_len as usize)?
     };
@@ -95,7 +105,9 @@ fn parse_one_rpc(r: &mut Reader<'_>) -> Result<Request, TdsError> {
         }
         let position = params.len() + 1;
         let param = parse_param(r).map_err(|e| match e {
-            TdsError::Protocol(detail) => TdsError::Protocol(format!("parameter {position}: {detail}")),
+            TdsError::Protocol(detail) => {
+                TdsError::Protocol(format!("parameter {position}: {detail}"))
+            }
             other => other,
         })?;
         params.push(param);
@@ -107,13 +119,20 @@ fn parse_param(r: &mut Reader<'_>) -> Result<Param, TdsError> {
     let name = r.b_varchar()?;
     let status = r.u8()?;
     if status & F_ENCRYPTED != 0 {
-        return Err(TdsError::protocol("encrypted parameters (Always Encrypted) are not supported"));
+        return Err(TdsError::protocol(
+            "encrypted parameters (Always Encrypted) are not supported",
+        ));
     }
     let info = TypeInfo::decode(r)?;
     // fDefaultValue parameters carry a NULL of their type: the engine sees
     // NULL, as the contract has no "default" marker.
     let value = decode_value(r, &info)?;
-    Ok(Param { name, ty: info.data_type(), value, output: status & F_BY_REF_VALUE != 0 })
+    Ok(Param {
+        name,
+        ty: info.data_type(),
+        value,
+        output: status & F_BY_REF_VALUE != 0,
+    })
 }
 
 /// Transaction Manager request types (MS-TDS 2.2.6.9).
@@ -161,8 +180,16 @@ pub(crate) fn parse_transaction_manager(payload: &[u8]) -> Result<Request, TdsEr
         }
         TM_COMMIT_XACT | TM_ROLLBACK_XACT => {
             let name = r.b_varchar()?;
-            let verb = if request_type == TM_COMMIT_XACT { "COMMIT" } else { "ROLLBACK" };
-            let mut sql = if name.is_empty() { verb.to_string() } else { format!("{verb} TRANSACTION {}", quote_name(&name)) };
+            let verb = if request_type == TM_COMMIT_XACT {
+                "COMMIT"
+            } else {
+                "ROLLBACK"
+            };
+            let mut sql = if name.is_empty() {
+                verb.to_string()
+            } else {
+                format!("{verb} TRANSACTION {}", quote_name(&name))
+            };
             // fBeginXact: start a new transaction right away.
             if r.remaining() > 0 && r.u8()? & 0x01 != 0 {
                 let level = r.u8()?;
@@ -179,8 +206,16 @@ pub(crate) fn parse_transaction_manager(payload: &[u8]) -> Result<Request, TdsEr
             sql
         }
         TM_SAVE_XACT => format!("SAVE TRANSACTION {}", quote_name(&r.b_varchar()?)),
-        TM_GET_DTC_ADDRESS => return Err(TdsError::protocol("distributed transactions (TM_GET_DTC_ADDRESS) are not supported")),
-        other => return Err(TdsError::protocol(format!("transaction manager request {other} is not supported"))),
+        TM_GET_DTC_ADDRESS => {
+            return Err(TdsError::protocol(
+                "distributed transactions (TM_GET_DTC_ADDRESS) are not supported",
+            ));
+        }
+        other => {
+            return Err(TdsError::protocol(format!(
+                "transaction manager request {other} is not supported"
+            )));
+        }
     };
     Ok(Request::Batch { sql })
 }

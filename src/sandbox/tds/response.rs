@@ -54,7 +54,11 @@ impl<'a> ResponseEncoder<'a> {
                 self.last_was_result = true;
             }
             Output::Done { rows } => {
-                let mut status = if self.error_in_statement { done::ERROR } else { done::FINAL };
+                let mut status = if self.error_in_statement {
+                    done::ERROR
+                } else {
+                    done::FINAL
+                };
                 if rows.is_some() {
                     status |= done::COUNT;
                 }
@@ -72,7 +76,9 @@ impl<'a> ResponseEncoder<'a> {
                 self.error_in_statement = false;
             }
             Output::Message(err) => self.message(buf, err),
-            Output::DatabaseChanged { from, to } => token::env_change_text(buf, env::DATABASE, to, from),
+            Output::DatabaseChanged { from, to } => {
+                token::env_change_text(buf, env::DATABASE, to, from)
+            }
             Output::Transaction(event) => match *event {
                 TransactionEvent::Begin { descriptor } => {
                     token::env_change_bytes(buf, env::BEGIN_TRAN, &descriptor.to_le_bytes(), &[])
@@ -85,7 +91,11 @@ impl<'a> ResponseEncoder<'a> {
                 }
             },
             Output::ReturnValue(param) => {
-                let ordinal = self.param_names.iter().position(|n| n.eq_ignore_ascii_case(&param.name)).unwrap_or(0);
+                let ordinal = self
+                    .param_names
+                    .iter()
+                    .position(|n| n.eq_ignore_ascii_case(&param.name))
+                    .unwrap_or(0);
                 if let Err(e) = token::return_value(buf, ordinal as u16, param) {
                     self.encode_failure(buf, &e);
                 }
@@ -121,12 +131,24 @@ impl<'a> ResponseEncoder<'a> {
     /// end with one, or the DONEPROC of an RPC. `more_requests` is set when
     /// another RPC of the same message follows.
     pub(crate) fn finish(&mut self, buf: &mut Vec<u8>, ended_with_done: bool, more_requests: bool) {
-        let more = if more_requests { done::MORE } else { done::FINAL };
+        let more = if more_requests {
+            done::MORE
+        } else {
+            done::FINAL
+        };
         if self.rpc {
-            let status = if self.any_error { done::ERROR } else { done::FINAL } | more;
+            let status = if self.any_error {
+                done::ERROR
+            } else {
+                done::FINAL
+            } | more;
             token::done(buf, tok::DONEPROC, status, 0, 0);
         } else if !ended_with_done {
-            let status = if self.error_in_statement { done::ERROR } else { done::FINAL } | more;
+            let status = if self.error_in_statement {
+                done::ERROR
+            } else {
+                done::FINAL
+            } | more;
             token::done(buf, tok::DONE, status, 0, 0);
         }
     }

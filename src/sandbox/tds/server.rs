@@ -9,10 +9,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::Backend;
 use super::connection::serve_connection;
 use super::error::TdsError;
 use super::tls::TlsSettings;
-use super::Backend;
 
 /// How the server presents itself and its limits.
 #[derive(Debug, Clone)]

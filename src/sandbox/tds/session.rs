@@ -41,7 +41,9 @@ struct Shared {
 
 impl Shared {
     fn current(&self) -> MutexGuard<'_, Option<CancelToken>> {
-        self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn signal_attention(&self) {
@@ -72,7 +74,12 @@ impl Shared {
     }
 }
 
-async fn reader_loop(mut rd: ReadHalf<Transport>, tx: mpsc::Sender<Incoming>, shared: Arc<Shared>, max: usize) {
+async fn reader_loop(
+    mut rd: ReadHalf<Transport>,
+    tx: mpsc::Sender<Incoming>,
+    shared: Arc<Shared>,
+    max: usize,
+) {
     loop {
         let incoming = match read_message(&mut rd, max).await {
             Ok(Some(msg)) if msg.ty == kind::ATTENTION => {
@@ -126,11 +133,23 @@ impl<S: BackendSession> Session<S> {
         let shared = Arc::new(Shared::default());
         let (tx, rx) = mpsc::channel(8);
         let reader = tokio::spawn(reader_loop(rd, tx, shared.clone(), config.max_message_size));
-        Self { session: Some(session), wr, writer, meter, config, shared, rx, reader }
+        Self {
+            session: Some(session),
+            wr,
+            writer,
+            meter,
+            config,
+            shared,
+            rx,
+            reader,
+        }
     }
 
     /// Serves requests until the client leaves, a fatal error, or shutdown.
-    pub(crate) async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), TdsError> {
+    pub(crate) async fn run(
+        &mut self,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<(), TdsError> {
         loop {
             let incoming = tokio::select! {
                 incoming = self.rx.recv() => incoming,
@@ -173,8 +192,13 @@ impl<S: BackendSession> Session<S> {
             kind::SQL_BATCH => parse_batch(&msg.payload).map(|r| vec![r]),
             kind::RPC => parse_rpc(&msg.payload),
             kind::TRANSACTION_MANAGER => parse_transaction_manager(&msg.payload).map(|r| vec![r]),
-            kind::BULK_LOAD => Err(TdsError::protocol("bulk load is not supported by the sandbox")),
-            other => Err(TdsError::UnexpectedPacket { expected: "a request", actual: other }),
+            kind::BULK_LOAD => Err(TdsError::protocol(
+                "bulk load is not supported by the sandbox",
+            )),
+            other => Err(TdsError::UnexpectedPacket {
+                expected: "a request",
+                actual: other,
+            }),
         };
         match parsed {
             Ok(requests) => self.run_requests(requests).await,
@@ -183,10 +207,17 @@ impl<S: BackendSession> Session<S> {
                 let err = if msg.ty == kind::RPC {
                     SqlError::new(
                         8009,
-                        format!("The incoming tabular data stream (TDS) remote procedure call (RPC) protocol stream is incorrect. {e}"),
+                        format!(
+                            "The incoming tabular data stream (TDS) remote procedure call (RPC) protocol stream is incorrect. {e}"
+                        ),
                     )
                 } else {
-                    SqlError::new(4002, format!("The incoming tabular data stream (TDS) protocol stream is incorrect. {e}"))
+                    SqlError::new(
+                        4002,
+                        format!(
+                            "The incoming tabular data stream (TDS) protocol stream is incorrect. {e}"
+                        ),
+                    )
                 };
                 token::message(self.writer.buf(), &err, &self.config.server_name);
                 token::done(self.writer.buf(), tok::DONE, done::ERROR, 0, 0);
@@ -212,7 +243,10 @@ impl<S: BackendSession> Session<S> {
                 attention_ack(self.writer.buf());
                 break;
             }
-            if !self.write_outputs(&mut encoder, outputs, i + 1 < count).await? {
+            if !self
+                .write_outputs(&mut encoder, outputs, i + 1 < count)
+                .await?
+            {
                 attention_ack(self.writer.buf());
                 break;
             }
@@ -223,10 +257,8 @@ impl<S: BackendSession> Session<S> {
         }
         self.writer.finish(&mut self.wr).await?;
         let waited = self.meter.take();
-        if !waited.is_zero() {
-            if let Some(session) = self.session.as_mut() {
-                session.record_network_wait(waited);
-            }
+        if let Some(session) = self.session.as_mut().filter(|_| !waited.is_zero()) {
+            session.record_network_wait(waited);
         }
         Ok(flow)
     }
@@ -234,7 +266,10 @@ impl<S: BackendSession> Session<S> {
     /// Runs a request on a blocking thread, with a fresh cancel token that
     /// the reader task cancels on ATTENTION or disconnect.
     async fn execute(&mut self, request: Request) -> Result<Vec<Output>, TdsError> {
-        let mut session = self.session.take().ok_or_else(|| TdsError::Backend("session lost".into()))?;
+        let mut session = self
+            .session
+            .take()
+            .ok_or_else(|| TdsError::Backend("session lost".into()))?;
         let token = CancelToken::default();
         self.shared.begin(&token);
         let joined = tokio::task::spawn_blocking(move || {
@@ -255,8 +290,10 @@ impl<S: BackendSession> Session<S> {
         outputs: Vec<Output>,
         more_requests: bool,
     ) -> Result<bool, TdsError> {
-        let outputs: Vec<Output> =
-            outputs.into_iter().filter(|o| !matches!(o, Output::Message(e) if e.is_cancelled())).collect();
+        let outputs: Vec<Output> = outputs
+            .into_iter()
+            .filter(|o| !matches!(o, Output::Message(e) if e.is_cancelled()))
+            .collect();
         let ended_with_done = matches!(outputs.last(), Some(Output::Done { .. }));
         for (i, out) in outputs.iter().enumerate() {
             encoder.output(self.writer.buf(), out, i + 1 < outputs.len());

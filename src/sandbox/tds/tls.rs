@@ -29,7 +29,9 @@ pub struct TlsSettings {
 
 impl std::fmt::Debug for TlsSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsSettings").field("certificates", &self.chain.len()).finish()
+        f.debug_struct("TlsSettings")
+            .field("certificates", &self.chain.len())
+            .finish()
     }
 }
 
@@ -42,7 +44,9 @@ impl TlsSettings {
             rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
                 .map_err(cert_err)?;
         params.distinguished_name = rcgen::DistinguishedName::new();
-        params.distinguished_name.push(rcgen::DnType::CommonName, "localhost");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "localhost");
         let key = rcgen::KeyPair::generate().map_err(cert_err)?;
         let cert = params.self_signed(&key).map_err(cert_err)?;
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
@@ -55,7 +59,10 @@ impl TlsSettings {
             .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
             .map_err(|e| TdsError::Certificate(format!("{}: {e}", cert.display())))?;
         if chain.is_empty() {
-            return Err(TdsError::Certificate(format!("{}: no certificate found", cert.display())));
+            return Err(TdsError::Certificate(format!(
+                "{}: no certificate found",
+                cert.display()
+            )));
         }
         let key = PrivateKeyDer::from_pem_file(key)
             .map_err(|e| TdsError::Certificate(format!("{}: {e}", key.display())))?;
@@ -63,7 +70,10 @@ impl TlsSettings {
     }
 
     /// A certificate chain and key already in DER form.
-    pub fn from_der(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<Self, TdsError> {
+    pub fn from_der(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<Self, TdsError> {
         // Both ring and aws-lc-rs are linked, so the provider is chosen
         // explicitly rather than from the process default.
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -77,7 +87,10 @@ impl TlsSettings {
         // considers the handshake done and has stopped unwrapping PRELOGIN
         // packets; they would corrupt its stream.
         config.send_tls13_tickets = 0;
-        Ok(Self { config: Arc::new(config), chain })
+        Ok(Self {
+            config: Arc::new(config),
+            chain,
+        })
     }
 
     /// The certificate chain the server presents (DER), e.g. for a client
@@ -87,7 +100,10 @@ impl TlsSettings {
     }
 
     /// TLS handshake carried in PRELOGIN packets (TDS 7.x).
-    pub(crate) async fn accept_in_prelogin<S>(&self, stream: S) -> Result<TlsStream<PreloginFramed<S>>, TdsError>
+    pub(crate) async fn accept_in_prelogin<S>(
+        &self,
+        stream: S,
+    ) -> Result<TlsStream<PreloginFramed<S>>, TdsError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -95,14 +111,20 @@ impl TlsSettings {
     }
 
     /// TLS handshake directly on the socket (TDS 8.0 strict encryption).
-    pub(crate) async fn accept_direct<S>(&self, stream: S) -> Result<TlsStream<PreloginFramed<S>>, TdsError>
+    pub(crate) async fn accept_direct<S>(
+        &self,
+        stream: S,
+    ) -> Result<TlsStream<PreloginFramed<S>>, TdsError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
         self.accept(PreloginFramed::new(stream, false)).await
     }
 
-    async fn accept<S>(&self, io: PreloginFramed<S>) -> Result<TlsStream<PreloginFramed<S>>, TdsError>
+    async fn accept<S>(
+        &self,
+        io: PreloginFramed<S>,
+    ) -> Result<TlsStream<PreloginFramed<S>>, TdsError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -180,8 +202,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PreloginFramed<S> {
         let cap = HANDSHAKE_PACKET - HEADER_LEN;
         let chunks = self.pending.chunks(cap).count();
         for (i, chunk) in self.pending.chunks(cap).enumerate() {
-            let eom = if i + 1 == chunks { status::END_OF_MESSAGE } else { 0 };
-            let header = encode_header(kind::PRELOGIN, eom, HEADER_LEN + chunk.len(), 0, (i + 1) as u8);
+            let eom = if i + 1 == chunks {
+                status::END_OF_MESSAGE
+            } else {
+                0
+            };
+            let header = encode_header(
+                kind::PRELOGIN,
+                eom,
+                HEADER_LEN + chunk.len(),
+                0,
+                (i + 1) as u8,
+            );
             self.out.extend_from_slice(&header);
             self.out.extend_from_slice(chunk);
         }
@@ -194,7 +226,11 @@ fn invalid(msg: &str) -> io::Error {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for PreloginFramed<S> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.framing {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
@@ -243,7 +279,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for PreloginFramed<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for PreloginFramed<S> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         if this.framing {
             this.pending.extend_from_slice(buf);
@@ -282,7 +322,10 @@ mod tests {
 
     #[test]
     fn missing_pem_files_are_errors() {
-        let err = TlsSettings::from_pem_files(Path::new("/nonexistent/c.pem"), Path::new("/nonexistent/k.pem"));
+        let err = TlsSettings::from_pem_files(
+            Path::new("/nonexistent/c.pem"),
+            Path::new("/nonexistent/k.pem"),
+        );
         assert!(matches!(err, Err(TdsError::Certificate(_))));
     }
 

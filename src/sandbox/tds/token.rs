@@ -79,7 +79,11 @@ pub(crate) fn env_change_bytes(buf: &mut Vec<u8>, ty: u8, new: &[u8], old: &[u8]
 
 /// INFO (class <= 10) or ERROR token (MS-TDS 2.2.7.10 / 2.2.7.13).
 pub(crate) fn message(buf: &mut Vec<u8>, err: &SqlError, server_name: &str) {
-    let token = if err.class <= 10 { tok::INFO } else { tok::ERROR };
+    let token = if err.class <= 10 {
+        tok::INFO
+    } else {
+        tok::ERROR
+    };
     with_u16_len(buf, token, |b| {
         b.put_i32_le(err.number);
         b.put_u8(err.state);
@@ -122,7 +126,11 @@ pub(crate) fn return_status(buf: &mut Vec<u8>, status: i32) {
 }
 
 /// RETURNVALUE (MS-TDS 2.2.7.18) for an output parameter.
-pub(crate) fn return_value(buf: &mut Vec<u8>, ordinal: u16, param: &Param) -> Result<(), EncodeError> {
+pub(crate) fn return_value(
+    buf: &mut Vec<u8>,
+    ordinal: u16,
+    param: &Param,
+) -> Result<(), EncodeError> {
     let start = buf.len();
     buf.put_u8(tok::RETURNVALUE);
     buf.put_u16_le(ordinal);
@@ -150,7 +158,11 @@ pub(crate) fn col_metadata(buf: &mut Vec<u8>, columns: &[Column]) {
 /// One ROW, or an NBCROW (null bitmap, MS-TDS 2.2.7.17) when the row has
 /// NULLs - the only way to send NULL in a NOT NULL fixed-size column.
 /// On error nothing is appended.
-pub(crate) fn row(buf: &mut Vec<u8>, columns: &[Column], values: &[Value]) -> Result<(), EncodeError> {
+pub(crate) fn row(
+    buf: &mut Vec<u8>,
+    columns: &[Column],
+    values: &[Value],
+) -> Result<(), EncodeError> {
     let start = buf.len();
     let result = write_row(buf, columns, values);
     if result.is_err() {

@@ -33,13 +33,17 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], TdsError> {
-        let end = self.pos.checked_add(n).filter(|end| *end <= self.buf.len()).ok_or_else(|| {
-            TdsError::protocol(format!(
-                "truncated message: {n} bytes needed at offset {}, {} left",
-                self.pos,
-                self.remaining()
-            ))
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|end| *end <= self.buf.len())
+            .ok_or_else(|| {
+                TdsError::protocol(format!(
+                    "truncated message: {n} bytes needed at offset {}, {} left",
+                    self.pos,
+                    self.remaining()
+                ))
+            })?;
         let out = &self.buf[self.pos..end];
         self.pos = end;
         Ok(out)
@@ -101,7 +105,9 @@ impl<'a> Reader<'a> {
 
     /// `n` UCS-2 code units.
     pub(crate) fn ucs2(&mut self, chars: usize) -> Result<String, TdsError> {
-        let len = chars.checked_mul(2).ok_or_else(|| TdsError::protocol("string too long"))?;
+        let len = chars
+            .checked_mul(2)
+            .ok_or_else(|| TdsError::protocol("string too long"))?;
         Ok(from_ucs2(self.bytes(len)?))
     }
 
@@ -122,8 +128,10 @@ impl<'a> Reader<'a> {
 /// Decodes UCS-2 LE. Lone surrogates become U+FFFD, as clients may send
 /// any 16-bit units; an odd trailing byte is dropped.
 pub(crate) fn from_ucs2(bytes: &[u8]) -> String {
-    let units: Vec<u16> =
-        bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect();
+    let units: Vec<u16> = bytes
+        .chunks_exact(2)
+        .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
+        .collect();
     String::from_utf16_lossy(&units)
 }
 

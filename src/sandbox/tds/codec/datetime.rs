@@ -19,7 +19,9 @@ fn epoch_1900() -> NaiveDate {
 
 /// Days since 0001-01-01 (DATEN), `None` outside 0001..=9999.
 pub(crate) fn date_to_days(date: NaiveDate) -> Option<u32> {
-    u32::try_from((date - epoch_0001()).num_days()).ok().filter(|d| *d <= 3_652_058)
+    u32::try_from((date - epoch_0001()).num_days())
+        .ok()
+        .filter(|d| *d <= 3_652_058)
 }
 
 pub(crate) fn days_to_date(days: u32) -> Option<NaiveDate> {
@@ -43,7 +45,11 @@ pub(crate) fn time_to_increments(time: NaiveTime, scale: u8) -> u64 {
     let nanos = nanos_of_day(time);
     let rounded = (nanos + div / 2) / div;
     let per_day = NANOS_PER_DAY / div;
-    (if rounded >= per_day { nanos / div } else { rounded }) as u64
+    (if rounded >= per_day {
+        nanos / div
+    } else {
+        rounded
+    }) as u64
 }
 
 pub(crate) fn increments_to_time(increments: u64, scale: u8) -> Option<NaiveTime> {
@@ -72,7 +78,9 @@ pub(crate) fn datetime_to_parts(dt: NaiveDateTime) -> Option<(i32, u32)> {
     }
     let days = i32::try_from(days).ok()?;
     // 1753-01-01 ..= 9999-12-31
-    (-53_690..=2_958_463).contains(&days).then_some((days, ticks as u32))
+    (-53_690..=2_958_463)
+        .contains(&days)
+        .then_some((days, ticks as u32))
 }
 
 pub(crate) fn parts_to_datetime(days: i32, ticks: u32) -> Option<NaiveDateTime> {
@@ -134,14 +142,20 @@ mod tests {
 
     #[test]
     fn legacy_datetime_ticks() {
-        let dt = NaiveDate::from_ymd_opt(2024, 2, 29).unwrap().and_hms_milli_opt(13, 45, 30, 500).unwrap();
+        let dt = NaiveDate::from_ymd_opt(2024, 2, 29)
+            .unwrap()
+            .and_hms_milli_opt(13, 45, 30, 500)
+            .unwrap();
         let (days, ticks) = datetime_to_parts(dt).unwrap();
         assert_eq!(ticks, (13 * 3600 + 45 * 60 + 30) * 300 + 150);
         assert_eq!(parts_to_datetime(days, ticks), Some(dt));
         let (d, m) = smalldatetime_to_parts(dt).unwrap();
         assert_eq!(m, 13 * 60 + 46);
         assert!(smalldatetime_from_parts(d, m).is_some());
-        let early = NaiveDate::from_ymd_opt(1700, 1, 1).unwrap().and_hms_opt(0, 0, 0).unwrap();
+        let early = NaiveDate::from_ymd_opt(1700, 1, 1)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap();
         assert!(datetime_to_parts(early).is_none());
     }
 }

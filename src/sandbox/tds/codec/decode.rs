@@ -49,7 +49,9 @@ pub(crate) fn decode_value(r: &mut Reader<'_>, info: &TypeInfo) -> Result<Value,
             let n = r.u8()? as usize;
             match n {
                 0 => Ok(Value::Null),
-                3 => Ok(Value::Date(days_to_date(u24(r.bytes(3)?)).ok_or_else(|| bad("date"))?)),
+                3 => Ok(Value::Date(
+                    days_to_date(u24(r.bytes(3)?)).ok_or_else(|| bad("date"))?,
+                )),
                 _ => Err(bad("date length")),
             }
         }
@@ -89,7 +91,9 @@ pub(crate) fn decode_value(r: &mut Reader<'_>, info: &TypeInfo) -> Result<Value,
 
 fn characters(ty: u8, collation: Option<[u8; 5]>, bytes: Vec<u8>) -> Result<Value, TdsError> {
     Ok(match ty {
-        code::BIGCHAR | code::BIGVARCHR | code::TEXT => Value::String(decode_varchar(&bytes, collation)),
+        code::BIGCHAR | code::BIGVARCHR | code::TEXT => {
+            Value::String(decode_varchar(&bytes, collation))
+        }
         code::NCHAR | code::NVARCHAR | code::NTEXT => Value::String(decode_nvarchar(&bytes)?),
         _ => Value::Binary(bytes),
     })
@@ -125,7 +129,9 @@ fn sized(ty: u8, b: &[u8]) -> Result<Value, TdsError> {
         (code::DATETIM4 | code::DATETIMN, 4) => {
             let days = r.u16_le()?;
             let minutes = r.u16_le()?;
-            Value::DateTime(smalldatetime_from_parts(days, minutes).ok_or_else(|| bad("smalldatetime"))?)
+            Value::DateTime(
+                smalldatetime_from_parts(days, minutes).ok_or_else(|| bad("smalldatetime"))?,
+            )
         }
         (code::DATETIME | code::DATETIMN, 8) => {
             let days = r.i32_le()?;
@@ -179,5 +185,7 @@ fn scaled(ty: u8, scale: u8, b: &[u8]) -> Result<Value, TdsError> {
     }
     let minutes = i16::from_le_bytes([b[t + 3], b[t + 4]]) as i32;
     let offset = FixedOffset::east_opt(minutes * 60).ok_or_else(|| bad("offset"))?;
-    Ok(Value::DateTimeOffset(naive.and_utc().with_timezone(&offset)))
+    Ok(Value::DateTimeOffset(
+        naive.and_utc().with_timezone(&offset),
+    ))
 }

@@ -14,7 +14,11 @@ use super::type_info::{TypeInfo, code, fixed_size};
 use crate::sandbox::sql::Value;
 
 /// Writes `value` in the layout `info` announces.
-pub(crate) fn encode_value(buf: &mut Vec<u8>, info: &TypeInfo, value: &Value) -> Result<(), EncodeError> {
+pub(crate) fn encode_value(
+    buf: &mut Vec<u8>,
+    info: &TypeInfo,
+    value: &Value,
+) -> Result<(), EncodeError> {
     let fail = || EncodeError::new(value, format!("{info:?}"));
     match *info {
         TypeInfo::Null => value.is_null().then_some(()).ok_or_else(fail),
@@ -32,7 +36,12 @@ pub(crate) fn encode_value(buf: &mut Vec<u8>, info: &TypeInfo, value: &Value) ->
             buf.put_u8(len);
             sized(buf, ty, len as usize, value).ok_or_else(fail)
         }
-        TypeInfo::Decimal { len, precision, scale, .. } => {
+        TypeInfo::Decimal {
+            len,
+            precision,
+            scale,
+            ..
+        } => {
             if value.is_null() {
                 buf.put_u8(0);
                 return Ok(());
@@ -72,7 +81,9 @@ pub(crate) fn encode_value(buf: &mut Vec<u8>, info: &TypeInfo, value: &Value) ->
         TypeInfo::ShortLen { ty, max, collation } => {
             let bytes = match (ty, value) {
                 (_, Value::Null) => None,
-                (code::BIGCHAR | code::BIGVARCHR, Value::String(s)) => Some(encode_varchar(s, collation)),
+                (code::BIGCHAR | code::BIGVARCHR, Value::String(s)) => {
+                    Some(encode_varchar(s, collation))
+                }
                 (code::NCHAR | code::NVARCHAR, Value::String(s)) => Some(encode_nvarchar(s)),
                 (code::BIGBINARY | code::BIGVARBIN, Value::Binary(b)) => Some(b.clone()),
                 _ => return Err(fail()),
@@ -106,9 +117,10 @@ fn to_i64(v: &Value) -> Option<i64> {
         Value::SmallInt(n) => *n as i64,
         Value::Int(n) => *n as i64,
         Value::BigInt(n) => *n,
-        Value::Decimal(d) => i64::try_from(rescale(d.value, d.scale, 0).filter(|_| {
-            d.value % 10i128.checked_pow(d.scale as u32).unwrap_or(1) == 0
-        })?)
+        Value::Decimal(d) => i64::try_from(
+            rescale(d.value, d.scale, 0)
+                .filter(|_| d.value % 10i128.checked_pow(d.scale as u32).unwrap_or(1) == 0)?,
+        )
         .ok()?,
         _ => return None,
     })
@@ -129,7 +141,11 @@ pub(crate) fn rescale(value: i128, from: u8, to: u8) -> Option<i128> {
     } else {
         let div = 10i128.checked_pow((from - to) as u32)?;
         let (q, r) = (value / div, value % div);
-        Some(if r.unsigned_abs() * 2 >= div.unsigned_abs() { q + value.signum() } else { q })
+        Some(if r.unsigned_abs() * 2 >= div.unsigned_abs() {
+            q + value.signum()
+        } else {
+            q
+        })
     }
 }
 
@@ -201,10 +217,17 @@ fn scaled(buf: &mut Vec<u8>, ty: u8, scale: u8, v: &Value) -> Option<()> {
         }
         (code::DATETIMEOFFSETN, Value::DateTimeOffset(dto)) => {
             let utc = dto.naive_utc();
-            (utc.time(), Some(utc.date()), Some(dto.offset().local_minus_utc() / 60))
+            (
+                utc.time(),
+                Some(utc.date()),
+                Some(dto.offset().local_minus_utc() / 60),
+            )
         }
         (code::DATETIMEOFFSETN, Value::DateTime(naive)) => {
-            let utc = naive.and_utc().with_timezone(&FixedOffset::east_opt(0)?).naive_utc();
+            let utc = naive
+                .and_utc()
+                .with_timezone(&FixedOffset::east_opt(0)?)
+                .naive_utc();
             (utc.time(), Some(utc.date()), Some(0))
         }
         _ => return None,

@@ -22,6 +22,9 @@ impl EncodeError {
     pub(crate) fn new(value: &crate::sandbox::sql::Value, ty: impl Into<String>) -> Self {
         let mut value = format!("{value:?}");
         value.truncate(80);
-        Self { value, ty: ty.into() }
+        Self {
+            value,
+            ty: ty.into(),
+        }
     }
 }

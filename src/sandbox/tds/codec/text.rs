@@ -25,7 +25,10 @@ pub(crate) fn decode_varchar(bytes: &[u8], collation: Option<[u8; 5]>) -> String
     if is_utf8(collation) {
         String::from_utf8_lossy(bytes).into_owned()
     } else {
-        WINDOWS_1252.decode_without_bom_handling(bytes).0.into_owned()
+        WINDOWS_1252
+            .decode_without_bom_handling(bytes)
+            .0
+            .into_owned()
     }
 }
 
@@ -40,7 +43,8 @@ pub(crate) fn encode_varchar(s: &str, collation: Option<[u8; 5]>) -> Vec<u8> {
     let mut rest = s;
     loop {
         out.reserve(rest.len() + 16);
-        let (result, read) = encoder.encode_from_utf8_to_vec_without_replacement(rest, &mut out, true);
+        let (result, read) =
+            encoder.encode_from_utf8_to_vec_without_replacement(rest, &mut out, true);
         rest = &rest[read..];
         match result {
             EncoderResult::InputEmpty => return out,
@@ -52,7 +56,7 @@ pub(crate) fn encode_varchar(s: &str, collation: Option<[u8; 5]>) -> Vec<u8> {
 
 /// Decodes nvarchar bytes (UCS-2 LE); an odd length is malformed.
 pub(crate) fn decode_nvarchar(bytes: &[u8]) -> Result<String, TdsError> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(TdsError::protocol("odd byte length for a UCS-2 value"));
     }
     Ok(super::super::wire::from_ucs2(bytes))
@@ -70,7 +74,11 @@ pub(crate) fn read_plp(r: &mut Reader<'_>) -> Result<Option<Vec<u8>>, TdsError> 
     if total == PLP_NULL {
         return Ok(None);
     }
-    let hint = if total == PLP_UNKNOWN { 0 } else { total.min(r.remaining() as u64) as usize };
+    let hint = if total == PLP_UNKNOWN {
+        0
+    } else {
+        total.min(r.remaining() as u64) as usize
+    };
     let mut out = Vec::with_capacity(hint);
     loop {
         let chunk = r.u32_le()? as usize;
@@ -80,7 +88,10 @@ pub(crate) fn read_plp(r: &mut Reader<'_>) -> Result<Option<Vec<u8>>, TdsError> 
         out.extend_from_slice(r.bytes(chunk)?);
     }
     if total != PLP_UNKNOWN && out.len() as u64 != total {
-        return Err(TdsError::protocol(format!("PLP value announced {total} bytes but carried {}", out.len())));
+        return Err(TdsError::protocol(format!(
+            "PLP value announced {total} bytes but carried {}",
+            out.len()
+        )));
     }
     Ok(Some(out))
 }

@@ -75,13 +75,22 @@ pub(crate) enum TypeInfo {
     /// char/binary): a one-byte length before each value.
     ByteLen { ty: u8, len: u8 },
     /// DECIMALN / NUMERICN (and the legacy DECIMAL / NUMERIC).
-    Decimal { ty: u8, len: u8, precision: u8, scale: u8 },
+    Decimal {
+        ty: u8,
+        len: u8,
+        precision: u8,
+        scale: u8,
+    },
     /// DATENTYPE: no length in TYPE_INFO.
     Date,
     /// TIMEN, DATETIME2N, DATETIMEOFFSETN with their scale.
     Scaled { ty: u8, scale: u8 },
     /// USHORTLEN types; `max == MAX_LEN` means PLP.
-    ShortLen { ty: u8, max: u16, collation: Option<[u8; 5]> },
+    ShortLen {
+        ty: u8,
+        max: u16,
+        collation: Option<[u8; 5]>,
+    },
     /// LONGLEN TEXT, NTEXT, IMAGE (legacy parameters).
     LongLen { ty: u8, collation: Option<[u8; 5]> },
 }
@@ -119,21 +128,40 @@ impl TypeInfo {
             | code::VARCHAR
             | code::BINARY
             | code::VARBINARY => TypeInfo::ByteLen { ty, len: r.u8()? },
-            code::DECIMAL | code::NUMERIC | code::DECIMALN | code::NUMERICN => {
-                TypeInfo::Decimal { ty, len: r.u8()?, precision: r.u8()?, scale: r.u8()? }
-            }
+            code::DECIMAL | code::NUMERIC | code::DECIMALN | code::NUMERICN => TypeInfo::Decimal {
+                ty,
+                len: r.u8()?,
+                precision: r.u8()?,
+                scale: r.u8()?,
+            },
             code::DATEN => TypeInfo::Date,
-            code::TIMEN | code::DATETIME2N | code::DATETIMEOFFSETN => TypeInfo::Scaled { ty, scale: r.u8()? },
-            code::BIGVARBIN | code::BIGBINARY => TypeInfo::ShortLen { ty, max: r.u16_le()?, collation: None },
-            code::BIGVARCHR | code::BIGCHAR | code::NVARCHAR | code::NCHAR => {
-                TypeInfo::ShortLen { ty, max: r.u16_le()?, collation: Some(collation(r)?) }
+            code::TIMEN | code::DATETIME2N | code::DATETIMEOFFSETN => {
+                TypeInfo::Scaled { ty, scale: r.u8()? }
             }
+            code::BIGVARBIN | code::BIGBINARY => TypeInfo::ShortLen {
+                ty,
+                max: r.u16_le()?,
+                collation: None,
+            },
+            code::BIGVARCHR | code::BIGCHAR | code::NVARCHAR | code::NCHAR => TypeInfo::ShortLen {
+                ty,
+                max: r.u16_le()?,
+                collation: Some(collation(r)?),
+            },
             code::TEXT | code::NTEXT | code::IMAGE => {
                 let _max = r.u32_le()?;
-                let collation = if ty == code::IMAGE { None } else { Some(collation(r)?) };
+                let collation = if ty == code::IMAGE {
+                    None
+                } else {
+                    Some(collation(r)?)
+                };
                 TypeInfo::LongLen { ty, collation }
             }
-            other => return Err(TdsError::protocol(format!("data type {other:#04x} is not supported"))),
+            other => {
+                return Err(TdsError::protocol(format!(
+                    "data type {other:#04x} is not supported"
+                )));
+            }
         };
         info.validate()?;
         Ok(info)
@@ -148,21 +176,33 @@ impl TypeInfo {
                 code::GUID => len == 16,
                 _ => true,
             },
-            TypeInfo::Decimal { precision, scale, .. } => (1..=38).contains(&precision) && scale <= precision,
+            TypeInfo::Decimal {
+                precision, scale, ..
+            } => (1..=38).contains(&precision) && scale <= precision,
             TypeInfo::Scaled { scale, .. } => scale <= 7,
             TypeInfo::ShortLen { ty, max, .. } => {
-                max == MAX_LEN || (max <= MAX_INLINE && !(matches!(ty, code::NVARCHAR | code::NCHAR) && max % 2 == 1))
+                max == MAX_LEN
+                    || (max <= MAX_INLINE
+                        && !(matches!(ty, code::NVARCHAR | code::NCHAR) && max % 2 == 1))
             }
             _ => true,
         };
-        if ok { Ok(()) } else { Err(TdsError::protocol(format!("invalid TYPE_INFO {self:?}"))) }
+        if ok {
+            Ok(())
+        } else {
+            Err(TdsError::protocol(format!("invalid TYPE_INFO {self:?}")))
+        }
     }
 
     /// The declared type this TYPE_INFO stands for. An untyped NULL
     /// parameter is reported as `int`, the type SQL Server gives a bare NULL.
     pub(crate) fn data_type(&self) -> DataType {
         let var = |max: u16, per_char: u16| {
-            if max == MAX_LEN { Length::Max } else { Length::Fixed(max / per_char) }
+            if max == MAX_LEN {
+                Length::Max
+            } else {
+                Length::Fixed(max / per_char)
+            }
         };
         match *self {
             TypeInfo::Null => DataType::Int,
@@ -185,10 +225,18 @@ impl TypeInfo {
                 (code::BINARY, n) => DataType::Binary(n.max(1) as u16),
                 (_, n) => DataType::VarBinary(Length::Fixed(n.max(1) as u16)),
             },
-            TypeInfo::Decimal { precision, scale, .. } => DataType::Decimal { precision, scale },
+            TypeInfo::Decimal {
+                precision, scale, ..
+            } => DataType::Decimal { precision, scale },
             TypeInfo::Date => DataType::Date,
-            TypeInfo::Scaled { ty: code::TIMEN, scale } => DataType::Time { scale },
-            TypeInfo::Scaled { ty: code::DATETIME2N, scale } => DataType::DateTime2 { scale },
+            TypeInfo::Scaled {
+                ty: code::TIMEN,
+                scale,
+            } => DataType::Time { scale },
+            TypeInfo::Scaled {
+                ty: code::DATETIME2N,
+                scale,
+            } => DataType::DateTime2 { scale },
             TypeInfo::Scaled { scale, .. } => DataType::DateTimeOffset { scale },
             TypeInfo::ShortLen { ty, max, .. } => match ty {
                 code::BIGCHAR => DataType::Char(max.max(1)),
@@ -199,7 +247,9 @@ impl TypeInfo {
                 _ => DataType::VarBinary(var(max, 1)),
             },
             TypeInfo::LongLen { ty: code::TEXT, .. } => DataType::VarChar(Length::Max),
-            TypeInfo::LongLen { ty: code::NTEXT, .. } => DataType::NVarChar(Length::Max),
+            TypeInfo::LongLen {
+                ty: code::NTEXT, ..
+            } => DataType::NVarChar(Length::Max),
             TypeInfo::LongLen { .. } => DataType::VarBinary(Length::Max),
         }
     }
@@ -208,11 +258,22 @@ impl TypeInfo {
     /// NOT NULL fixed-size types use the fixed codes, as SQL Server does.
     pub(crate) fn for_type(ty: &DataType, nullable: bool) -> Self {
         let sized = |fixed: u8, nullable_code: u8, len: u8| {
-            if nullable { TypeInfo::ByteLen { ty: nullable_code, len } } else { TypeInfo::Fixed(fixed) }
+            if nullable {
+                TypeInfo::ByteLen {
+                    ty: nullable_code,
+                    len,
+                }
+            } else {
+                TypeInfo::Fixed(fixed)
+            }
         };
         let short = |ty: u8, bytes: u32, collation: Option<[u8; 5]>| TypeInfo::ShortLen {
             ty,
-            max: if bytes > MAX_INLINE as u32 { MAX_LEN } else { bytes.max(1) as u16 },
+            max: if bytes > MAX_INLINE as u32 {
+                MAX_LEN
+            } else {
+                bytes.max(1) as u16
+            },
             collation,
         };
         let var_bytes = |len: &Length, per_char: u32| match len {
@@ -248,12 +309,22 @@ impl TypeInfo {
             DataType::Binary(n) => short(code::BIGBINARY, (*n as u32).min(MAX_INLINE as u32), None),
             DataType::VarBinary(len) => short(code::BIGVARBIN, var_bytes(len, 1), None),
             DataType::Date => TypeInfo::Date,
-            DataType::Time { scale } => TypeInfo::Scaled { ty: code::TIMEN, scale: (*scale).min(7) },
-            DataType::DateTime2 { scale } => TypeInfo::Scaled { ty: code::DATETIME2N, scale: (*scale).min(7) },
-            DataType::DateTimeOffset { scale } => {
-                TypeInfo::Scaled { ty: code::DATETIMEOFFSETN, scale: (*scale).min(7) }
-            }
-            DataType::UniqueIdentifier => TypeInfo::ByteLen { ty: code::GUID, len: 16 },
+            DataType::Time { scale } => TypeInfo::Scaled {
+                ty: code::TIMEN,
+                scale: (*scale).min(7),
+            },
+            DataType::DateTime2 { scale } => TypeInfo::Scaled {
+                ty: code::DATETIME2N,
+                scale: (*scale).min(7),
+            },
+            DataType::DateTimeOffset { scale } => TypeInfo::Scaled {
+                ty: code::DATETIMEOFFSETN,
+                scale: (*scale).min(7),
+            },
+            DataType::UniqueIdentifier => TypeInfo::ByteLen {
+                ty: code::GUID,
+                len: 16,
+            },
         }
     }
 
@@ -266,7 +337,12 @@ impl TypeInfo {
                 buf.put_u8(ty);
                 buf.put_u8(len);
             }
-            TypeInfo::Decimal { ty, len, precision, scale } => buf.extend_from_slice(&[ty, len, precision, scale]),
+            TypeInfo::Decimal {
+                ty,
+                len,
+                precision,
+                scale,
+            } => buf.extend_from_slice(&[ty, len, precision, scale]),
             TypeInfo::Date => buf.put_u8(code::DATEN),
             TypeInfo::Scaled { ty, scale } => buf.extend_from_slice(&[ty, scale]),
             TypeInfo::ShortLen { ty, max, collation } => {

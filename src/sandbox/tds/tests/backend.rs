@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::sandbox::tds::codec::tests::samples as codec_samples;
 use crate::sandbox::sql::{
     Abort, CancelToken, Column, DataType, Length, LoginRequest, Output, Param, Request, SqlError,
     TransactionEvent, Value,
 };
+use crate::sandbox::tds::codec::tests::samples as codec_samples;
 use crate::sandbox::tds::{Backend, BackendSession};
 
 /// What the sessions observed, for assertions.
@@ -29,7 +29,10 @@ pub(crate) struct Events {
 
 impl Events {
     pub(crate) fn total_wait(&self) -> Duration {
-        self.waits.lock().map(|w| w.iter().sum()).unwrap_or_default()
+        self.waits
+            .lock()
+            .map(|w| w.iter().sum())
+            .unwrap_or_default()
     }
 }
 
@@ -48,7 +51,10 @@ impl Backend for TestBackend {
         }
         Ok(TestSession {
             spid: 51 + self.next_spid.fetch_add(1, Ordering::SeqCst),
-            database: request.database.clone().unwrap_or_else(|| "master".to_string()),
+            database: request
+                .database
+                .clone()
+                .unwrap_or_else(|| "master".to_string()),
             events: self.events.clone(),
         })
     }
@@ -61,7 +67,10 @@ pub(crate) struct TestSession {
 }
 
 fn one_int(name: &str, v: i32) -> Output {
-    Output::ResultSet { columns: vec![Column::new(name, DataType::Int, false)], rows: vec![vec![Value::Int(v)]] }
+    Output::ResultSet {
+        columns: vec![Column::new(name, DataType::Int, false)],
+        rows: vec![vec![Value::Int(v)]],
+    }
 }
 
 impl TestSession {
@@ -95,7 +104,10 @@ impl TestSession {
                 while Instant::now() < deadline {
                     if cancel.check().is_err() {
                         self.events.slow_cancelled.notify_one();
-                        return vec![one_int("partial", 1), Output::Message(SqlError::cancelled())];
+                        return vec![
+                            one_int("partial", 1),
+                            Output::Message(SqlError::cancelled()),
+                        ];
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -108,11 +120,18 @@ impl TestSession {
                 },
                 Output::Done { rows: Some(2) },
                 Output::ResultSet {
-                    columns: vec![Column::new("b", DataType::NVarChar(Length::Fixed(10)), true)],
+                    columns: vec![Column::new(
+                        "b",
+                        DataType::NVarChar(Length::Fixed(10)),
+                        true,
+                    )],
                     rows: vec![vec![Value::String("x".into())]],
                 },
                 Output::Done { rows: Some(1) },
-                Output::ResultSet { columns: vec![Column::new("c", DataType::Bit, true)], rows: vec![] },
+                Output::ResultSet {
+                    columns: vec![Column::new("c", DataType::Bit, true)],
+                    rows: vec![],
+                },
                 Output::Done { rows: Some(0) },
             ],
             "BIG" => {
@@ -122,10 +141,19 @@ impl TestSession {
                     Column::new("n", DataType::Int, false),
                     Column::new("payload", DataType::VarBinary(Length::Fixed(8000)), false),
                 ];
-                let rows =
-                    (0..rows).map(|i| vec![Value::Int(i as i32), Value::Binary(vec![(i % 256) as u8; width])]).collect();
+                let rows = (0..rows)
+                    .map(|i| {
+                        vec![
+                            Value::Int(i as i32),
+                            Value::Binary(vec![(i % 256) as u8; width]),
+                        ]
+                    })
+                    .collect();
                 self.events.big_ready.notify_one();
-                vec![Output::ResultSet { columns, rows }, Output::Done { rows: None }]
+                vec![
+                    Output::ResultSet { columns, rows },
+                    Output::Done { rows: None },
+                ]
             }
             "TYPES" | "NULLS" => {
                 let samples = codec_samples();
@@ -139,7 +167,10 @@ impl TestSession {
                 if nullable {
                     rows.push(vec![Value::Null; samples.len()]);
                 }
-                vec![Output::ResultSet { columns, rows }, Output::Done { rows: None }]
+                vec![
+                    Output::ResultSet { columns, rows },
+                    Output::Done { rows: None },
+                ]
             }
             "MISMATCH" => vec![
                 Output::ResultSet {
@@ -151,18 +182,27 @@ impl TestSession {
             "USE" => {
                 let to = words.next().unwrap_or("master").to_string();
                 let from = std::mem::replace(&mut self.database, to.clone());
-                vec![Output::DatabaseChanged { from, to }, Output::Done { rows: None }]
+                vec![
+                    Output::DatabaseChanged { from, to },
+                    Output::Done { rows: None },
+                ]
             }
             "BEGIN" | "SET" => vec![
-                Output::Transaction(TransactionEvent::Begin { descriptor: 0x0102_0304_0506_0708 }),
+                Output::Transaction(TransactionEvent::Begin {
+                    descriptor: 0x0102_0304_0506_0708,
+                }),
                 Output::Done { rows: None },
             ],
             "COMMIT" => vec![
-                Output::Transaction(TransactionEvent::Commit { descriptor: 0x0102_0304_0506_0708 }),
+                Output::Transaction(TransactionEvent::Commit {
+                    descriptor: 0x0102_0304_0506_0708,
+                }),
                 Output::Done { rows: None },
             ],
             "ROLLBACK" => vec![
-                Output::Transaction(TransactionEvent::Rollback { descriptor: 0x0102_0304_0506_0708 }),
+                Output::Transaction(TransactionEvent::Rollback {
+                    descriptor: 0x0102_0304_0506_0708,
+                }),
                 Output::Done { rows: None },
             ],
             _ => vec![Output::Message(SqlError::syntax(sql))],
@@ -173,9 +213,18 @@ impl TestSession {
     /// params. Other statements run as batches.
     fn echo(params: &[Param]) -> Vec<Output> {
         let params: Vec<&Param> = params.iter().filter(|p| p.name.starts_with('@')).collect();
-        let columns = params.iter().map(|p| Column::new(p.name.trim_start_matches('@'), p.ty, true)).collect();
+        let columns = params
+            .iter()
+            .map(|p| Column::new(p.name.trim_start_matches('@'), p.ty, true))
+            .collect();
         let row = params.iter().map(|p| p.value.clone()).collect();
-        vec![Output::ResultSet { columns, rows: vec![row] }, Output::Done { rows: Some(1) }]
+        vec![
+            Output::ResultSet {
+                columns,
+                rows: vec![row],
+            },
+            Output::Done { rows: Some(1) },
+        ]
     }
 }
 
@@ -209,7 +258,8 @@ impl BackendSession for TestSession {
                     Output::ReturnStatus(7),
                 ],
                 other => vec![Output::Message(
-                    SqlError::new(2812, format!("Could not find stored procedure '{other}'.")).with_state(62),
+                    SqlError::new(2812, format!("Could not find stored procedure '{other}'."))
+                        .with_state(62),
                 )],
             },
         }

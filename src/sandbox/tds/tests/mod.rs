@@ -28,7 +28,9 @@ pub(crate) type TestClient = Client<Compat<TcpStream>>;
 const TEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(crate) async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(TEST_TIMEOUT, f).await.expect("test exceeded its time bound")
+    tokio::time::timeout(TEST_TIMEOUT, f)
+        .await
+        .expect("test exceeded its time bound")
 }
 
 /// A server on an ephemeral 127.0.0.1 port with the scripted backend.
@@ -50,7 +52,9 @@ impl TestServer {
             .with_test_writer()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .try_init();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let backend = Arc::new(TestBackend::default());
         let events = backend.events.clone();
@@ -59,7 +63,12 @@ impl TestServer {
         let task = tokio::spawn(serve_with_config(listener, backend, tls, config, async {
             let _ = stopped.await;
         }));
-        Self { addr, events, stop: Some(stop), task }
+        Self {
+            addr,
+            events,
+            stop: Some(stop),
+            task,
+        }
     }
 
     /// Stops the server and waits for `serve` to return.
@@ -90,11 +99,20 @@ pub(crate) async fn connect_with(config: Config, addr: SocketAddr) -> tiberius::
 }
 
 pub(crate) async fn connect(addr: SocketAddr, encryption: EncryptionLevel) -> TestClient {
-    connect_with(config(addr, encryption), addr).await.expect("connect")
+    connect_with(config(addr, encryption), addr)
+        .await
+        .expect("connect")
 }
 
 /// Runs a batch and returns the single int of its first row.
 pub(crate) async fn select_one(client: &mut TestClient) -> i32 {
-    let row = client.simple_query("SELECT 1").await.expect("query").into_row().await.expect("row").expect("a row");
+    let row = client
+        .simple_query("SELECT 1")
+        .await
+        .expect("query")
+        .into_row()
+        .await
+        .expect("row")
+        .expect("a row");
     row.get::<i32, _>(0).expect("an int")
 }

@@ -22,18 +22,30 @@ pub(crate) struct Packet {
 
 impl Raw {
     pub(crate) async fn connect(addr: SocketAddr) -> Self {
-        Self { stream: TcpStream::connect(addr).await.expect("connect") }
+        Self {
+            stream: TcpStream::connect(addr).await.expect("connect"),
+        }
     }
 
     /// Sends one message split into packets of `packet_size`.
     pub(crate) async fn send(&mut self, ty: u8, payload: &[u8], packet_size: usize) {
         let cap = packet_size - HEADER_LEN;
-        let chunks: Vec<&[u8]> = if payload.is_empty() { vec![&[][..]] } else { payload.chunks(cap).collect() };
+        let chunks: Vec<&[u8]> = if payload.is_empty() {
+            vec![&[][..]]
+        } else {
+            payload.chunks(cap).collect()
+        };
         let last = chunks.len() - 1;
         let mut wire = Vec::new();
         for (i, chunk) in chunks.iter().enumerate() {
             let st = if i == last { status::END_OF_MESSAGE } else { 0 };
-            wire.extend_from_slice(&encode_header(ty, st, HEADER_LEN + chunk.len(), 0, (i + 1) as u8));
+            wire.extend_from_slice(&encode_header(
+                ty,
+                st,
+                HEADER_LEN + chunk.len(),
+                0,
+                (i + 1) as u8,
+            ));
             wire.extend_from_slice(chunk);
         }
         self.stream.write_all(&wire).await.expect("send");
@@ -59,15 +71,30 @@ impl Raw {
     }
 
     pub(crate) async fn message(&mut self) -> Option<Vec<u8>> {
-        Some(self.packets().await?.into_iter().flat_map(|p| p.payload).collect())
+        Some(
+            self.packets()
+                .await?
+                .into_iter()
+                .flat_map(|p| p.payload)
+                .collect(),
+        )
     }
 
     /// PRELOGIN without encryption, then LOGIN7; returns the login response.
-    pub(crate) async fn login(addr: SocketAddr, password: &str, packet_size: u32) -> (Raw, Vec<u8>) {
+    pub(crate) async fn login(
+        addr: SocketAddr,
+        password: &str,
+        packet_size: u32,
+    ) -> (Raw, Vec<u8>) {
         let mut raw = Raw::connect(addr).await;
         raw.send(kind::PRELOGIN, &prelogin(0x02), 4096).await;
         raw.message().await.expect("prelogin answer");
-        raw.send(kind::LOGIN7, &build_login7("sa", password, "testdb", packet_size), 4096).await;
+        raw.send(
+            kind::LOGIN7,
+            &build_login7("sa", password, "testdb", packet_size),
+            4096,
+        )
+        .await;
         let response = raw.message().await.expect("login response");
         (raw, response)
     }
