@@ -9,6 +9,29 @@ use std::time::Duration;
 
 use super::sql::{CancelToken, LoginRequest, Output, Request, SqlError};
 
+mod codec;
+mod connection;
+mod error;
+mod handshake;
+mod login;
+mod packet;
+mod prelogin;
+mod request;
+mod response;
+mod server;
+mod session;
+mod stream;
+mod tls;
+mod token;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::TdsError;
+pub use server::{TdsConfig, serve, serve_with_config};
+pub use tls::TlsSettings;
+
 /// The engine behind the wire: admits logins and opens sessions.
 pub trait Backend: Send + Sync + 'static {
     type Session: BackendSession;
