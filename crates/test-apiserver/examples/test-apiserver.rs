@@ -5,13 +5,17 @@ use mssql_cdc_test_apiserver::{KubeletOptions, ServerOptions, TestApiServer};
 use std::path::PathBuf;
 
 fn usage() -> ! {
-    eprintln!("usage: test-apiserver --listen ADDR --kubeconfig FILE [--kubelet-binary PATH] [--log-dir DIR]");
+    eprintln!(
+        "usage: test-apiserver --listen ADDR --kubeconfig FILE [--kubelet-binary PATH] [--log-dir DIR]"
+    );
     std::process::exit(2)
 }
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let mut opts = ServerOptions::default();
     let mut kubeconfig = None;
     let mut binary = None;

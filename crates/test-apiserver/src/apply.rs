@@ -19,19 +19,30 @@ struct Entry {
 }
 
 fn read_entries(obj: Option<&Value>) -> Vec<Entry> {
-    let Some(list) = obj.and_then(|o| o.pointer("/metadata/managedFields")).and_then(Value::as_array) else {
+    let Some(list) = obj
+        .and_then(|o| o.pointer("/metadata/managedFields"))
+        .and_then(Value::as_array)
+    else {
         return vec![];
     };
     list.iter()
         .map(|e| {
-            let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let s = |k: &str| {
+                e.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
             Entry {
                 manager: s("manager"),
                 operation: s("operation"),
                 api_version: s("apiVersion"),
                 time: s("time"),
                 subresource: s("subresource"),
-                set: e.get("fieldsV1").map(fieldset::from_fields_v1).unwrap_or_default(),
+                set: e
+                    .get("fieldsV1")
+                    .map(fieldset::from_fields_v1)
+                    .unwrap_or_default(),
             }
         })
         .collect()
@@ -89,7 +100,9 @@ impl Writer<'_> {
 pub fn track_update(old: Option<&Value>, new: &mut Value, w: &Writer) {
     let mut entries = read_entries(old);
     let new_fields = fieldset::object_fields(new, w.schema, w.status_only());
-    let old_fields = old.map(|o| fieldset::object_fields(o, w.schema, w.status_only())).unwrap_or_default();
+    let old_fields = old
+        .map(|o| fieldset::object_fields(o, w.schema, w.status_only()))
+        .unwrap_or_default();
     let changed: FieldSet = new_fields
         .iter()
         .filter(|p| old.is_none_or(|o| fieldset::value_at(o, p) != fieldset::value_at(new, p)))
@@ -101,7 +114,8 @@ pub fn track_update(old: Option<&Value>, new: &mut Value, w: &Writer) {
         return;
     }
     for e in entries.iter_mut().filter(|e| !w.is_mine(e, "Update")) {
-        e.set.retain(|p| !changed.contains(p) && !removed.contains(p));
+        e.set
+            .retain(|p| !changed.contains(p) && !removed.contains(p));
     }
     match entries.iter_mut().find(|e| w.is_mine(e, "Update")) {
         Some(e) => {
@@ -171,9 +185,16 @@ pub fn apply(
         }
     }
     fieldset::merge_applied(&mut result, &to_merge, w.schema);
-    let old_mine = entries.iter().find(|e| w.is_mine(e, "Apply")).map(|e| e.set.clone()).unwrap_or_default();
-    let others: FieldSet =
-        entries.iter().filter(|e| !w.is_mine(e, "Apply")).flat_map(|e| e.set.iter().cloned()).collect();
+    let old_mine = entries
+        .iter()
+        .find(|e| w.is_mine(e, "Apply"))
+        .map(|e| e.set.clone())
+        .unwrap_or_default();
+    let others: FieldSet = entries
+        .iter()
+        .filter(|e| !w.is_mine(e, "Apply"))
+        .flat_map(|e| e.set.iter().cloned())
+        .collect();
     for p in old_mine.difference(&new_set) {
         if !others.contains(p) {
             fieldset::remove_at(&mut result, p);
@@ -197,15 +218,32 @@ pub fn apply(
 fn conflict_error(resource: &str, name: &str, conflicts: &[(String, Vec<String>)]) -> ApiError {
     let n = conflicts.len();
     let message = if n == 1 {
-        format!("Apply failed with 1 conflict: conflict with {}: {}", conflicts[0].0, fieldset::display(&conflicts[0].1))
+        format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            conflicts[0].0,
+            fieldset::display(&conflicts[0].1)
+        )
     } else {
-        let lines: Vec<String> =
-            conflicts.iter().map(|(m, p)| format!("conflict with {m}: {}", fieldset::display(p))).collect();
+        let lines: Vec<String> = conflicts
+            .iter()
+            .map(|(m, p)| format!("conflict with {m}: {}", fieldset::display(p)))
+            .collect();
         format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
     };
     let causes = conflicts
         .iter()
-        .map(|(m, p)| Cause::new("FieldManagerConflict", fieldset::display(p), format!("conflict with {m}")))
+        .map(|(m, p)| {
+            Cause::new(
+                "FieldManagerConflict",
+                fieldset::display(p),
+                format!("conflict with {m}"),
+            )
+        })
         .collect();
-    ApiError::Conflict { resource: resource.into(), name: name.into(), message, causes }
+    ApiError::Conflict {
+        resource: resource.into(),
+        name: name.into(),
+        message,
+        causes,
+    }
 }

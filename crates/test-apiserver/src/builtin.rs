@@ -8,7 +8,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 fn check<T: DeserializeOwned>(obj: &Value) -> Option<String> {
-    serde_json::from_value::<T>(obj.clone()).err().map(|e| e.to_string())
+    serde_json::from_value::<T>(obj.clone())
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// Checks that `obj` deserialises into the k8s-openapi type for `group`/`kind`.
@@ -34,27 +36,42 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "Role") => check::<rbac::v1::Role>(obj),
         ("rbac.authorization.k8s.io", "RoleBinding") => check::<rbac::v1::RoleBinding>(obj),
         ("rbac.authorization.k8s.io", "ClusterRole") => check::<rbac::v1::ClusterRole>(obj),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => check::<rbac::v1::ClusterRoleBinding>(obj),
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => check::<apiext::CustomResourceDefinition>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            check::<rbac::v1::ClusterRoleBinding>(obj)
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            check::<apiext::CustomResourceDefinition>(obj)
+        }
         ("policy", "PodDisruptionBudget") => check::<policy::v1::PodDisruptionBudget>(obj),
         _ => None,
     };
-    let mut causes: Vec<Cause> =
-        err.into_iter().map(|e| Cause::new("FieldValueInvalid", "", format!("Invalid value: {e}"))).collect();
+    let mut causes: Vec<Cause> = err
+        .into_iter()
+        .map(|e| Cause::new("FieldValueInvalid", "", format!("Invalid value: {e}")))
+        .collect();
     causes.extend(required_fields(group, kind, obj));
     causes
 }
 
 fn required_fields(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
     let req = |p: &str, f: &str| -> Option<Cause> {
-        obj.pointer(p).is_none().then(|| Cause::new("FieldValueRequired", f, "Required value"))
+        obj.pointer(p)
+            .is_none()
+            .then(|| Cause::new("FieldValueRequired", f, "Required value"))
     };
     let mut out = Vec::new();
     match (group, kind) {
         ("", "Pod") => {
-            let empty = obj.pointer("/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty());
+            let empty = obj
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .is_none_or(|c| c.is_empty());
             if empty {
-                out.push(Cause::new("FieldValueRequired", "spec.containers", "Required value"));
+                out.push(Cause::new(
+                    "FieldValueRequired",
+                    "spec.containers",
+                    "Required value",
+                ));
             }
         }
         ("apps", "Deployment") | ("apps", "ReplicaSet") => {
@@ -84,13 +101,26 @@ fn set_default(obj: &mut Value, ptr: &str, v: Value) {
 
 fn default_pod_spec(obj: &mut Value, base: &str, restart: &str) {
     set_default(obj, &format!("{base}/restartPolicy"), json!(restart));
-    set_default(obj, &format!("{base}/terminationGracePeriodSeconds"), json!(30));
+    set_default(
+        obj,
+        &format!("{base}/terminationGracePeriodSeconds"),
+        json!(30),
+    );
     set_default(obj, &format!("{base}/dnsPolicy"), json!("ClusterFirst"));
-    set_default(obj, &format!("{base}/schedulerName"), json!("default-scheduler"));
+    set_default(
+        obj,
+        &format!("{base}/schedulerName"),
+        json!("default-scheduler"),
+    );
 }
 
 /// Server-side defaults for built-ins (a small, commonly relied-upon subset).
-pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value, cluster_ip: impl FnOnce() -> String) {
+pub fn apply_defaults(
+    group: &str,
+    kind: &str,
+    obj: &mut Value,
+    cluster_ip: impl FnOnce() -> String,
+) {
     match (group, kind) {
         ("", "Namespace") => {
             set_default(obj, "/spec/finalizers", json!(["kubernetes"]));
@@ -139,5 +169,8 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value, cluster_ip: impl
 
 /// Whether writes to this kind bump `metadata.generation` on content changes.
 pub fn has_spec_generation(kind: &str) -> bool {
-    !matches!(kind, "ConfigMap" | "Secret" | "Event" | "Endpoints" | "ServiceAccount" | "Lease" | "Namespace")
+    !matches!(
+        kind,
+        "ConfigMap" | "Secret" | "Event" | "Endpoints" | "ServiceAccount" | "Lease" | "Namespace"
+    )
 }

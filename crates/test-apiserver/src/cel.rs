@@ -51,7 +51,9 @@ pub fn to_cel(v: &Value) -> Cv {
 }
 
 fn compile(rule: &str) -> Result<Program, CelError> {
-    env().compile(rule).map_err(|e| CelError::Compile(e.to_string()))
+    env()
+        .compile(rule)
+        .map_err(|e| CelError::Compile(e.to_string()))
 }
 
 /// Checks that a rule compiles (used when a CRD is written).

@@ -21,7 +21,10 @@ impl Default for Clock {
 impl Clock {
     /// A clock that starts at wall-clock time.
     pub fn new() -> Self {
-        Self { offset: Arc::new(Mutex::new(Duration::zero())), tick: watch::channel(0).0 }
+        Self {
+            offset: Arc::new(Mutex::new(Duration::zero())),
+            tick: watch::channel(0).0,
+        }
     }
 
     /// The server's notion of now.
@@ -55,5 +58,7 @@ pub fn fmt_time(t: DateTime<Utc>) -> String {
 
 /// Parses a `metav1.Time`.
 pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }

@@ -19,7 +19,11 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     let group = s(crd, "/spec/group");
     let kind = s(crd, "/spec/names/kind");
     let plural = s(crd, "/spec/names/plural");
-    for (v, f) in [(group, "spec.group"), (kind, "spec.names.kind"), (plural, "spec.names.plural")] {
+    for (v, f) in [
+        (group, "spec.group"),
+        (kind, "spec.names.kind"),
+        (plural, "spec.names.plural"),
+    ] {
         if v.is_empty() {
             causes.push(Cause::new("FieldValueRequired", f, "Required value"));
         }
@@ -33,9 +37,17 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
         ));
     }
     let mut versions = Vec::new();
-    let list = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let list = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if list.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.versions", "Required value"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.versions",
+            "Required value",
+        ));
     }
     // The storage version is listed first so it is the preferred version.
     let mut sorted = list.clone();
@@ -46,12 +58,20 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
         }
         let schema = v.pointer("/schema/openAPIV3Schema").cloned();
         if let Some(sc) = &schema {
-            check_rules(sc, &format!("spec.versions[{i}].schema.openAPIV3Schema"), &mut causes);
+            check_rules(
+                sc,
+                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                &mut causes,
+            );
         }
         versions.push(VersionInfo {
             name: s(v, "/name").to_string(),
             schema,
-            printer_columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
+            printer_columns: v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
             status_subresource: v.pointer("/subresources/status").is_some(),
         });
     }
@@ -61,7 +81,11 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     let strs = |p: &str| -> Vec<String> {
         crd.pointer(p)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let singular = match s(crd, "/spec/names/singular") {
@@ -83,7 +107,13 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
 
 /// Rejects CEL rules that do not compile, as the real server does at CRD write time.
 fn check_rules(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
-    for (i, r) in schema.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (i, r) in schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let rule = s(r, "/rule");
         if let Err(e) = cel::check(rule) {
             causes.push(Cause::new(
@@ -93,7 +123,12 @@ fn check_rules(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
             ));
         }
     }
-    for (k, c) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+    for (k, c) in schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         check_rules(c, &format!("{path}.properties[{k}]"), causes);
     }
     if let Some(items) = schema.get("items") {
@@ -114,9 +149,7 @@ pub fn accepted_status(crd: &Value, now: &str) -> Value {
         .filter(|v| v.get("storage").and_then(Value::as_bool).unwrap_or(false))
         .filter_map(|v| v.get("name").cloned())
         .collect();
-    let cond = |t: &str, reason: &str, msg: &str| {
-        json!({ "type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg })
-    };
+    let cond = |t: &str, reason: &str, msg: &str| json!({ "type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg });
     json!({
         "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or(json!({})),
         "conditions": [
@@ -128,7 +161,10 @@ pub fn accepted_status(crd: &Value, now: &str) -> Value {
 }
 
 fn preserves(schema: &Value) -> bool {
-    schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool).unwrap_or(false)
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 /// Drops fields the structural schema does not declare.
@@ -138,7 +174,10 @@ pub fn prune(obj: &mut Value, schema: &Value) {
         if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
             continue;
         }
-        if let Some(cs) = schema.pointer(&format!("/properties/{}", k.replace('~', "~0").replace('/', "~1"))) {
+        if let Some(cs) = schema.pointer(&format!(
+            "/properties/{}",
+            k.replace('~', "~0").replace('/', "~1")
+        )) {
             prune_value(v, cs);
         }
     }
@@ -147,14 +186,19 @@ pub fn prune(obj: &mut Value, schema: &Value) {
 
 fn known(schema: &Value, key: &str) -> bool {
     schema.get("properties").and_then(|p| p.get(key)).is_some()
-        || schema.get("additionalProperties").is_some_and(|a| a.is_object() || a.as_bool() == Some(true))
+        || schema
+            .get("additionalProperties")
+            .is_some_and(|a| a.is_object() || a.as_bool() == Some(true))
         || preserves(schema)
 }
 
 fn prune_value(v: &mut Value, schema: &Value) {
     match v {
         Value::Object(m) => {
-            let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool).unwrap_or(false);
+            let embedded = schema
+                .get("x-kubernetes-embedded-resource")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             for (k, c) in m.iter_mut() {
                 let cs = schema
                     .get("properties")
@@ -164,7 +208,10 @@ fn prune_value(v: &mut Value, schema: &Value) {
                     prune_value(c, cs);
                 }
             }
-            m.retain(|k, _| known(schema, k) || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata")));
+            m.retain(|k, _| {
+                known(schema, k)
+                    || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+            });
         }
         Value::Array(items) => {
             if let Some(is) = schema.get("items") {
@@ -226,28 +273,56 @@ fn show(v: &Value) -> String {
 }
 
 fn join(path: &str, k: &str) -> String {
-    if path.is_empty() { k.to_string() } else { format!("{path}.{k}") }
+    if path.is_empty() {
+        k.to_string()
+    } else {
+        format!("{path}.{k}")
+    }
 }
 
 /// Validates a value against its schema node, collecting causes. `old` is the
 /// correlated previous value, used for CEL transition rules.
-pub fn validate(v: &Value, schema: &Value, path: &str, old: Option<&Value>, causes: &mut Vec<Cause>) {
+pub fn validate(
+    v: &Value,
+    schema: &Value,
+    path: &str,
+    old: Option<&Value>,
+    causes: &mut Vec<Cause>,
+) {
     let invalid = |causes: &mut Vec<Cause>, msg: String| {
-        causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {}: {msg}", show(v))))
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            path,
+            format!("Invalid value: {}: {msg}", show(v)),
+        ))
     };
     if v.is_null() {
-        if !schema.get("nullable").and_then(Value::as_bool).unwrap_or(false) && schema.get("type").is_some() {
+        if !schema
+            .get("nullable")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            && schema.get("type").is_some()
+        {
             let t = s(schema, "/type");
-            invalid(causes, format!("{path} in body must be of type {t}: \"null\""));
+            invalid(
+                causes,
+                format!("{path} in body must be of type {t}: \"null\""),
+            );
         }
         return;
     }
-    let int_or_string = schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool).unwrap_or(false);
+    let int_or_string = schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if let Some(t) = schema.get("type").and_then(Value::as_str) {
         let actual = type_name(v);
         let ok = actual == t || (t == "number" && actual == "integer");
-        if !ok && !(int_or_string && matches!(actual, "integer" | "string")) {
-            invalid(causes, format!("{path} in body must be of type {t}: \"{actual}\""));
+        if !(ok || (int_or_string && matches!(actual, "integer" | "string"))) {
+            invalid(
+                causes,
+                format!("{path} in body must be of type {t}: \"{actual}\""),
+            );
             return;
         }
     }
@@ -258,24 +333,48 @@ pub fn validate(v: &Value, schema: &Value, path: &str, old: Option<&Value>, caus
         causes.push(Cause::new(
             "FieldValueNotSupported",
             path,
-            format!("Unsupported value: {}: supported values: {}", show(v), supported.join(", ")),
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                show(v),
+                supported.join(", ")
+            ),
         ));
     }
     let num = |k: &str| schema.get(k).and_then(Value::as_f64);
     if let Some(x) = v.as_f64() {
-        let excl_max = schema.get("exclusiveMaximum").and_then(Value::as_bool).unwrap_or(false);
-        let excl_min = schema.get("exclusiveMinimum").and_then(Value::as_bool).unwrap_or(false);
+        let excl_max = schema
+            .get("exclusiveMaximum")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let excl_min = schema
+            .get("exclusiveMinimum")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         if let Some(max) = num("maximum")
             && (x > max || (excl_max && x >= max))
         {
-            let rel = if excl_max { "less than" } else { "less than or equal to" };
-            invalid(causes, format!("{path} in body should be {rel} {}", schema["maximum"]));
+            let rel = if excl_max {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
+            invalid(
+                causes,
+                format!("{path} in body should be {rel} {}", schema["maximum"]),
+            );
         }
         if let Some(min) = num("minimum")
             && (x < min || (excl_min && x <= min))
         {
-            let rel = if excl_min { "greater than" } else { "greater than or equal to" };
-            invalid(causes, format!("{path} in body should be {rel} {}", schema["minimum"]));
+            let rel = if excl_min {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
+            invalid(
+                causes,
+                format!("{path} in body should be {rel} {}", schema["minimum"]),
+            );
         }
     }
     if let Some(st) = v.as_str() {
@@ -283,12 +382,19 @@ pub fn validate(v: &Value, schema: &Value, path: &str, old: Option<&Value>, caus
         if let Some(max) = num("maxLength")
             && len > max
         {
-            causes.push(Cause::new("FieldValueTooLong", path, format!("Too long: may not be more than {max} bytes")));
+            causes.push(Cause::new(
+                "FieldValueTooLong",
+                path,
+                format!("Too long: may not be more than {max} bytes"),
+            ));
         }
         if let Some(min) = num("minLength")
             && len < min
         {
-            invalid(causes, format!("{path} in body should be at least {min} chars long"));
+            invalid(
+                causes,
+                format!("{path} in body should be at least {min} chars long"),
+            );
         }
         if let Some(p) = schema.get("pattern").and_then(Value::as_str)
             && Regex::new(p).is_ok_and(|re| !re.is_match(st))
@@ -301,21 +407,46 @@ pub fn validate(v: &Value, schema: &Value, path: &str, old: Option<&Value>, caus
         Value::Array(items) => validate_array(items, schema, path, old, causes),
         _ => {}
     }
-    for r in schema.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten() {
+    for r in schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         validate_rule(r, v, path, old, causes);
     }
 }
 
-fn validate_object(m: &Map<String, Value>, schema: &Value, path: &str, old: Option<&Value>, causes: &mut Vec<Cause>) {
-    for req in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+fn validate_object(
+    m: &Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    old: Option<&Value>,
+    causes: &mut Vec<Cause>,
+) {
+    for req in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
         if !m.contains_key(req) {
-            causes.push(Cause::new("FieldValueRequired", join(path, req), "Required value"));
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                join(path, req),
+                "Required value",
+            ));
         }
     }
     if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
         && m.len() as u64 > max
     {
-        causes.push(Cause::new("FieldValueTooMany", path, format!("Too many: {}: must have at most {max} items", m.len())));
+        causes.push(Cause::new(
+            "FieldValueTooMany",
+            path,
+            format!("Too many: {}: must have at most {max} items", m.len()),
+        ));
     }
     for (k, c) in m {
         if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
@@ -331,7 +462,13 @@ fn validate_object(m: &Map<String, Value>, schema: &Value, path: &str, old: Opti
     }
 }
 
-fn validate_array(items: &[Value], schema: &Value, path: &str, old: Option<&Value>, causes: &mut Vec<Cause>) {
+fn validate_array(
+    items: &[Value],
+    schema: &Value,
+    path: &str,
+    old: Option<&Value>,
+    causes: &mut Vec<Cause>,
+) {
     if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
         && items.len() as u64 > max
     {
@@ -350,14 +487,16 @@ fn validate_array(items: &[Value], schema: &Value, path: &str, old: Option<&Valu
             format!("Invalid value: \"array\": {path} in body should have at least {min} items"),
         ));
     }
-    let Some(is) = schema.get("items") else { return };
+    let Some(is) = schema.get("items") else {
+        return;
+    };
     let kind = list_kind(Some(schema), "", items);
     let old_items = old.and_then(Value::as_array);
     for (i, item) in items.iter().enumerate() {
         let old_item = match (&kind, old_items) {
-            (ListKind::Map(keys), Some(olds)) => {
-                olds.iter().find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
-            }
+            (ListKind::Map(keys), Some(olds)) => olds
+                .iter()
+                .find(|o| keys.iter().all(|k| o.get(k) == item.get(k))),
             _ => None,
         };
         validate(item, is, &format!("{path}[{i}]"), old_item, causes);
@@ -395,7 +534,11 @@ fn validate_rule(r: &Value, v: &Value, path: &str, old: Option<&Value>, causes: 
                 "FieldValueDuplicate" => "FieldValueDuplicate",
                 _ => "FieldValueInvalid",
             };
-            causes.push(Cause::new(reason, field, format!("Invalid value: {shown}: {msg}")));
+            causes.push(Cause::new(
+                reason,
+                field,
+                format!("Invalid value: {shown}: {msg}"),
+            ));
         }
         Err(e) => causes.push(Cause::new(
             "FieldValueInvalid",

@@ -6,7 +6,16 @@
 use crate::resources::Registry;
 use serde_json::{Value, json};
 
-const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// `/version`.
 pub fn version() -> Value {
@@ -33,8 +42,10 @@ pub fn core_versions(server_addr: &str) -> Value {
 }
 
 fn group_doc(name: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> =
-        versions.iter().map(|v| json!({ "groupVersion": format!("{name}/{v}"), "version": v })).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({ "groupVersion": format!("{name}/{v}"), "version": v }))
+        .collect();
     json!({
         "kind": "APIGroup",
         "apiVersion": "v1",
@@ -46,20 +57,31 @@ fn group_doc(name: &str, versions: &[String]) -> Value {
 
 /// `/apis`.
 pub fn group_list(reg: &Registry) -> Value {
-    let groups: Vec<Value> =
-        reg.groups().iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_doc(g, vs)).collect();
+    let groups: Vec<Value> = reg
+        .groups()
+        .iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
 }
 
 /// `/apis/{group}`.
 pub fn group(reg: &Registry, name: &str) -> Option<Value> {
-    reg.groups().iter().find(|(g, _)| g == name).map(|(g, vs)| group_doc(g, vs))
+    reg.groups()
+        .iter()
+        .find(|(g, _)| g == name)
+        .map(|(g, vs)| group_doc(g, vs))
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`.
 pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for t in reg.all().iter().filter(|t| t.group == group && t.version(version).is_some()) {
+    for t in reg
+        .all()
+        .iter()
+        .filter(|t| t.group == group && t.version(version).is_some())
+    {
         resources.push(json!({
             "name": t.plural,
             "singularName": t.singular,
@@ -86,6 +108,12 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources }))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources }),
+    )
 }

@@ -17,7 +17,11 @@ pub struct Cause {
 impl Cause {
     /// A cause with the given reason, field and message.
     pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { reason: reason.into(), field: field.into(), message: message.into() }
+        Self {
+            reason: reason.into(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -32,10 +36,20 @@ pub enum ApiError {
     AlreadyExists { resource: String, name: String },
     /// 409 Conflict (stale resourceVersion, SSA field conflicts).
     #[error("{message}")]
-    Conflict { resource: String, name: String, message: String, causes: Vec<Cause> },
+    Conflict {
+        resource: String,
+        name: String,
+        message: String,
+        causes: Vec<Cause>,
+    },
     /// 422 Invalid with field causes.
     #[error("{kind} \"{name}\" is invalid: {}", render_causes(.causes))]
-    Invalid { group: String, kind: String, name: String, causes: Vec<Cause> },
+    Invalid {
+        group: String,
+        kind: String,
+        name: String,
+        causes: Vec<Cause>,
+    },
     /// 400 BadRequest.
     #[error("{0}")]
     BadRequest(String),
@@ -46,7 +60,9 @@ pub enum ApiError {
     #[error("{0}")]
     Gone(String),
     /// 415 UnsupportedMediaType.
-    #[error("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json ({0})")]
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json ({0})"
+    )]
     UnsupportedMediaType(String),
     /// 500 InternalError.
     #[error("Internal error occurred: {0}")]
@@ -56,15 +72,30 @@ pub enum ApiError {
 fn render_causes(causes: &[Cause]) -> String {
     let parts: Vec<String> = causes
         .iter()
-        .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+        .map(|c| {
+            if c.field.is_empty() {
+                c.message.clone()
+            } else {
+                format!("{}: {}", c.field, c.message)
+            }
+        })
         .collect();
-    if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) }
+    if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    }
 }
 
 impl ApiError {
     /// Convenience constructor for a single-cause 422.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
-        ApiError::Invalid { group: group.into(), kind: kind.into(), name: name.into(), causes }
+        ApiError::Invalid {
+            group: group.into(),
+            kind: kind.into(),
+            name: name.into(),
+            causes,
+        }
     }
 
     /// The HTTP status code.
@@ -110,8 +141,18 @@ impl ApiError {
             ApiError::NotFound { resource, name } | ApiError::AlreadyExists { resource, name } => {
                 Some(details(resource, name, &[]))
             }
-            ApiError::Conflict { resource, name, causes, .. } => Some(details(resource, name, causes)),
-            ApiError::Invalid { group, kind, name, causes } => {
+            ApiError::Conflict {
+                resource,
+                name,
+                causes,
+                ..
+            } => Some(details(resource, name, causes)),
+            ApiError::Invalid {
+                group,
+                kind,
+                name,
+                causes,
+            } => {
                 let mut d = details("", name, causes);
                 d["group"] = json!(group);
                 d["kind"] = json!(kind);

@@ -27,7 +27,11 @@ pub fn list_kind(schema: Option<&Value>, field: &str, items: &[Value]) -> ListKi
             Some("map") => ListKind::Map(
                 s.get("x-kubernetes-list-map-keys")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|k| k.as_str().map(String::from))
+                            .collect()
+                    })
                     .unwrap_or_default(),
             ),
             _ => ListKind::Atomic,
@@ -43,7 +47,9 @@ pub fn list_kind(schema: Option<&Value>, field: &str, items: &[Value]) -> ListKi
 /// Schema of a map child.
 pub fn child_schema<'a>(schema: Option<&'a Value>, key: &str) -> Option<&'a Value> {
     let s = schema?;
-    s.get("properties").and_then(|p| p.get(key)).or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
+    s.get("properties")
+        .and_then(|p| p.get(key))
+        .or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
 }
 
 /// Schema of list items.
@@ -151,7 +157,10 @@ fn step<'a>(cur: &'a Value, el: &str) -> Option<&'a Value> {
     let list = cur.as_array()?;
     if let Some(k) = el.strip_prefix("k:") {
         let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
-        return list.iter().find(|i| keys.iter().all(|(kk, kv)| i.get(kk).unwrap_or(&Value::Null) == kv));
+        return list.iter().find(|i| {
+            keys.iter()
+                .all(|(kk, kv)| i.get(kk).unwrap_or(&Value::Null) == kv)
+        });
     }
     if let Some(v) = el.strip_prefix("v:") {
         let want: Value = serde_json::from_str(v).ok()?;
@@ -162,7 +171,9 @@ fn step<'a>(cur: &'a Value, el: &str) -> Option<&'a Value> {
 
 /// Removes the value at a path (no-op when absent).
 pub fn remove_at(obj: &mut Value, path: &[String]) {
-    let Some((last, parent_path)) = path.split_last() else { return };
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
     let mut cur = obj;
     for el in parent_path {
         let next = if let Some(f) = el.strip_prefix("f:") {

@@ -41,7 +41,10 @@ fn text_response(code: u16, s: String) -> Response<Body> {
 }
 
 /// The single entry point: axum's fallback handler.
-pub async fn handle(axum::extract::State(ctx): axum::extract::State<Ctx>, req: axum::extract::Request) -> Response<Body> {
+pub async fn handle(
+    axum::extract::State(ctx): axum::extract::State<Ctx>,
+    req: axum::extract::Request,
+) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 64 * 1024 * 1024).await {
         Ok(b) => b,
@@ -50,7 +53,11 @@ pub async fn handle(axum::extract::State(ctx): axum::extract::State<Ctx>, req: a
     let query: HashMap<String, String> = parts
         .uri
         .query()
-        .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
         .unwrap_or_default();
     let path = parts.uri.path().trim_end_matches('/').to_string();
     tracing::debug!(method = %parts.method, %path, ?query, "request");
@@ -63,8 +70,10 @@ pub async fn handle(axum::extract::State(ctx): axum::extract::State<Ctx>, req: a
     }
 }
 
-fn header<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
-    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+fn header(h: &HeaderMap, name: header::HeaderName) -> &str {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
 }
 
 fn route(
@@ -77,21 +86,34 @@ fn route(
 ) -> ApiResult<Response<Body>> {
     let st = &ctx.state;
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let not_found = || ApiError::NotFound { resource: String::new(), name: path.to_string() };
+    let not_found = || ApiError::NotFound {
+        resource: String::new(),
+        name: path.to_string(),
+    };
     match segs.as_slice() {
         ["version"] => return Ok(json_response(200, &discovery::version())),
         ["healthz"] | ["readyz"] | ["livez"] => return Ok(text_response(200, "ok".into())),
         ["api"] => return Ok(json_response(200, &discovery::core_versions(&st.addr))),
         ["apis"] => return Ok(json_response(200, &discovery::group_list(&st.registry))),
         ["openapi", rest @ ..] => {
-            return openapi::serve(st, rest, q).map(|v| json_response(200, &v)).ok_or_else(not_found);
+            return openapi::serve(st, rest, q)
+                .map(|v| json_response(200, &v))
+                .ok_or_else(not_found);
         }
-        ["apis", g] => return discovery::group(&st.registry, g).map(|v| json_response(200, &v)).ok_or_else(not_found),
+        ["apis", g] => {
+            return discovery::group(&st.registry, g)
+                .map(|v| json_response(200, &v))
+                .ok_or_else(not_found);
+        }
         ["api", "v1"] => {
-            return discovery::resource_list(&st.registry, "", "v1").map(|v| json_response(200, &v)).ok_or_else(not_found);
+            return discovery::resource_list(&st.registry, "", "v1")
+                .map(|v| json_response(200, &v))
+                .ok_or_else(not_found);
         }
         ["apis", g, v] => {
-            return discovery::resource_list(&st.registry, g, v).map(|v| json_response(200, &v)).ok_or_else(not_found);
+            return discovery::resource_list(&st.registry, g, v)
+                .map(|v| json_response(200, &v))
+                .ok_or_else(not_found);
         }
         _ => {}
     }
@@ -101,9 +123,12 @@ fn route(
         _ => return Err(not_found()),
     };
     let (namespace, rest) = match rest {
-        ["namespaces", ns, plural, rest @ ..] if *plural != "status" && *plural != "finalize" => {
-            (ns.to_string(), std::iter::once(*plural).chain(rest.iter().copied()).collect::<Vec<_>>())
-        }
+        ["namespaces", ns, plural, rest @ ..] if *plural != "status" && *plural != "finalize" => (
+            ns.to_string(),
+            std::iter::once(*plural)
+                .chain(rest.iter().copied())
+                .collect::<Vec<_>>(),
+        ),
         other => (String::new(), other.to_vec()),
     };
     let (plural, name, sub) = match rest.as_slice() {
@@ -112,14 +137,23 @@ fn route(
         [p, n, s] => (*p, *n, *s),
         _ => return Err(not_found()),
     };
-    let rt = st.registry.by_plural(group, version, plural).ok_or_else(|| ApiError::NotFound {
-        resource: String::new(),
-        name: format!("the server could not find the requested resource ({plural})"),
-    })?;
+    let rt = st
+        .registry
+        .by_plural(group, version, plural)
+        .ok_or_else(|| ApiError::NotFound {
+            resource: String::new(),
+            name: format!("the server could not find the requested resource ({plural})"),
+        })?;
     if !rt.namespaced && !namespace.is_empty() {
         return Err(not_found());
     }
-    let t = Target { rt, version: version.into(), namespace, name: name.into(), sub: sub.into() };
+    let t = Target {
+        rt,
+        version: version.into(),
+        namespace,
+        name: name.into(),
+        sub: sub.into(),
+    };
     if !t.sub.is_empty() && t.sub != "status" && !(t.sub == "log" && t.rt.kind == "Pod") {
         return Err(not_found());
     }
@@ -137,7 +171,11 @@ fn route(
                 labels: selector(q, "labelSelector", LabelSelector::parse)?,
                 fields: selector(q, "fieldSelector", FieldSelector::parse)?,
                 bookmarks: q.get("allowWatchBookmarks").is_some_and(|b| b == "true"),
-                timeout: Duration::from_secs(q.get("timeoutSeconds").and_then(|s| s.parse().ok()).unwrap_or(1800)),
+                timeout: Duration::from_secs(
+                    q.get("timeoutSeconds")
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(1800),
+                ),
                 table: wants_table,
             };
             let rx = watch::start(st.clone(), t, p, ctx.shutdown.clone());
@@ -158,7 +196,14 @@ fn route(
             let page = ops::list(st, &t, &lo)?;
             let rv = page.rv.to_string();
             if wants_table {
-                let tb = table::table(&t.rt, &t.version, &page.items, &rv, page.continue_token.as_deref(), now);
+                let tb = table::table(
+                    &t.rt,
+                    &t.version,
+                    &page.items,
+                    &rv,
+                    page.continue_token.as_deref(),
+                    now,
+                );
                 return Ok(json_response(200, &tb));
             }
             let mut md = json!({ "resourceVersion": rv });
@@ -173,15 +218,27 @@ fn route(
         }
         (Method::GET, false) if t.sub == "log" => {
             ops::get(st, &t)?;
-            let file = st.log_dir.as_ref().map(|d| d.join(format!("{}_{}.log", t.namespace, t.name)));
-            let text = file.and_then(|f| std::fs::read_to_string(f).ok()).unwrap_or_default();
+            let file = st
+                .log_dir
+                .as_ref()
+                .map(|d| d.join(format!("{}_{}.log", t.namespace, t.name)));
+            let text = file
+                .and_then(|f| std::fs::read_to_string(f).ok())
+                .unwrap_or_default();
             Ok(text_response(200, text))
         }
         (Method::GET, false) => {
             let obj = ops::get(st, &t)?;
             if wants_table {
-                let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-                return Ok(json_response(200, &table::table(&t.rt, &t.version, &[obj], &rv, None, now)));
+                let rv = obj
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                return Ok(json_response(
+                    200,
+                    &table::table(&t.rt, &t.version, &[obj], &rv, None, now),
+                ));
             }
             Ok(json_response(200, &obj))
         }
@@ -214,8 +271,16 @@ fn route(
             let mut out = Vec::new();
             for o in page.items {
                 let mut it = t.clone();
-                it.name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().into();
-                it.namespace = o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().into();
+                it.name = o
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .into();
+                it.namespace = o
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .into();
                 if let Ok(x) = ops::delete(st, &it, &d) {
                     out.push(x);
                 }
@@ -229,8 +294,15 @@ fn route(
     }
 }
 
-fn selector<T>(q: &HashMap<String, String>, key: &str, parse: fn(&str) -> ApiResult<T>) -> ApiResult<Option<T>> {
-    q.get(key).filter(|s| !s.is_empty()).map(|s| parse(s)).transpose()
+fn selector<T>(
+    q: &HashMap<String, String>,
+    key: &str,
+    parse: fn(&str) -> ApiResult<T>,
+) -> ApiResult<Option<T>> {
+    q.get(key)
+        .filter(|s| !s.is_empty())
+        .map(|s| parse(s))
+        .transpose()
 }
 
 fn parse_body(body: &[u8]) -> ApiResult<Value> {
@@ -244,9 +316,18 @@ fn parse_body(body: &[u8]) -> ApiResult<Value> {
 
 fn write_opts(q: &HashMap<String, String>, h: &HeaderMap) -> WriteOpts {
     let ua = header(h, header::USER_AGENT);
-    let default_manager = ua.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string();
+    let default_manager = ua
+        .split('/')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .to_string();
     WriteOpts {
-        manager: q.get("fieldManager").filter(|m| !m.is_empty()).cloned().unwrap_or(default_manager),
+        manager: q
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .cloned()
+            .unwrap_or(default_manager),
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         force: q.get("force").is_some_and(|f| f == "true"),
         strict: q.get("fieldValidation").is_some_and(|f| f == "Strict"),
@@ -256,12 +337,20 @@ fn write_opts(q: &HashMap<String, String>, h: &HeaderMap) -> WriteOpts {
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
     let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let s = |p: &str| b.pointer(p).and_then(Value::as_str).map(String::from);
-    let mut propagation = q.get("propagationPolicy").cloned().or_else(|| s("/propagationPolicy")).unwrap_or_default();
-    if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) || q.get("orphanDependents").is_some_and(|o| o == "true") {
+    let mut propagation = q
+        .get("propagationPolicy")
+        .cloned()
+        .or_else(|| s("/propagationPolicy"))
+        .unwrap_or_default();
+    if b.get("orphanDependents").and_then(Value::as_bool) == Some(true)
+        || q.get("orphanDependents").is_some_and(|o| o == "true")
+    {
         propagation = "Orphan".into();
     }
     let dry = q.get("dryRun").is_some_and(|d| d == "All")
-        || b.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All"));
+        || b.get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|x| x == "All"));
     DeleteOpts {
         propagation,
         dry_run: dry,

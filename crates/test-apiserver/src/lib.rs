@@ -41,10 +41,16 @@ use tokio::task::JoinHandle;
 pub enum StartError {
     /// Binding or inspecting the listening socket failed.
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     /// Writing the kubeconfig failed.
     #[error("cannot write kubeconfig {path}: {source}")]
-    Kubeconfig { path: String, source: std::io::Error },
+    Kubeconfig {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Server options.
@@ -94,7 +100,10 @@ impl TestApiServer {
             log_dir,
         };
         let listener = bind(opts.listen).await?;
-        let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: opts.listen, source })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
         state.addr = addr.to_string();
         seed(&state);
         let (shutdown, _) = tokio::sync::watch::channel(false);
@@ -102,20 +111,32 @@ impl TestApiServer {
         if let Some(k) = opts.kubelet {
             background.extend(kubelet::start(state.clone(), k));
         }
-        let mut me = Self { state, addr, shutdown, serve: None, background };
+        let mut me = Self {
+            state,
+            addr,
+            shutdown,
+            serve: None,
+            background,
+        };
         me.serve = Some(me.spawn_serve(listener));
         Ok(me)
     }
 
     fn spawn_serve(&self, listener: tokio::net::TcpListener) -> JoinHandle<()> {
-        let ctx = http::Ctx { state: self.state.clone(), shutdown: self.shutdown.subscribe() };
+        let ctx = http::Ctx {
+            state: self.state.clone(),
+            shutdown: self.shutdown.subscribe(),
+        };
         let app = axum::Router::new().fallback(http::handle).with_state(ctx);
         let mut stop = self.shutdown.subscribe();
         tokio::spawn(async move {
             let signal = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(signal).await {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(signal)
+                .await
+            {
                 tracing::warn!(error = %e, "test apiserver stopped");
             }
         })
@@ -138,8 +159,10 @@ impl TestApiServer {
 
     /// Writes [`TestApiServer::kubeconfig`] to `path`.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), StartError> {
-        std::fs::write(path, self.kubeconfig())
-            .map_err(|source| StartError::Kubeconfig { path: path.display().to_string(), source })
+        std::fs::write(path, self.kubeconfig()).map_err(|source| StartError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        })
     }
 
     /// The server's fake clock.
@@ -158,17 +181,20 @@ impl TestApiServer {
     pub async fn restart(&mut self) -> Result<(), StartError> {
         self.stop_serving().await;
         self.state.store.compact();
-        let _ = self.shutdown.send(false);
+        self.shutdown.send_replace(false);
         let listener = bind(self.addr).await?;
         self.serve = Some(self.spawn_serve(listener));
         Ok(())
     }
 
     async fn stop_serving(&mut self) {
-        let _ = self.shutdown.send(true);
+        self.shutdown.send_replace(true);
         if let Some(h) = self.serve.take() {
             // Bounded: a client holding a connection open must not hang the test.
-            if tokio::time::timeout(Duration::from_secs(5), h).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(5), h)
+                .await
+                .is_err()
+            {
                 tracing::warn!("graceful shutdown timed out");
             }
         }
@@ -190,7 +216,7 @@ impl TestApiServer {
 
 impl Drop for TestApiServer {
     fn drop(&mut self) {
-        let _ = self.shutdown.send(true);
+        self.shutdown.send_replace(true);
         if let Some(h) = self.serve.take() {
             h.abort();
         }
@@ -201,19 +227,37 @@ impl Drop for TestApiServer {
 }
 
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, StartError> {
-    let sock = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(|source| StartError::Listen { addr, source })?;
+    sock.set_reuseaddr(true)
         .map_err(|source| StartError::Listen { addr, source })?;
-    sock.set_reuseaddr(true).map_err(|source| StartError::Listen { addr, source })?;
-    sock.bind(addr).map_err(|source| StartError::Listen { addr, source })?;
-    sock.listen(1024).map_err(|source| StartError::Listen { addr, source })
+    sock.bind(addr)
+        .map_err(|source| StartError::Listen { addr, source })?;
+    sock.listen(1024)
+        .map_err(|source| StartError::Listen { addr, source })
 }
 
 /// Creates the namespaces every cluster has.
 fn seed(st: &State) {
-    let Some(rt) = st.registry.by_kind("", "Namespace") else { return };
+    let Some(rt) = st.registry.by_kind("", "Namespace") else {
+        return;
+    };
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        let t = Target { rt: rt.clone(), version: "v1".into(), namespace: String::new(), name: ns.into(), sub: String::new() };
-        let o = WriteOpts { manager: "kube-apiserver".into(), ..Default::default() };
+        let t = Target {
+            rt: rt.clone(),
+            version: "v1".into(),
+            namespace: String::new(),
+            name: ns.into(),
+            sub: String::new(),
+        };
+        let o = WriteOpts {
+            manager: "kube-apiserver".into(),
+            ..Default::default()
+        };
         let _ = ops::create(st, &t, json!({ "metadata": { "name": ns } }), &o);
     }
 }

@@ -15,7 +15,11 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 fn gv_key(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// Serves `/openapi/v3[/...]`; `None` means 404.
@@ -42,14 +46,19 @@ fn index(st: &State) -> Value {
         for v in versions {
             let key = gv_key(&g, &v);
             let h = gv_doc(st, &key).map(|d| hash(&d)).unwrap_or_default();
-            paths.insert(key.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={h}") }));
+            paths.insert(
+                key.clone(),
+                json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={h}") }),
+            );
         }
     }
     json!({ "paths": paths })
 }
 
 fn schema_name(rt: &ResourceType, version: &str) -> String {
-    let group = if rt.group.is_empty() { "io.k8s.api.core".to_string() } else {
+    let group = if rt.group.is_empty() {
+        "io.k8s.api.core".to_string()
+    } else {
         rt.group.split('.').rev().collect::<Vec<_>>().join(".")
     };
     format!("{group}.{version}.{}", rt.kind)
@@ -62,9 +71,18 @@ fn gvk(rt: &ResourceType, version: &str) -> Value {
 fn params() -> Value {
     let q = |n: &str, d: &str| json!({ "name": n, "in": "query", "description": d, "schema": { "type": "string", "uniqueItems": true } });
     json!([
-        q("dryRun", "When present, indicates that modifications should not be persisted."),
-        q("fieldManager", "fieldManager is a name associated with the actor or entity that is making these changes."),
-        q("fieldValidation", "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields."),
+        q(
+            "dryRun",
+            "When present, indicates that modifications should not be persisted."
+        ),
+        q(
+            "fieldManager",
+            "fieldManager is a name associated with the actor or entity that is making these changes."
+        ),
+        q(
+            "fieldValidation",
+            "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields."
+        ),
         q("force", "Force is going to \"force\" Apply requests."),
     ])
 }
@@ -74,7 +92,12 @@ fn gv_doc(st: &State, key: &str) -> Option<Value> {
         .registry
         .all()
         .into_iter()
-        .flat_map(|rt| rt.versions.iter().map(|v| (rt.clone(), v.name.clone())).collect::<Vec<_>>())
+        .flat_map(|rt| {
+            rt.versions
+                .iter()
+                .map(|v| (rt.clone(), v.name.clone()))
+                .collect::<Vec<_>>()
+        })
         .filter(|(rt, v)| gv_key(&rt.group, v) == key)
         .collect();
     if types.is_empty() {
@@ -84,7 +107,11 @@ fn gv_doc(st: &State, key: &str) -> Option<Value> {
     let mut schemas = Map::new();
     schemas.insert(OBJECT_META.into(), object_meta());
     for (rt, v) in &types {
-        let ns = if rt.namespaced { "/namespaces/{namespace}" } else { "" };
+        let ns = if rt.namespaced {
+            "/namespaces/{namespace}"
+        } else {
+            ""
+        };
         let path = format!("/{key}{ns}/{}/{{name}}", rt.plural);
         let name = schema_name(rt, v);
         let mut op = json!({

@@ -12,12 +12,18 @@ use crate::write::{prepare, view};
 use serde_json::{Value, json};
 
 fn not_found(t: &Target) -> ApiError {
-    ApiError::NotFound { resource: t.rt.qualified(), name: t.name.clone() }
+    ApiError::NotFound {
+        resource: t.rt.qualified(),
+        name: t.name.clone(),
+    }
 }
 
 /// Reads one object.
 pub fn get(st: &State, t: &Target) -> ApiResult<Value> {
-    st.store.get(&t.gr(), &t.namespace, &t.name).map(|o| view(t, o)).ok_or_else(|| not_found(t))
+    st.store
+        .get(&t.gr(), &t.namespace, &t.name)
+        .map(|o| view(t, o))
+        .ok_or_else(|| not_found(t))
 }
 
 /// List parameters.
@@ -42,8 +48,10 @@ fn hex(s: &str) -> String {
 }
 
 fn unhex(s: &str) -> Option<String> {
-    let bytes: Option<Vec<u8>> =
-        (0..s.len()).step_by(2).map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
     String::from_utf8(bytes?).ok()
 }
 
@@ -58,13 +66,23 @@ pub fn list(st: &State, t: &Target, o: &ListOpts) -> ApiResult<Page> {
         .map(|x| view(t, x))
         .collect();
     let key = |x: &Value| {
-        let g = |p: &str| x.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let g = |p: &str| {
+            x.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         format!("{}/{}", g("/metadata/namespace"), g("/metadata/name"))
     };
     if let Some(tok) = &o.continue_token {
-        let decoded = unhex(tok).ok_or_else(|| ApiError::BadRequest("invalid continue token".into()))?;
-        let (tok_rv, after) = decoded.split_once('|').ok_or_else(|| ApiError::BadRequest("invalid continue token".into()))?;
-        let tok_rv: u64 = tok_rv.parse().map_err(|_| ApiError::BadRequest("invalid continue token".into()))?;
+        let decoded =
+            unhex(tok).ok_or_else(|| ApiError::BadRequest("invalid continue token".into()))?;
+        let (tok_rv, after) = decoded
+            .split_once('|')
+            .ok_or_else(|| ApiError::BadRequest("invalid continue token".into()))?;
+        let tok_rv: u64 = tok_rv
+            .parse()
+            .map_err(|_| ApiError::BadRequest("invalid continue token".into()))?;
         if !st.store.is_retained(tok_rv) {
             return Err(ApiError::Gone(
                 "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
@@ -81,7 +99,12 @@ pub fn list(st: &State, t: &Target, o: &ListOpts) -> ApiResult<Page> {
         items.truncate(limit);
         continue_token = items.last().map(|x| hex(&format!("{rv}|{}", key(x))));
     }
-    Ok(Page { items, rv, continue_token, remaining })
+    Ok(Page {
+        items,
+        rv,
+        continue_token,
+        remaining,
+    })
 }
 
 fn ensure_namespace(st: &State, t: &Target) -> ApiResult<()> {
@@ -89,15 +112,29 @@ fn ensure_namespace(st: &State, t: &Target) -> ApiResult<()> {
         return Ok(());
     }
     if t.namespace.is_empty() {
-        return Err(ApiError::BadRequest("a namespace is required for this resource".into()));
+        return Err(ApiError::BadRequest(
+            "a namespace is required for this resource".into(),
+        ));
     }
-    if st.store.get(&Gr::new("", "namespaces"), "", &t.namespace).is_none() {
-        return Err(ApiError::NotFound { resource: "namespaces".into(), name: t.namespace.clone() });
+    if st
+        .store
+        .get(&Gr::new("", "namespaces"), "", &t.namespace)
+        .is_none()
+    {
+        return Err(ApiError::NotFound {
+            resource: "namespaces".into(),
+            name: t.namespace.clone(),
+        });
     }
     Ok(())
 }
 
-fn run(st: &State, t: &Target, dry_run: bool, f: impl FnOnce(Option<&Value>) -> ApiResult<Mutation>) -> ApiResult<Value> {
+fn run(
+    st: &State,
+    t: &Target,
+    dry_run: bool,
+    f: impl FnOnce(Option<&Value>) -> ApiResult<Mutation>,
+) -> ApiResult<Value> {
     let mut dry = None;
     let res = st.store.mutate(&t.gr(), &t.namespace, &t.name, |old| {
         let m = f(old)?;
@@ -122,17 +159,34 @@ fn run(st: &State, t: &Target, dry_run: bool, f: impl FnOnce(Option<&Value>) -> 
 pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResult<Value> {
     let mut t = t.clone();
     let md = body.get("metadata").cloned().unwrap_or(json!({}));
-    let mut name = md.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let mut name = md
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if name.is_empty() {
-        let prefix = md.get("generateName").and_then(Value::as_str).unwrap_or_default();
+        let prefix = md
+            .get("generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if prefix.is_empty() {
-            return Err(ApiError::invalid(&t.rt.group, &t.qualified_kind(), "", vec![crate::error::Cause::new(
-                "FieldValueRequired",
-                "metadata.name",
-                "Required value: name or generateName is required",
-            )]));
+            return Err(ApiError::invalid(
+                &t.rt.group,
+                &t.qualified_kind(),
+                "",
+                vec![crate::error::Cause::new(
+                    "FieldValueRequired",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                )],
+            ));
         }
-        let suffix: String = uuid::Uuid::new_v4().simple().to_string().chars().take(5).collect();
+        let suffix: String = uuid::Uuid::new_v4()
+            .simple()
+            .to_string()
+            .chars()
+            .take(5)
+            .collect();
         name = format!("{prefix}{suffix}");
         body["metadata"]["name"] = json!(name);
     }
@@ -142,7 +196,8 @@ pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResu
         && ns != t.namespace
     {
         return Err(ApiError::BadRequest(
-            "the namespace of the provided object does not match the namespace sent on the request".into(),
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
         ));
     }
     t.name = name;
@@ -150,7 +205,10 @@ pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResu
     let (rq, nm) = (t.rt.qualified(), t.name.clone());
     run(st, &t, o.dry_run, |old| {
         if old.is_some() {
-            return Err(ApiError::AlreadyExists { resource: rq, name: nm });
+            return Err(ApiError::AlreadyExists {
+                resource: rq,
+                name: nm,
+            });
         }
         prepare(st, &t, None, body, o, false)
     })
@@ -173,16 +231,27 @@ pub fn update(st: &State, t: &Target, body: Value, o: &WriteOpts) -> ApiResult<V
 }
 
 /// Patches an object with any of the four patch types.
-pub fn patch(st: &State, t: &Target, ty: PatchType, body: &[u8], o: &WriteOpts) -> ApiResult<Value> {
+pub fn patch(
+    st: &State,
+    t: &Target,
+    ty: PatchType,
+    body: &[u8],
+    o: &WriteOpts,
+) -> ApiResult<Value> {
     if ty == PatchType::Apply {
         return server_side_apply(st, t, body, o);
     }
     if ty == PatchType::Strategic && t.rt.is_crd {
-        return Err(ApiError::UnsupportedMediaType("strategic merge patch is not supported for custom resources".into()));
+        return Err(ApiError::UnsupportedMediaType(
+            "strategic merge patch is not supported for custom resources".into(),
+        ));
     }
     let parsed: Option<Value> = match ty {
         PatchType::Json => None,
-        _ => Some(serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid patch body: {e}")))?),
+        _ => Some(
+            serde_json::from_slice(body)
+                .map_err(|e| ApiError::BadRequest(format!("invalid patch body: {e}")))?,
+        ),
     };
     run(st, t, o.dry_run, |old| {
         let old = view(t, old.ok_or_else(|| not_found(t))?.clone());
@@ -197,10 +266,16 @@ pub fn patch(st: &State, t: &Target, ty: PatchType, body: &[u8], o: &WriteOpts) 
 
 fn server_side_apply(st: &State, t: &Target, body: &[u8], o: &WriteOpts) -> ApiResult<Value> {
     if o.manager.is_empty() {
-        return Err(ApiError::BadRequest("PATCH, application/apply-patch+yaml requests require a fieldManager".into()));
+        return Err(ApiError::BadRequest(
+            "PATCH, application/apply-patch+yaml requests require a fieldManager".into(),
+        ));
     }
-    let applied: Value = serde_yaml::from_slice(body).map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
-    let name = applied.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let applied: Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
+    let name = applied
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if !name.is_empty() && name != t.name {
         return Err(ApiError::BadRequest(format!(
             "the name of the object ({name}) does not match the name on the URL ({})",
@@ -208,15 +283,27 @@ fn server_side_apply(st: &State, t: &Target, body: &[u8], o: &WriteOpts) -> ApiR
         )));
     }
     for f in ["apiVersion", "kind"] {
-        if applied.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
-            return Err(ApiError::BadRequest(format!("{f} must be set in an apply request")));
+        if applied
+            .get(f)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(ApiError::BadRequest(format!(
+                "{f} must be set in an apply request"
+            )));
         }
     }
     ensure_namespace(st, t)?;
     let now = st.clock.now_rfc3339();
     run(st, t, o.dry_run, |old| {
         let old = old.map(|x| view(t, x.clone()));
-        let w = Writer { manager: &o.manager, api_version: &t.api_version(), subresource: &t.sub, now: &now, schema: t.schema() };
+        let w = Writer {
+            manager: &o.manager,
+            api_version: &t.api_version(),
+            subresource: &t.sub,
+            now: &now,
+            schema: t.schema(),
+        };
         // Apply's merge must see the applied config already pruned and defaulted
         // the same way the stored object is, so ownership paths line up.
         let mut cfg = applied.clone();
@@ -240,20 +327,31 @@ pub fn delete(st: &State, t: &Target, o: &DeleteOpts) -> ApiResult<Value> {
             return Err(ApiError::Conflict {
                 resource: t.rt.qualified(),
                 name: t.name.clone(),
-                message: format!("Precondition failed: UID in precondition: {}, UID in object meta: {uid}", o.precondition_uid.clone().unwrap_or_default()),
+                message: format!(
+                    "Precondition failed: UID in precondition: {}, UID in object meta: {uid}",
+                    o.precondition_uid.clone().unwrap_or_default()
+                ),
                 causes: vec![],
             });
         }
-        let rv = md.get("resourceVersion").and_then(Value::as_str).unwrap_or_default();
+        let rv = md
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if o.precondition_rv.as_deref().is_some_and(|r| r != rv) {
             return Err(ApiError::Conflict {
                 resource: t.rt.qualified(),
                 name: t.name.clone(),
-                message: "Precondition failed: ResourceVersion in precondition does not match".into(),
+                message: "Precondition failed: ResourceVersion in precondition does not match"
+                    .into(),
                 causes: vec![],
             });
         }
-        let mut finalizers: Vec<Value> = md.get("finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut finalizers: Vec<Value> = md
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         let extra = match o.propagation.as_str() {
             "Foreground" => Some("foregroundDeletion"),
             "Orphan" => Some("orphan"),
@@ -274,7 +372,11 @@ pub fn delete(st: &State, t: &Target, o: &DeleteOpts) -> ApiResult<Value> {
             new["metadata"]["deletionTimestamp"] = json!(now);
             new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         }
-        if new == *old { Ok(Mutation::Keep) } else { Ok(Mutation::Put(new)) }
+        if new == *old {
+            Ok(Mutation::Keep)
+        } else {
+            Ok(Mutation::Put(new))
+        }
     })?;
     if deleted && !o.dry_run {
         after_delete(st, t, &out);
@@ -288,7 +390,10 @@ fn after_write(st: &State, t: &Target, obj: &Value) {
         if let Ok(rt) = crd::resource_type(obj) {
             st.registry.upsert_crd(rt);
         }
-    } else if t.rt.group.is_empty() && t.rt.kind == "Namespace" && obj.pointer("/metadata/deletionTimestamp").is_none() {
+    } else if t.rt.group.is_empty()
+        && t.rt.kind == "Namespace"
+        && obj.pointer("/metadata/deletionTimestamp").is_none()
+    {
         ensure_default_service_account(st, &t.name);
     }
 }
@@ -299,8 +404,17 @@ fn ensure_default_service_account(st: &State, ns: &str) {
         return;
     }
     if let Some(rt) = st.registry.by_kind("", "ServiceAccount") {
-        let t = Target { rt, version: "v1".into(), namespace: ns.into(), name: "default".into(), sub: String::new() };
-        let o = WriteOpts { manager: "kube-controller-manager".into(), ..Default::default() };
+        let t = Target {
+            rt,
+            version: "v1".into(),
+            namespace: ns.into(),
+            name: "default".into(),
+            sub: String::new(),
+        };
+        let o = WriteOpts {
+            manager: "kube-controller-manager".into(),
+            ..Default::default()
+        };
         let _ = create(st, &t, json!({ "metadata": { "name": "default" } }), &o);
     }
 }
@@ -308,22 +422,48 @@ fn ensure_default_service_account(st: &State, ns: &str) {
 /// Cascades after a final delete: a CRD takes its objects with it, a namespace its contents.
 fn after_delete(st: &State, t: &Target, obj: &Value) {
     if t.rt.group == "apiextensions.k8s.io" && t.rt.kind == "CustomResourceDefinition" {
-        let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
-        let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
+        let group = obj
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let plural = obj
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let gr = Gr::new(group, plural);
         for o in st.store.list(&gr, None).0 {
-            let ns = o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
-            let n = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let ns = o
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let n = o
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let _ = st.store.mutate(&gr, &ns, &n, |_| Ok(Mutation::Delete));
         }
         st.registry.remove_crd(group, plural);
     } else if t.rt.group.is_empty() && t.rt.kind == "Namespace" {
         for rt in st.registry.all().into_iter().filter(|r| r.namespaced) {
-            let Some(v) = rt.versions.first().map(|v| v.name.clone()) else { continue };
+            let Some(v) = rt.versions.first().map(|v| v.name.clone()) else {
+                continue;
+            };
             let gr = Gr::new(&rt.group, &rt.plural);
             for o in st.store.list(&gr, Some(&t.name)).0 {
-                let n = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-                let dt = Target { rt: rt.clone(), version: v.clone(), namespace: t.name.clone(), name: n, sub: String::new() };
+                let n = o
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let dt = Target {
+                    rt: rt.clone(),
+                    version: v.clone(),
+                    namespace: t.name.clone(),
+                    name: n,
+                    sub: String::new(),
+                };
                 let _ = delete(st, &dt, &DeleteOpts::default());
             }
         }

@@ -30,14 +30,18 @@ impl PatchType {
 
 /// Applies a JSON patch document.
 pub fn json_patch(doc: &Value, body: &[u8]) -> ApiResult<Value> {
-    let p: json_patch::Patch =
-        serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
+    let p: json_patch::Patch = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
     let mut out = doc.clone();
     json_patch::patch(&mut out, &p).map_err(|e| ApiError::Invalid {
         group: String::new(),
         kind: String::new(),
         name: String::new(),
-        causes: vec![crate::error::Cause::new("FieldValueInvalid", "", format!("the server rejected our request due to an error in our request: {e}"))],
+        causes: vec![crate::error::Cause::new(
+            "FieldValueInvalid",
+            "",
+            format!("the server rejected our request due to an error in our request: {e}"),
+        )],
     })?;
     Ok(out)
 }
@@ -62,12 +66,17 @@ pub enum ListStrategy {
 /// The strategy for a built-in list field, by field name (and item shape for `ports`).
 pub fn list_strategy(field: &str, items: &[Value]) -> ListStrategy {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "imagePullSecrets" | "env" => {
-            ListStrategy::MergeKey("name")
-        }
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "imagePullSecrets"
+        | "env" => ListStrategy::MergeKey("name"),
         "volumeMounts" => ListStrategy::MergeKey("mountPath"),
         "volumeDevices" => ListStrategy::MergeKey("devicePath"),
-        "ports" if items.iter().any(|i| i.get("containerPort").is_some()) => ListStrategy::MergeKey("containerPort"),
+        "ports" if items.iter().any(|i| i.get("containerPort").is_some()) => {
+            ListStrategy::MergeKey("containerPort")
+        }
         "ports" => ListStrategy::MergeKey("port"),
         "hostAliases" => ListStrategy::MergeKey("ip"),
         "ownerReferences" => ListStrategy::MergeKey("uid"),
@@ -82,10 +91,16 @@ pub fn list_strategy(field: &str, items: &[Value]) -> ListStrategy {
 fn clean(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), clean(v))).collect(),
+            m.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), clean(v)))
+                .collect(),
         ),
         Value::Array(a) => Value::Array(
-            a.iter().filter(|i| i.get("$patch").is_none()).map(clean).collect(),
+            a.iter()
+                .filter(|i| i.get("$patch").is_none())
+                .map(clean)
+                .collect(),
         ),
         other => other.clone(),
     }
@@ -110,7 +125,9 @@ fn smp_value(o: &mut Value, p: &Value) -> ApiResult<()> {
     if !o.is_object() {
         *o = Value::Object(Map::new());
     }
-    let Some(om) = o.as_object_mut() else { return Ok(()) };
+    let Some(om) = o.as_object_mut() else {
+        return Ok(());
+    };
     if let Some(keep) = pm.get("$retainKeys").and_then(Value::as_array) {
         let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
         om.retain(|k, _| keep.contains(&k.as_str()));
@@ -149,7 +166,7 @@ fn smp_value(o: &mut Value, p: &Value) -> ApiResult<()> {
     Ok(())
 }
 
-fn reorder(list: &mut Vec<Value>, order: &[Value], field: &str) {
+fn reorder(list: &mut [Value], order: &[Value], field: &str) {
     let key = match list_strategy(field, order) {
         ListStrategy::MergeKey(k) => Some(k),
         _ => None,
@@ -158,13 +175,21 @@ fn reorder(list: &mut Vec<Value>, order: &[Value], field: &str) {
         Some(k) => v.get(k).cloned().unwrap_or(Value::Null),
         None => v.clone(),
     };
-    let pos = |v: &Value| order.iter().position(|o| ident(o) == ident(v)).unwrap_or(usize::MAX);
+    let pos = |v: &Value| {
+        order
+            .iter()
+            .position(|o| ident(o) == ident(v))
+            .unwrap_or(usize::MAX)
+    };
     list.sort_by_key(pos);
 }
 
 fn merge_list(orig: Option<&Value>, items: &[Value], field: &str) -> ApiResult<Value> {
     let orig: Vec<Value> = orig.and_then(Value::as_array).cloned().unwrap_or_default();
-    if items.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace")) {
+    if items
+        .iter()
+        .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
         return Ok(clean(&Value::Array(items.to_vec())));
     }
     match list_strategy(field, items) {

@@ -36,12 +36,20 @@ pub struct ResourceType {
 impl ResourceType {
     /// `plural.group` (or `plural` for the core group) as used in error messages.
     pub fn qualified(&self) -> String {
-        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
     }
 
     /// `group/version` or `version` for the core group.
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() { version.to_string() } else { format!("{}/{}", self.group, version) }
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
     }
 
     /// The named served version.
@@ -55,33 +63,145 @@ impl ResourceType {
     }
 }
 
-struct Builtin(&'static str, &'static str, &'static str, &'static str, bool, &'static [&'static str], bool);
+struct Builtin(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    bool,
+);
 
 /// (group, version, kind, plural, namespaced, shortNames, status subresource)
 const BUILTINS: &[Builtin] = &[
     Builtin("", "v1", "Namespace", "namespaces", false, &["ns"], true),
     Builtin("", "v1", "ConfigMap", "configmaps", true, &["cm"], false),
     Builtin("", "v1", "Secret", "secrets", true, &[], false),
-    Builtin("", "v1", "ServiceAccount", "serviceaccounts", true, &["sa"], false),
+    Builtin(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        true,
+        &["sa"],
+        false,
+    ),
     Builtin("", "v1", "Service", "services", true, &["svc"], true),
     Builtin("", "v1", "Pod", "pods", true, &["po"], true),
     Builtin("", "v1", "Event", "events", true, &["ev"], false),
     Builtin("", "v1", "Endpoints", "endpoints", true, &["ep"], false),
-    Builtin("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true, &["pvc"], true),
+    Builtin(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        true,
+        &["pvc"],
+        true,
+    ),
     Builtin("", "v1", "Node", "nodes", false, &["no"], true),
-    Builtin("events.k8s.io", "v1", "Event", "events", true, &["ev"], false),
-    Builtin("apps", "v1", "Deployment", "deployments", true, &["deploy"], true),
-    Builtin("apps", "v1", "ReplicaSet", "replicasets", true, &["rs"], true),
-    Builtin("apps", "v1", "StatefulSet", "statefulsets", true, &["sts"], true),
+    Builtin(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        true,
+        &["ev"],
+        false,
+    ),
+    Builtin(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        true,
+        &["deploy"],
+        true,
+    ),
+    Builtin(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        true,
+        &["rs"],
+        true,
+    ),
+    Builtin(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        true,
+        &["sts"],
+        true,
+    ),
     Builtin("batch", "v1", "Job", "jobs", true, &[], true),
     Builtin("batch", "v1", "CronJob", "cronjobs", true, &["cj"], true),
-    Builtin("coordination.k8s.io", "v1", "Lease", "leases", true, &[], false),
-    Builtin("rbac.authorization.k8s.io", "v1", "Role", "roles", true, &[], false),
-    Builtin("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, &[], false),
-    Builtin("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false, &[], false),
-    Builtin("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false, &[], false),
-    Builtin("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false, &["crd", "crds"], true),
-    Builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, &["pdb"], true),
+    Builtin(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        true,
+        &[],
+        false,
+    ),
+    Builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        "roles",
+        true,
+        &[],
+        false,
+    ),
+    Builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+        &[],
+        false,
+    ),
+    Builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+        &[],
+        false,
+    ),
+    Builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        &[],
+        false,
+    ),
+    Builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+        &["crd", "crds"],
+        true,
+    ),
+    Builtin(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+        &["pdb"],
+        true,
+    ),
 ];
 
 fn builtin_types() -> Vec<ResourceType> {
@@ -94,7 +214,10 @@ fn builtin_types() -> Vec<ResourceType> {
             singular: k.to_lowercase(),
             namespaced: *ns,
             short_names: short.iter().map(|s| s.to_string()).collect(),
-            categories: if matches!(*k, "Pod" | "Service" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "CronJob") {
+            categories: if matches!(
+                *k,
+                "Pod" | "Service" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "CronJob"
+            ) {
                 vec!["all".into()]
             } else {
                 vec![]
@@ -125,7 +248,11 @@ impl Default for Registry {
 impl Registry {
     /// A registry holding the built-in types.
     pub fn new() -> Self {
-        Self { types: Arc::new(RwLock::new(builtin_types().into_iter().map(Arc::new).collect())) }
+        Self {
+            types: Arc::new(RwLock::new(
+                builtin_types().into_iter().map(Arc::new).collect(),
+            )),
+        }
     }
 
     /// Snapshot of all types.
@@ -135,12 +262,16 @@ impl Registry {
 
     /// Looks up a type by group, version and plural.
     pub fn by_plural(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.all().into_iter().find(|t| t.group == group && t.plural == plural && t.version(version).is_some())
+        self.all()
+            .into_iter()
+            .find(|t| t.group == group && t.plural == plural && t.version(version).is_some())
     }
 
     /// Looks up a type by group and kind (any version).
     pub fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
-        self.all().into_iter().find(|t| t.group == group && t.kind == kind)
+        self.all()
+            .into_iter()
+            .find(|t| t.group == group && t.kind == kind)
     }
 
     /// Adds or replaces a CRD-defined type.

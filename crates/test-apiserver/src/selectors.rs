@@ -33,7 +33,10 @@ fn split_top(s: &str) -> Vec<String> {
         cur.push(c);
     }
     out.push(cur);
-    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    out.into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn set_values(rest: &str) -> ApiResult<Vec<String>> {
@@ -41,7 +44,11 @@ fn set_values(rest: &str) -> ApiResult<Vec<String>> {
     let inner = rest
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| ApiError::BadRequest(format!("unable to parse requirement: expected (values), got {rest}")))?;
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "unable to parse requirement: expected (values), got {rest}"
+            ))
+        })?;
     Ok(inner.split(',').map(|v| v.trim().to_string()).collect())
 }
 
@@ -78,12 +85,25 @@ impl LabelSelector {
                 reqs.push(Req::Eq(k.clone(), v.as_str().unwrap_or_default().into()));
             }
         }
-        for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
-            let key = e.get("key").and_then(Value::as_str).unwrap_or_default().to_string();
+        for e in sel
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = e
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let vals: Vec<String> = e
                 .get("values")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default();
             match e.get("operator").and_then(Value::as_str) {
                 Some("In") => reqs.push(Req::In(key, vals)),
@@ -127,7 +147,9 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(ApiError::BadRequest(format!("invalid field selector: '{part}'")));
+                return Err(ApiError::BadRequest(format!(
+                    "invalid field selector: '{part}'"
+                )));
             };
             terms.push((path.trim().to_string(), eq, val.trim().to_string()));
         }

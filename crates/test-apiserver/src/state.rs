@@ -58,12 +58,18 @@ impl Target {
 
     /// The CRD schema for the addressed version, if any.
     pub fn schema(&self) -> Option<&serde_json::Value> {
-        self.rt.version(&self.version).and_then(|v| v.schema.as_ref())
+        self.rt
+            .version(&self.version)
+            .and_then(|v| v.schema.as_ref())
     }
 
     /// `Kind.group` as used in Invalid messages.
     pub fn qualified_kind(&self) -> String {
-        if self.rt.group.is_empty() { self.rt.kind.clone() } else { format!("{}.{}", self.rt.kind, self.rt.group) }
+        if self.rt.group.is_empty() {
+            self.rt.kind.clone()
+        } else {
+            format!("{}.{}", self.rt.kind, self.rt.group)
+        }
     }
 }
 

@@ -19,7 +19,10 @@ pub struct Gr {
 impl Gr {
     /// Builds a group/resource pair.
     pub fn new(group: &str, plural: &str) -> Self {
-        Self { group: group.into(), plural: plural.into() }
+        Self {
+            group: group.into(),
+            plural: plural.into(),
+        }
     }
 }
 
@@ -62,6 +65,9 @@ pub enum Mutation {
     Keep,
 }
 
+/// Retained events after a version plus the live receiver.
+pub type WatchStart = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+
 type Objects = BTreeMap<(String, String), Value>;
 
 struct Inner {
@@ -85,7 +91,12 @@ impl Store {
     pub fn new(capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(4096);
         Self {
-            inner: Arc::new(Mutex::new(Inner { objects: BTreeMap::new(), rv: 1, history: VecDeque::new(), oldest: 1 })),
+            inner: Arc::new(Mutex::new(Inner {
+                objects: BTreeMap::new(),
+                rv: 1,
+                history: VecDeque::new(),
+                oldest: 1,
+            })),
             tx,
             capacity,
         }
@@ -102,7 +113,11 @@ impl Store {
 
     /// Reads one object.
     pub fn get(&self, gr: &Gr, ns: &str, name: &str) -> Option<Value> {
-        self.lock().objects.get(gr).and_then(|m| m.get(&(ns.to_string(), name.to_string()))).cloned()
+        self.lock()
+            .objects
+            .get(gr)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
     }
 
     /// Lists a collection (optionally one namespace) with the resourceVersion of the snapshot.
@@ -111,7 +126,12 @@ impl Store {
         let items = inner
             .objects
             .get(gr)
-            .map(|m| m.iter().filter(|((n, _), _)| ns.is_none_or(|x| x == n)).map(|(_, v)| v.clone()).collect())
+            .map(|m| {
+                m.iter()
+                    .filter(|((n, _), _)| ns.is_none_or(|x| x == n))
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         (items, inner.rv)
     }
@@ -119,7 +139,11 @@ impl Store {
     /// Lists every object of every collection (used by garbage collection).
     pub fn list_all(&self) -> Vec<(Gr, Value)> {
         let inner = self.lock();
-        inner.objects.iter().flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), v.clone()))).collect()
+        inner
+            .objects
+            .iter()
+            .flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), v.clone())))
+            .collect()
     }
 
     /// Atomically reads, decides and writes one object. The closure sees the
@@ -137,7 +161,14 @@ impl Store {
         let existed = old.is_some();
         let (kind, obj) = match decision {
             Mutation::Keep => return Ok(old.cloned()),
-            Mutation::Put(obj) => (if existed { EventType::Modified } else { EventType::Added }, obj),
+            Mutation::Put(obj) => (
+                if existed {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                },
+                obj,
+            ),
             Mutation::Delete => match inner.objects.get_mut(gr).and_then(|m| m.remove(&key)) {
                 Some(o) => (EventType::Deleted, o),
                 None => return Ok(None),
@@ -150,9 +181,19 @@ impl Store {
             md.insert("resourceVersion".into(), json!(rv.to_string()));
         }
         if kind != EventType::Deleted {
-            inner.objects.entry(gr.clone()).or_default().insert(key, obj.clone());
+            inner
+                .objects
+                .entry(gr.clone())
+                .or_default()
+                .insert(key, obj.clone());
         }
-        let ev = Arc::new(Event { rv, gr: gr.clone(), namespace: ns.to_string(), kind, object: Arc::new(obj.clone()) });
+        let ev = Arc::new(Event {
+            rv,
+            gr: gr.clone(),
+            namespace: ns.to_string(),
+            kind,
+            object: Arc::new(obj.clone()),
+        });
         inner.history.push_back(ev.clone());
         while inner.history.len() > self.capacity {
             if let Some(e) = inner.history.pop_front() {
@@ -165,12 +206,20 @@ impl Store {
     }
 
     /// Events after `rv` plus a live receiver; 410 Gone if `rv` was compacted.
-    pub fn watch_from(&self, rv: u64) -> ApiResult<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>)> {
+    pub fn watch_from(&self, rv: u64) -> ApiResult<WatchStart> {
         let inner = self.lock();
         if rv + 1 < inner.oldest {
-            return Err(ApiError::Gone(format!("too old resource version: {rv} ({})", inner.oldest)));
+            return Err(ApiError::Gone(format!(
+                "too old resource version: {rv} ({})",
+                inner.oldest
+            )));
         }
-        let past = inner.history.iter().filter(|e| e.rv > rv).cloned().collect();
+        let past = inner
+            .history
+            .iter()
+            .filter(|e| e.rv > rv)
+            .cloned()
+            .collect();
         Ok((past, self.tx.subscribe()))
     }
 
@@ -188,6 +237,9 @@ impl Store {
     /// older resourceVersion get 410 Gone afterwards.
     pub fn compact(&self) {
         let mut inner = self.lock();
+        // Advance past every version a client may hold, as writes made while
+        // clients were away would, so resuming from any of them is too old.
+        inner.rv += 1;
         inner.history.clear();
         inner.oldest = inner.rv + 1;
     }

@@ -9,13 +9,20 @@ use serde_json::{Value, json};
 
 /// Whether an Accept header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| first.contains("as=Table"))
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
 }
 
 /// Evaluates a JSONPath of the simple forms printer columns use:
 /// `.a.b`, `.a[0].b`, `.a[*].b`, `{.a.b}`.
 pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
-    let p = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let p = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
     let mut cur = vec![obj.clone()];
     for raw in p.split('.').filter(|s| !s.is_empty()) {
         let (name, index) = match raw.split_once('[') {
@@ -24,7 +31,11 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
         };
         let mut next = Vec::new();
         for c in cur {
-            let v = if name.is_empty() { Some(c) } else { c.get(name).cloned() };
+            let v = if name.is_empty() {
+                Some(c)
+            } else {
+                c.get(name).cloned()
+            };
             match (v, index) {
                 (Some(v), None) => next.push(v),
                 (Some(Value::Array(a)), Some("*")) => next.extend(a),
@@ -43,7 +54,9 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
 
 /// Human-readable age like kubectl's (`5s`, `3m`, `2h`, `4d`).
 pub fn age(ts: &str, now: DateTime<Utc>) -> String {
-    let Some(t) = parse_time(ts) else { return "<unknown>".into() };
+    let Some(t) = parse_time(ts) else {
+        return "<unknown>".into();
+    };
     let secs = (now - t).num_seconds().max(0);
     match secs {
         s if s < 120 => format!("{s}s"),
@@ -63,26 +76,57 @@ fn cell(vals: &[Value], ty: &str, now: DateTime<Utc>) -> Value {
     if vals.len() == 1 {
         return vals[0].clone();
     }
-    let parts: Vec<String> =
-        vals.iter().map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string())).collect();
+    let parts: Vec<String> = vals
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string())
+        })
+        .collect();
     json!(parts.join(","))
 }
 
 fn columns(rt: &ResourceType, version: &str) -> Vec<(String, String, String, String)> {
-    let mut cols = vec![("Name".into(), "string".into(), ".metadata.name".into(), "name".into())];
-    let printer = rt.version(version).map(|v| v.printer_columns.clone()).unwrap_or_default();
+    let mut cols = vec![(
+        "Name".into(),
+        "string".into(),
+        ".metadata.name".into(),
+        "name".into(),
+    )];
+    let printer = rt
+        .version(version)
+        .map(|v| v.printer_columns.clone())
+        .unwrap_or_default();
     if printer.is_empty() {
-        cols.push(("Age".into(), "date".into(), ".metadata.creationTimestamp".into(), "".into()));
+        cols.push((
+            "Age".into(),
+            "date".into(),
+            ".metadata.creationTimestamp".into(),
+            "".into(),
+        ));
     }
     for c in printer {
-        let g = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let g = |k: &str| {
+            c.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         cols.push((g("name"), g("type"), g("jsonPath"), g("format")));
     }
     cols
 }
 
 /// Builds the Table for a list of objects (or one object).
-pub fn table(rt: &ResourceType, version: &str, items: &[Value], rv: &str, cont: Option<&str>, now: DateTime<Utc>) -> Value {
+pub fn table(
+    rt: &ResourceType,
+    version: &str,
+    items: &[Value],
+    rv: &str,
+    cont: Option<&str>,
+    now: DateTime<Utc>,
+) -> Value {
     let cols = columns(rt, version);
     let defs: Vec<Value> = cols
         .iter()
@@ -93,7 +137,10 @@ pub fn table(rt: &ResourceType, version: &str, items: &[Value], rv: &str, cont: 
     let rows: Vec<Value> = items
         .iter()
         .map(|o| {
-            let cells: Vec<Value> = cols.iter().map(|(_, ty, path, _)| cell(&jsonpath(o, path), ty, now)).collect();
+            let cells: Vec<Value> = cols
+                .iter()
+                .map(|(_, ty, path, _)| cell(&jsonpath(o, path), ty, now))
+                .collect();
             let meta = json!({
                 "kind": "PartialObjectMetadata",
                 "apiVersion": "meta.k8s.io/v1",

@@ -35,7 +35,14 @@ struct Sink {
 impl Sink {
     async fn send(&mut self, ty: &str, obj: Value) -> bool {
         let obj = if self.table && ty != "ERROR" && ty != "BOOKMARK" {
-            let mut tb = table::table(&self.t.rt, &self.t.version, &[obj], "", None, self.st.clock.now());
+            let mut tb = table::table(
+                &self.t.rt,
+                &self.t.version,
+                &[obj],
+                "",
+                None,
+                self.st.clock.now(),
+            );
             if self.columns_sent
                 && let Some(m) = tb.as_object_mut()
             {
@@ -68,7 +75,13 @@ pub fn start(
 ) -> mpsc::Receiver<Result<Bytes, std::io::Error>> {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
-        let mut sink = Sink { tx, t: t.clone(), table: p.table, columns_sent: false, st: st.clone() };
+        let mut sink = Sink {
+            tx,
+            t: t.clone(),
+            table: p.table,
+            columns_sent: false,
+            st: st.clone(),
+        };
         // rv unset or "0": synthetic ADDED events for the current state first.
         let (initial, from) = match p.rv {
             Some(rv) if rv > 0 => (vec![], rv),
@@ -102,7 +115,11 @@ pub fn start(
         let mut last = from;
         for e in past {
             last = e.rv;
-            if matches(&t, &p, &e) && !sink.send(e.kind.as_str(), view(&t, (*e.object).clone())).await {
+            if matches(&t, &p, &e)
+                && !sink
+                    .send(e.kind.as_str(), view(&t, (*e.object).clone()))
+                    .await
+            {
                 return;
             }
         }

@@ -13,13 +13,19 @@ use serde_json::{Value, json};
 use std::sync::OnceLock;
 
 /// Server-owned metadata fields carried over from the stored object.
-const SERVER_META: &[&str] =
-    &["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"];
+const SERVER_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+];
 
 fn name_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").unwrap_or_else(|_| unreachable!())
+        Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+            .unwrap_or_else(|_| unreachable!())
     })
 }
 
@@ -79,12 +85,17 @@ pub fn prepare(
 ) -> ApiResult<Mutation> {
     let now = st.clock.now_rfc3339();
     if !new.is_object() {
-        return Err(ApiError::BadRequest("the request body must be a JSON object".into()));
+        return Err(ApiError::BadRequest(
+            "the request body must be a JSON object".into(),
+        ));
     }
     if let Some(k) = new.get("kind").and_then(Value::as_str)
         && k != t.rt.kind
     {
-        return Err(ApiError::BadRequest(format!("the kind \"{k}\" does not match the expected kind \"{}\"", t.rt.kind)));
+        return Err(ApiError::BadRequest(format!(
+            "the kind \"{k}\" does not match the expected kind \"{}\"",
+            t.rt.kind
+        )));
     }
     new["apiVersion"] = json!(t.api_version());
     new["kind"] = json!(t.rt.kind);
@@ -99,15 +110,27 @@ pub fn prepare(
         md.remove("namespace");
     }
     if name.len() > 253 || !name_re().is_match(&name) {
-        return Err(invalid(t, &name, vec![Cause::new(
-            "FieldValueInvalid",
-            "metadata.name",
-            format!("Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
-        )]));
+        return Err(invalid(
+            t,
+            &name,
+            vec![Cause::new(
+                "FieldValueInvalid",
+                "metadata.name",
+                format!(
+                    "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+                ),
+            )],
+        ));
     }
     if let Some(old) = old {
-        let want = new.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
-        let have = old.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
+        let want = new
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let have = old
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !want.is_empty() && want != have {
             return Err(ApiError::Conflict {
                 resource: t.rt.qualified(),
@@ -155,7 +178,11 @@ pub fn prepare(
                 kind,
                 t.version,
                 kind,
-                unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect::<Vec<_>>().join(", ")
+                unknown
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         crd::default(&mut new, &schema);
@@ -175,8 +202,12 @@ pub fn prepare(
         return Err(invalid(t, &name, causes));
     }
     if let Some(old) = old {
-        let bump = (t.rt.is_crd || builtin::has_spec_generation(&kind)) && spec_view(t, old) != spec_view(t, &new);
-        let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+        let bump = (t.rt.is_crd || builtin::has_spec_generation(&kind))
+            && spec_view(t, old) != spec_view(t, &new);
+        let g = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
         new["metadata"]["generation"] = json!(if bump { g + 1 } else { g });
     }
     if !applied {
@@ -190,8 +221,10 @@ pub fn prepare(
         track_preserving(old, &mut new, &writer);
     }
     let deleting = old.is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some());
-    let no_finalizers =
-        new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
+    let no_finalizers = new
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(|f| f.is_empty());
     if deleting && no_finalizers {
         return Ok(Mutation::Delete);
     }
@@ -215,7 +248,10 @@ fn track_preserving(old: Option<&Value>, new: &mut Value, w: &Writer) {
         }
         Some(_) => {}
         None => {
-            if let Some(mf) = old.and_then(|o| o.pointer("/metadata/managedFields")).cloned() {
+            if let Some(mf) = old
+                .and_then(|o| o.pointer("/metadata/managedFields"))
+                .cloned()
+            {
                 new["metadata"]["managedFields"] = mf;
             }
         }

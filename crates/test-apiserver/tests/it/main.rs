@@ -1,1 +1,8 @@
-mod a {}
+//! Acceptance tests of the test API server (one binary, one module per client).
+
+mod common;
+mod kube_client;
+mod kube_gc;
+mod kube_ssa;
+mod kube_watch;
+mod kubectl;
