@@ -243,11 +243,11 @@ fn route(
             Ok(json_response(200, &obj))
         }
         (Method::POST, true) => {
-            let obj = parse_body(body)?;
+            let obj = parse_body(body, h)?;
             ops::create(st, &t, obj, &wo).map(|o| json_response(201, &o))
         }
         (Method::PUT, false) => {
-            let obj = parse_body(body)?;
+            let obj = parse_body(body, h)?;
             ops::update(st, &t, obj, &wo).map(|o| json_response(200, &o))
         }
         (Method::PATCH, false) => {
@@ -305,9 +305,12 @@ fn selector<T>(
         .transpose()
 }
 
-fn parse_body(body: &[u8]) -> ApiResult<Value> {
+fn parse_body(body: &[u8], h: &HeaderMap) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::BadRequest("request body is empty".into()));
+    }
+    if header(h, header::CONTENT_TYPE).starts_with("application/vnd.kubernetes.protobuf") {
+        return crate::protobuf::decode(body).map_err(ApiError::UnsupportedMediaType);
     }
     serde_json::from_slice(body)
         .or_else(|_| serde_yaml::from_slice(body))

@@ -18,6 +18,7 @@ pub mod kubelet;
 pub mod openapi;
 pub mod ops;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod selectors;
 pub mod state;
