@@ -2,6 +2,7 @@
 //! types, plus the handful of server-side defaults clients rely on.
 
 use crate::error::Cause;
+use base64::Engine;
 use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use serde::de::DeserializeOwned;
@@ -162,7 +163,19 @@ pub fn apply_defaults(
             set_default(obj, "/spec/successfulJobsHistoryLimit", json!(3));
             set_default(obj, "/spec/failedJobsHistoryLimit", json!(1));
         }
-        ("", "Secret") => set_default(obj, "/type", json!("Opaque")),
+        ("", "Secret") => {
+            set_default(obj, "/type", json!("Opaque"));
+            // stringData is write-only: merged into data, base64-encoded.
+            if let Some(Value::Object(sd)) =
+                obj.as_object_mut().and_then(|m| m.remove("stringData"))
+            {
+                for (k, v) in sd {
+                    let enc = base64::engine::general_purpose::STANDARD
+                        .encode(v.as_str().unwrap_or_default());
+                    obj["data"][k] = json!(enc);
+                }
+            }
+        }
         _ => {}
     }
 }

@@ -7,3 +7,4 @@ mod kube_gc;
 mod kube_ssa;
 mod kube_watch;
 mod kubectl;
+mod kubelet;
