@@ -1,0 +1,198 @@
+//! Harness kubelet: runs Pods as local processes of a configured binary and
+//! drives minimal Deployment/ReplicaSet/Job/CronJob controllers. Everything
+//! runs in-process against the store, reconciling on every relevant change,
+//! on fake-clock advances and on a short real-time tick.
+
+mod cron;
+pub mod cronjobs;
+pub mod deployments;
+pub mod jobs;
+pub mod pods;
+
+use crate::ops;
+use crate::patch::PatchType;
+use crate::state::{State, Target, WriteOpts};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Options of the harness kubelet.
+#[derive(Debug, Clone)]
+pub struct KubeletOptions {
+    /// Binary that replaces the first element of every container's command.
+    pub binary: PathBuf,
+    /// Where container stdout/stderr go (served by `pods/log`).
+    pub log_dir: PathBuf,
+}
+
+/// Starts the kubelet and the workload controllers.
+pub fn start(st: State, o: KubeletOptions) -> Vec<JoinHandle<()>> {
+    let _ = std::fs::create_dir_all(&o.log_dir);
+    let kubelet = pods::Kubelet::new(st.clone(), o);
+    vec![tokio::spawn(reconcile_loop(st, kubelet))]
+}
+
+async fn reconcile_loop(st: State, mut kubelet: pods::Kubelet) {
+    let mut events = st.store.subscribe();
+    let mut clock = st.clock.changed();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        deployments::reconcile(&st);
+        jobs::reconcile(&st);
+        cronjobs::reconcile(&st);
+        kubelet.reconcile();
+        tokio::select! {
+            r = events.recv() => {
+                if matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                    return;
+                }
+                while events.try_recv().is_ok() {}
+            }
+            _ = clock.changed() => {}
+            _ = tick.tick() => {}
+        }
+    }
+}
+
+/// A target for a built-in kind.
+pub(crate) fn target(st: &State, group: &str, kind: &str, ns: &str, name: &str) -> Option<Target> {
+    let rt = st.registry.by_kind(group, kind)?;
+    let version = rt.versions.first()?.name.clone();
+    Some(Target {
+        rt,
+        version,
+        namespace: ns.into(),
+        name: name.into(),
+        sub: String::new(),
+    })
+}
+
+/// Objects of a built-in kind, all namespaces.
+pub(crate) fn list(st: &State, group: &str, plural: &str) -> Vec<Value> {
+    st.store.list(&crate::store::Gr::new(group, plural), None).0
+}
+
+pub(crate) fn meta<'a>(o: &'a Value, f: &str) -> &'a str {
+    o.pointer(&format!("/metadata/{f}"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Whether `o` has a controller ownerReference to `uid`.
+pub(crate) fn owned_by(o: &Value, uid: &str) -> bool {
+    o.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+        })
+}
+
+/// A controller ownerReference to `owner`.
+pub(crate) fn owner_ref(owner: &Value, api_version: &str, kind: &str) -> Value {
+    json!([{
+        "apiVersion": api_version, "kind": kind,
+        "name": meta(owner, "name"), "uid": meta(owner, "uid"),
+        "controller": true, "blockOwnerDeletion": true,
+    }])
+}
+
+pub(crate) fn opts(manager: &str) -> WriteOpts {
+    WriteOpts {
+        manager: manager.into(),
+        ..Default::default()
+    }
+}
+
+/// Merge-patches the status subresource (a no-op write when nothing changed).
+pub(crate) fn patch_status(st: &State, t: &Target, status: Value, manager: &str) {
+    let mut t = t.clone();
+    t.sub = "status".into();
+    let body = json!({ "status": status }).to_string();
+    if let Err(e) = ops::patch(st, &t, PatchType::Merge, body.as_bytes(), &opts(manager)) {
+        tracing::debug!(error = %e, name = %t.name, "status update failed");
+    }
+}
+
+/// A condition list that keeps `lastTransitionTime` when a status is unchanged,
+/// so repeated reconciles do not write.
+pub(crate) fn conditions(old: &Value, new: &[(&str, bool, &str)], now: &str) -> Value {
+    let olds = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let out: Vec<Value> = new
+        .iter()
+        .map(|(ty, ok, reason)| {
+            let status = if *ok { "True" } else { "False" };
+            let prev = olds
+                .iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(ty));
+            let since = match prev {
+                Some(p) if p.get("status").and_then(Value::as_str) == Some(status) => {
+                    p.get("lastTransitionTime").cloned().unwrap_or(json!(now))
+                }
+                _ => json!(now),
+            };
+            json!({ "type": ty, "status": status, "reason": reason, "lastTransitionTime": since })
+        })
+        .collect();
+    Value::Array(out)
+}
+
+/// Pods (not terminating) controlled by `uid`.
+pub(crate) fn pods_of(st: &State, uid: &str) -> Vec<Value> {
+    list(st, "", "pods")
+        .into_iter()
+        .filter(|p| owned_by(p, uid))
+        .collect()
+}
+
+pub(crate) fn phase(p: &Value) -> &str {
+    p.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending")
+}
+
+pub(crate) fn is_ready(p: &Value) -> bool {
+    p.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// Creates a pod from a template, owned by `owner`.
+pub(crate) fn create_pod(
+    st: &State,
+    ns: &str,
+    template: &Value,
+    prefix: &str,
+    owner_refs: Value,
+    extra_labels: Value,
+) {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": template.get("metadata").cloned().unwrap_or(json!({})),
+        "spec": template.get("spec").cloned().unwrap_or(json!({})),
+    });
+    pod["metadata"]["generateName"] = json!(format!("{prefix}-"));
+    pod["metadata"]["ownerReferences"] = owner_refs;
+    if let Some(m) = extra_labels.as_object() {
+        for (k, v) in m {
+            pod["metadata"]["labels"][k] = v.clone();
+        }
+    }
+    if let Some(md) = pod["metadata"].as_object_mut() {
+        md.remove("name");
+        md.remove("creationTimestamp");
+    }
+    if let Some(t) = target(st, "", "Pod", ns, "")
+        && let Err(e) = ops::create(st, &t, pod, &opts("harness-controller"))
+    {
+        tracing::warn!(error = %e, "creating pod failed");
+    }
+}

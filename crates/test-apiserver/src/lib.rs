@@ -1,0 +1,264 @@
+//! A test Kubernetes API server for mssql-cdc's tests: plain HTTP on
+//! 127.0.0.1, following the API conventions closely enough that kubectl,
+//! Helm and kube-rs work against it unchanged, plus a harness kubelet that
+//! runs Pods as local processes. See `docs/testing-apiserver.md`.
+
+pub mod apply;
+pub mod builtin;
+pub mod cel;
+pub mod clock;
+pub mod crd;
+pub mod discovery;
+pub mod error;
+pub mod fieldset;
+pub mod gc;
+pub mod http;
+pub mod kubeconfig;
+pub mod kubelet;
+pub mod openapi;
+pub mod ops;
+pub mod patch;
+pub mod protobuf;
+pub mod resources;
+pub mod selectors;
+pub mod state;
+pub mod store;
+pub mod table;
+pub mod watch;
+pub mod write;
+
+pub use clock::Clock;
+pub use kubelet::KubeletOptions;
+
+use serde_json::json;
+use state::{State, Target, WriteOpts};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Failure to start or restart the server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Binding or inspecting the listening socket failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// Writing the kubeconfig failed.
+    #[error("cannot write kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Server options.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Where to listen; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Interval between BOOKMARK events on watches that allow them.
+    pub bookmark_interval: Duration,
+    /// Number of write events retained for watch resumption.
+    pub history: usize,
+    /// Run the harness kubelet and workload controllers.
+    pub kubelet: Option<KubeletOptions>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            bookmark_interval: Duration::from_secs(1),
+            history: 10_000,
+            kubelet: None,
+        }
+    }
+}
+
+/// A running test API server. Dropping it stops serving and all controllers.
+pub struct TestApiServer {
+    state: State,
+    addr: SocketAddr,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    serve: Option<JoinHandle<()>>,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl TestApiServer {
+    /// Starts serving on `opts.listen` with the default namespaces in place.
+    pub async fn start(opts: ServerOptions) -> Result<Self, StartError> {
+        let log_dir = opts.kubelet.as_ref().map(|k| k.log_dir.clone());
+        let mut state = State {
+            store: store::Store::new(opts.history),
+            registry: resources::Registry::new(),
+            clock: Clock::new(),
+            addr: String::new(),
+            bookmark_interval: opts.bookmark_interval,
+            next_ip: Default::default(),
+            log_dir,
+        };
+        let listener = bind(opts.listen).await?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
+        state.addr = addr.to_string();
+        seed(&state);
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        let mut background = vec![tokio::spawn(gc::run(state.clone()))];
+        if let Some(k) = opts.kubelet {
+            background.extend(kubelet::start(state.clone(), k));
+        }
+        let mut me = Self {
+            state,
+            addr,
+            shutdown,
+            serve: None,
+            background,
+        };
+        me.serve = Some(me.spawn_serve(listener));
+        Ok(me)
+    }
+
+    fn spawn_serve(&self, listener: tokio::net::TcpListener) -> JoinHandle<()> {
+        let ctx = http::Ctx {
+            state: self.state.clone(),
+            shutdown: self.shutdown.subscribe(),
+        };
+        let app = axum::Router::new().fallback(http::handle).with_state(ctx);
+        let mut stop = self.shutdown.subscribe();
+        tokio::spawn(async move {
+            let signal = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(signal)
+                .await
+            {
+                tracing::warn!(error = %e, "test apiserver stopped");
+            }
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig (YAML) pointing at this server, default namespace `default`.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig::render(&self.url())
+    }
+
+    /// Writes [`TestApiServer::kubeconfig`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), StartError> {
+        std::fs::write(path, self.kubeconfig()).map_err(|source| StartError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// The server's fake clock.
+    pub fn clock(&self) -> &Clock {
+        &self.state.clock
+    }
+
+    /// Compacts the event history: watches from older resourceVersions get 410.
+    pub fn compact(&self) {
+        self.state.store.compact();
+    }
+
+    /// Simulates an API server restart: closes every connection and watch,
+    /// compacts the event history (so resuming clients get 410 Gone and must
+    /// re-list), and serves again on the same address with the same objects.
+    pub async fn restart(&mut self) -> Result<(), StartError> {
+        self.stop_serving().await;
+        self.state.store.compact();
+        self.shutdown.send_replace(false);
+        let listener = bind(self.addr).await?;
+        self.serve = Some(self.spawn_serve(listener));
+        Ok(())
+    }
+
+    async fn stop_serving(&mut self) {
+        self.shutdown.send_replace(true);
+        if let Some(h) = self.serve.take() {
+            // Bounded: a client holding a connection open must not hang the test.
+            if tokio::time::timeout(Duration::from_secs(5), h)
+                .await
+                .is_err()
+            {
+                tracing::warn!("graceful shutdown timed out");
+            }
+        }
+    }
+
+    /// Stops serving and all controllers (killing harness processes).
+    pub async fn shutdown(mut self) {
+        self.stop_serving().await;
+        for h in self.background.drain(..) {
+            h.abort();
+        }
+    }
+
+    /// Shared state, for in-process tests that bypass HTTP.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+}
+
+impl Drop for TestApiServer {
+    fn drop(&mut self) {
+        self.shutdown.send_replace(true);
+        if let Some(h) = self.serve.take() {
+            h.abort();
+        }
+        for h in self.background.drain(..) {
+            h.abort();
+        }
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, StartError> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(|source| StartError::Listen { addr, source })?;
+    sock.set_reuseaddr(true)
+        .map_err(|source| StartError::Listen { addr, source })?;
+    sock.bind(addr)
+        .map_err(|source| StartError::Listen { addr, source })?;
+    sock.listen(1024)
+        .map_err(|source| StartError::Listen { addr, source })
+}
+
+/// Creates the namespaces every cluster has.
+fn seed(st: &State) {
+    let Some(rt) = st.registry.by_kind("", "Namespace") else {
+        return;
+    };
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let t = Target {
+            rt: rt.clone(),
+            version: "v1".into(),
+            namespace: String::new(),
+            name: ns.into(),
+            sub: String::new(),
+        };
+        let o = WriteOpts {
+            manager: "kube-apiserver".into(),
+            ..Default::default()
+        };
+        let _ = ops::create(st, &t, json!({ "metadata": { "name": ns } }), &o);
+    }
+}

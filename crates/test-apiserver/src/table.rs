@@ -1,0 +1,157 @@
+//! `meta.k8s.io/v1` Table responses (`Accept: ...;as=Table`), which is what
+//! `kubectl get` prints: Name, the CRD's additionalPrinterColumns evaluated as
+//! simple JSONPath, and Age.
+
+use crate::clock::parse_time;
+use crate::resources::ResourceType;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+/// Whether an Accept header asks for a Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+/// Evaluates a JSONPath of the simple forms printer columns use:
+/// `.a.b`, `.a[0].b`, `.a[*].b`, `{.a.b}`.
+pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
+    let p = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
+    let mut cur = vec![obj.clone()];
+    for raw in p.split('.').filter(|s| !s.is_empty()) {
+        let (name, index) = match raw.split_once('[') {
+            Some((n, rest)) => (n, Some(rest.trim_end_matches(']'))),
+            None => (raw, None),
+        };
+        let mut next = Vec::new();
+        for c in cur {
+            let v = if name.is_empty() {
+                Some(c)
+            } else {
+                c.get(name).cloned()
+            };
+            match (v, index) {
+                (Some(v), None) => next.push(v),
+                (Some(Value::Array(a)), Some("*")) => next.extend(a),
+                (Some(Value::Array(a)), Some(i)) => {
+                    if let Some(x) = i.parse::<usize>().ok().and_then(|i| a.get(i)) {
+                        next.push(x.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        cur = next;
+    }
+    cur
+}
+
+/// Human-readable age like kubectl's (`5s`, `3m`, `2h`, `4d`).
+pub fn age(ts: &str, now: DateTime<Utc>) -> String {
+    let Some(t) = parse_time(ts) else {
+        return "<unknown>".into();
+    };
+    let secs = (now - t).num_seconds().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 3600 * 2 => format!("{}m", s / 60),
+        s if s < 86400 * 2 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+fn cell(vals: &[Value], ty: &str, now: DateTime<Utc>) -> Value {
+    if vals.is_empty() {
+        return Value::Null;
+    }
+    if ty == "date" {
+        return json!(vals[0].as_str().map(|s| age(s, now)).unwrap_or_default());
+    }
+    if vals.len() == 1 {
+        return vals[0].clone();
+    }
+    let parts: Vec<String> = vals
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string())
+        })
+        .collect();
+    json!(parts.join(","))
+}
+
+fn columns(rt: &ResourceType, version: &str) -> Vec<(String, String, String, String)> {
+    let mut cols = vec![(
+        "Name".into(),
+        "string".into(),
+        ".metadata.name".into(),
+        "name".into(),
+    )];
+    let printer = rt
+        .version(version)
+        .map(|v| v.printer_columns.clone())
+        .unwrap_or_default();
+    if printer.is_empty() {
+        cols.push((
+            "Age".into(),
+            "date".into(),
+            ".metadata.creationTimestamp".into(),
+            "".into(),
+        ));
+    }
+    for c in printer {
+        let g = |k: &str| {
+            c.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        cols.push((g("name"), g("type"), g("jsonPath"), g("format")));
+    }
+    cols
+}
+
+/// Builds the Table for a list of objects (or one object).
+pub fn table(
+    rt: &ResourceType,
+    version: &str,
+    items: &[Value],
+    rv: &str,
+    cont: Option<&str>,
+    now: DateTime<Utc>,
+) -> Value {
+    let cols = columns(rt, version);
+    let defs: Vec<Value> = cols
+        .iter()
+        .map(|(name, ty, _, fmt)| {
+            json!({ "name": name, "type": if ty == "date" { "string" } else { ty.as_str() }, "format": fmt, "description": "", "priority": 0 })
+        })
+        .collect();
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|o| {
+            let cells: Vec<Value> = cols
+                .iter()
+                .map(|(_, ty, path, _)| cell(&jsonpath(o, path), ty, now))
+                .collect();
+            let meta = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": o.get("metadata").cloned().unwrap_or(json!({})),
+            });
+            json!({ "cells": cells, "object": meta })
+        })
+        .collect();
+    let mut md = json!({ "resourceVersion": rv });
+    if let Some(c) = cont {
+        md["continue"] = json!(c);
+    }
+    json!({ "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows })
+}

@@ -1,0 +1,10 @@
+//! Acceptance tests of the test API server (one binary, one module per client).
+
+mod common;
+mod helm;
+mod kube_client;
+mod kube_gc;
+mod kube_ssa;
+mod kube_watch;
+mod kubectl;
+mod kubelet;
