@@ -292,7 +292,7 @@ fn to_integer(value: &Typed, to: DataType) -> SqlResult<Value> {
         }
         Value::Decimal(d) => d.value / pow10(d.scale),
         // money to an integer rounds.
-        Value::Money(m) => i128::from(num::rescale(i128::from(*m), 4, 0).unwrap_or(0)),
+        Value::Money(m) => num::rescale(i128::from(*m), 4, 0).unwrap_or(0),
         Value::Real(_) | Value::Float(_) => {
             let f = float_of(&value.value).unwrap_or(0.0).trunc();
             if !f.is_finite() || f.abs() > 1e20 {

@@ -83,10 +83,10 @@ pub fn compare(a: &Typed, b: &Typed) -> SqlResult<Option<Ordering>> {
     }
     let (fa, fb) = (family(&a.ty), family(&b.ty));
     let numeric = |f: Family| matches!(f, Family::Exact | Family::Approx);
-    if fa == fb && fa != Family::Temporal || numeric(fa) && numeric(fb) {
-        if let Some(o) = same_family(&a.value, &b.value) {
-            return Ok(Some(o));
-        }
+    if (fa == fb && fa != Family::Temporal || numeric(fa) && numeric(fb))
+        && let Some(o) = same_family(&a.value, &b.value)
+    {
+        return Ok(Some(o));
     }
     let hi = higher(a.ty, b.ty);
     let target = |v: &Typed| {

@@ -420,7 +420,8 @@ fn like_expr(
         }
         Some(other) => return Err(SqlError::unsupported(&other.to_string())),
     };
-    let (Some(text), Some(pat)) = (cast::text(&x, None, true)?, cast::text(&p, None, true)?) else {
+    let (Some(text), Some(pat)) = (cast::text(&x, None, false)?, cast::text(&p, None, false)?)
+    else {
         return Ok(truth(None));
     };
     // Trailing blanks of the matched value are ignored (LIKE docs).

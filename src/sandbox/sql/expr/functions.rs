@@ -106,7 +106,7 @@ fn int_arg(v: &Typed) -> SqlResult<Option<i64>> {
 }
 
 fn text_of(v: &Typed) -> SqlResult<Option<String>> {
-    cast::text(v, None, true)
+    cast::text(v, None, false)
 }
 
 /// The string type a string function returns for an argument:
@@ -156,12 +156,12 @@ fn datepart_arg(e: &Expr, function: &str) -> SqlResult<DatePart> {
     })
 }
 
+/// A local date-time with its offset (datetimeoffset only).
+type Moment = (NaiveDateTime, Option<FixedOffset>);
+
 /// A date/time argument as its local date-time and offset, with the type
 /// it has (strings are read as datetime2, or datetime for DATEADD).
-fn moment(
-    v: &Typed,
-    string_as: DataType,
-) -> SqlResult<(Option<(NaiveDateTime, Option<FixedOffset>)>, DataType)> {
+fn moment(v: &Typed, string_as: DataType) -> SqlResult<(Option<Moment>, DataType)> {
     let t = match family(&v.ty) {
         Family::Temporal => v.clone(),
         Family::String => Typed::new(
@@ -897,7 +897,7 @@ pub fn ceiling_floor(v: &Typed, ceiling: bool) -> SqlResult<Typed> {
             let Value::Money(m) = v.value else {
                 return Ok(Typed::null(v.ty));
             };
-            let q = i64::from(m).div_euclid(10_000);
+            let q = m.div_euclid(10_000);
             let r = m.rem_euclid(10_000);
             let out = if ceiling && r != 0 { q + 1 } else { q };
             Ok(Typed::new(Value::Money(out * 10_000), v.ty))

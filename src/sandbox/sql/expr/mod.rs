@@ -164,9 +164,10 @@ pub fn precedence(ty: &DataType) -> u8 {
     types::precedence(ty)
 }
 
-/// A value as text, as CAST to nvarchar writes it (None for NULL).
+/// A value as text, as CAST to varchar writes it (binary as its bytes
+/// read as code page 1252; None for NULL).
 pub fn to_text(value: &Typed) -> SqlResult<Option<String>> {
-    cast::text(value, None, true)
+    cast::text(value, None, false)
 }
 
 /// True when the predicate value is TRUE (not FALSE, not UNKNOWN).

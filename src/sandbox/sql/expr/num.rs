@@ -28,7 +28,7 @@ pub fn digits(v: i128) -> u8 {
 
 /// True when `v` (unscaled) fits `precision` digits.
 pub fn fits(v: i128, precision: u8) -> bool {
-    precision >= MAX_PRECISION || v.unsigned_abs() < pow10(precision).unsigned_abs()
+    v.unsigned_abs() < pow10(precision.min(MAX_PRECISION)).unsigned_abs()
 }
 
 const MASK: u128 = u64::MAX as u128;
@@ -310,5 +310,8 @@ mod tests {
         assert_eq!(from_f64(0.1, 30), Some(pow10(29)));
         assert_eq!(from_f64(1e40, 0), None);
         assert_eq!(normalize(1500, 3), (15, 1));
+        assert!(fits(pow10(38) - 1, 38));
+        assert!(!fits(pow10(38), 38));
+        assert!(!fits(-100, 2));
     }
 }

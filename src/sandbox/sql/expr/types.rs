@@ -251,7 +251,7 @@ fn fixed_len(length: u64, max: u16, name: &str) -> SqlResult<u16> {
     if length == 0 {
         return Err(SqlError::new(
             1001,
-            format!("Line 1: Length or precision specification 0 is invalid."),
+            "Line 1: Length or precision specification 0 is invalid.",
         )
         .aborting_batch());
     }
