@@ -22,6 +22,10 @@ use super::num::{self, fits};
 pub enum AggregateKind {
     CountStar,
     Count,
+    /// COUNT_BIG(*): COUNT(*) as bigint.
+    CountBigStar,
+    /// COUNT_BIG(x).
+    CountBig,
     Min,
     Max,
     Sum,
@@ -32,6 +36,7 @@ impl AggregateKind {
     fn name(self) -> &'static str {
         match self {
             AggregateKind::CountStar | AggregateKind::Count => "count",
+            AggregateKind::CountBigStar | AggregateKind::CountBig => "count_big",
             AggregateKind::Min => "min",
             AggregateKind::Max => "max",
             AggregateKind::Sum => "sum",
@@ -55,6 +60,7 @@ pub fn classify(function: &Function) -> Option<(AggregateKind, bool, Option<&Exp
         .to_ascii_uppercase();
     let kind = match name.as_str() {
         "COUNT" => AggregateKind::Count,
+        "COUNT_BIG" => AggregateKind::CountBig,
         "MIN" => AggregateKind::Min,
         "MAX" => AggregateKind::Max,
         "SUM" => AggregateKind::Sum,
@@ -68,6 +74,9 @@ pub fn classify(function: &Function) -> Option<(AggregateKind, bool, Option<&Exp
     match list.args.as_slice() {
         [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] if kind == AggregateKind::Count => {
             Some((AggregateKind::CountStar, false, None))
+        }
+        [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] if kind == AggregateKind::CountBig => {
+            Some((AggregateKind::CountBigStar, false, None))
         }
         [FunctionArg::Unnamed(FunctionArgExpr::Expr(e))] => Some((kind, distinct, Some(e))),
         _ => None,
@@ -90,6 +99,7 @@ pub fn result_type(kind: AggregateKind, input: DataType) -> SqlResult<DataType> 
     };
     Ok(match kind {
         AggregateKind::CountStar | AggregateKind::Count => Int,
+        AggregateKind::CountBigStar | AggregateKind::CountBig => BigInt,
         AggregateKind::Min | AggregateKind::Max => match input {
             Bit => return invalid(),
             t => t,
@@ -144,7 +154,10 @@ impl Accumulator {
     /// Adds one row's argument value (any value for COUNT(*)); NULLs are
     /// ignored by every aggregate but COUNT(*).
     pub fn update(&mut self, value: &Typed) -> SqlResult<()> {
-        if self.kind == AggregateKind::CountStar {
+        if matches!(
+            self.kind,
+            AggregateKind::CountStar | AggregateKind::CountBigStar
+        ) {
             self.count += 1;
             return Ok(());
         }
@@ -211,14 +224,20 @@ impl Accumulator {
     /// The aggregate's result, typed as SQL Server types it (COUNT int,
     /// SUM(int) int, SUM(decimal(p,s)) decimal(38,s), AVG(int) int...).
     pub fn finish(&self) -> SqlResult<Typed> {
-        let ty = if self.kind == AggregateKind::CountStar {
-            DataType::Int
-        } else {
-            result_type(self.kind, self.input)?
+        let ty = match self.kind {
+            AggregateKind::CountStar => DataType::Int,
+            AggregateKind::CountBigStar => DataType::BigInt,
+            kind => result_type(kind, self.input)?,
         };
-        if matches!(self.kind, AggregateKind::CountStar | AggregateKind::Count) {
-            let n = i32::try_from(self.count).map_err(|_| self.overflow())?;
-            return Ok(Typed::new(Value::Int(n), ty));
+        match self.kind {
+            AggregateKind::CountStar | AggregateKind::Count => {
+                let n = i32::try_from(self.count).map_err(|_| self.overflow())?;
+                return Ok(Typed::new(Value::Int(n), ty));
+            }
+            AggregateKind::CountBigStar | AggregateKind::CountBig => {
+                return Ok(Typed::new(Value::BigInt(self.count), ty));
+            }
+            _ => {}
         }
         if self.count == 0 {
             return Ok(Typed::null(ty));

@@ -587,7 +587,13 @@ fn truncation(target: &str, kept: &str) -> SqlError {
                 "String or binary data would be truncated in table '{table}', column '{column}'. Truncated value: '{kept}'."
             ),
         ),
-        None => SqlError::new(8152, "String or binary data would be truncated."),
+        // Only the column is known: name it alone.
+        None => SqlError::new(
+            2628,
+            format!(
+                "String or binary data would be truncated in column '{target}'. Truncated value: '{kept}'."
+            ),
+        ),
     }
 }
 

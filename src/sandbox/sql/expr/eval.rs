@@ -57,6 +57,18 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
             }
         }
         Expr::BinaryOp { left, op, right } => binary(left, op, right, scope, expr),
+        // SQL Server 2022: NULLs are equal to each other, never unknown.
+        Expr::IsDistinctFrom(a, b) | Expr::IsNotDistinctFrom(a, b) => {
+            let (a, b) = (eval(a, scope)?, eval(b, scope)?);
+            let same = match (a.value.is_null(), b.value.is_null()) {
+                (true, true) => true,
+                (false, false) => compare::compare(&a, &b)? == Some(Ordering::Equal),
+                _ => false,
+            };
+            Ok(truth(Some(
+                same == matches!(expr, Expr::IsNotDistinctFrom(..)),
+            )))
+        }
         Expr::IsNull(e) => Ok(truth(Some(eval(e, scope)?.value.is_null()))),
         Expr::IsNotNull(e) => Ok(truth(Some(!eval(e, scope)?.value.is_null()))),
         Expr::InList {

@@ -137,9 +137,9 @@ pub fn convert_with_style(value: &Typed, to: DataType, style: Option<i32>) -> Sq
 /// `target`. Pass `schema.table.column` (or `db.schema.table.column`)
 /// for a column: the part after the last dot is the column, the rest the
 /// table, as 2628 names them. A target starting with `@` is a variable
-/// and truncates silently, as SQL Server does; a target without a dot
-/// gets 8152 instead of 2628. 257/206 for conversions that need CONVERT
-/// or do not exist.
+/// and truncates silently, as SQL Server does; a bare column name still
+/// gets 2628, with a message naming only the column. 257/206 for
+/// conversions that need CONVERT or do not exist.
 pub fn assign(value: &Typed, to: DataType, target: &str) -> SqlResult<Value> {
     cast::convert(value, to, None, Mode::Assign(target))
 }

@@ -351,6 +351,10 @@ fn comparisons_and_logic() {
         ("NOT n = 1", "NULL", "bit"),
         ("NOT (1 = 2 OR n = 1)", "NULL", "bit"),
         ("n IS NULL", "1", "bit"),
+        ("n IS DISTINCT FROM NULL", "0", "bit"),
+        ("n IS NOT DISTINCT FROM NULL", "1", "bit"),
+        ("i IS DISTINCT FROM NULL", "1", "bit"),
+        ("i IS DISTINCT FROM 7", "0", "bit"),
         ("n IS NOT NULL", "0", "bit"),
         ("i IS NULL", "0", "bit"),
         ("i IN (1, 7)", "1", "bit"),
@@ -1016,8 +1020,14 @@ fn assignment_conversions() {
         ))
     );
     assert_eq!(
-        assign(&long, vc3, "name").err().map(|e| e.number),
-        Some(8152)
+        assign(&long, vc3, "name")
+            .err()
+            .map(|e| (e.number, e.message)),
+        Some((
+            2628,
+            "String or binary data would be truncated in column 'name'. Truncated value: 'abc'."
+                .into()
+        ))
     );
     // Variables truncate silently; trailing spaces never count.
     assert_eq!(assign(&long, vc3, "@v"), Ok(Value::String("abc".into())));
@@ -1263,6 +1273,20 @@ fn aggregates() {
             Typed::new(Value::Int(0), DataType::Int),
         ),
         (
+            CountBigStar,
+            false,
+            DataType::Int,
+            ints.to_vec(),
+            Typed::new(Value::BigInt(4), DataType::BigInt),
+        ),
+        (
+            CountBig,
+            true,
+            DataType::Int,
+            ints.to_vec(),
+            Typed::new(Value::BigInt(2), DataType::BigInt),
+        ),
+        (
             Max,
             false,
             DataType::Int,
@@ -1407,6 +1431,14 @@ fn classify_aggregates() {
     );
     assert_eq!(kind("MIN(a)").map(|k| k.0), Some(AggregateKind::Min));
     assert_eq!(kind("MAX(a)").map(|k| k.0), Some(AggregateKind::Max));
+    assert_eq!(
+        kind("COUNT_BIG(*)"),
+        Some((AggregateKind::CountBigStar, false, None))
+    );
+    assert_eq!(
+        kind("COUNT_BIG(DISTINCT a)"),
+        Some((AggregateKind::CountBig, true, Some("a".into())))
+    );
     assert_eq!(kind("LEN(a)"), None);
     assert_eq!(kind("SUM(a) OVER (PARTITION BY b)"), None);
     assert_eq!(kind("dbo.SUM(a)"), None);
