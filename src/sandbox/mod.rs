@@ -5,5 +5,6 @@
 //! clients connect to it as they would to SQL Server. This module imports
 //! nothing from the rest of the crate.
 
+pub mod backend;
 pub mod sql;
 pub mod tds;
