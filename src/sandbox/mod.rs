@@ -5,6 +5,7 @@
 //! clients connect to it as they would to SQL Server. This module imports
 //! nothing from the rest of the crate.
 
+pub mod backend;
 pub mod sql;
 pub mod tds;
 mod launch;

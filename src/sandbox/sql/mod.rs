@@ -4,11 +4,32 @@
 //! generically: DDL changes the catalog, DML changes rows under
 //! transactions, queries are evaluated over tables and catalog views.
 
+pub mod catalog;
+pub mod clock;
+pub mod engine;
 pub mod error;
+pub mod executor;
 pub mod expr;
+pub mod parse;
+pub mod procedures;
 pub mod request;
+pub mod script;
+pub mod security;
+pub mod session;
+pub mod storage;
+pub mod transaction;
 pub mod types;
+pub mod views;
+pub mod views_catalog;
+
+#[cfg(test)]
+mod tests;
 
 pub use error::{Abort, SqlError, SqlResult};
 pub use request::{CancelToken, Column, LoginRequest, Output, Param, Request, TransactionEvent};
 pub use types::{DataType, Decimal, Length, Value};
+
+pub use clock::{Clock, SystemClock};
+pub use engine::{Engine, EngineConfig};
+pub use session::Session;
+pub use transaction::{ChangeOp, LogChange, LogRecord};

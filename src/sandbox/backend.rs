@@ -1,0 +1,35 @@
+//! Connects the T-SQL engine to the TDS server: the engine admits logins
+//! and its sessions run requests.
+
+use std::time::Duration;
+
+use super::sql::{CancelToken, Engine, LoginRequest, Output, Request, Session, SqlError};
+use super::tds::{Backend, BackendSession};
+
+impl Backend for Engine {
+    type Session = Session;
+
+    fn login(&self, request: &LoginRequest) -> Result<Session, SqlError> {
+        Engine::login(self, request)
+    }
+}
+
+impl BackendSession for Session {
+    fn session_id(&self) -> u16 {
+        Session::session_id(self)
+    }
+
+    fn database(&self) -> String {
+        Session::database(self)
+    }
+
+    fn execute(&mut self, request: Request, cancel: &CancelToken) -> Vec<Output> {
+        Session::execute(self, request, cancel)
+    }
+
+    fn record_network_wait(&mut self, _waited: Duration) {}
+
+    fn close(&mut self) {
+        Session::close(self)
+    }
+}

@@ -1,0 +1,108 @@
+//! Catalog views: virtual tables computed from the catalog each time they
+//! are read, so they are always current. A registry maps `schema.name` to
+//! a view; later issues add `cdc.*` helpers and `sys.dm_*` views by
+//! registering more [`ViewDef`]s.
+//!
+//! Columns and types follow the learn.microsoft.com pages of each view
+//! (e.g. <https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-columns-transact-sql>),
+//! restricted to the columns the sandbox can fill meaningfully.
+
+use super::catalog::{Database, Table, same_name};
+use super::error::SqlResult;
+use super::executor::context::Ctx;
+use super::request::Column;
+use super::types::{DataType, Length, Value};
+
+/// Rows of a view for one database (server-wide views ignore it).
+pub type RowsFn = fn(&Ctx<'_>, &Database) -> SqlResult<Vec<Vec<Value>>>;
+
+/// One virtual table.
+pub struct ViewDef {
+    pub schema: &'static str,
+    pub name: &'static str,
+    /// Negative, as SQL Server's system objects.
+    pub object_id: i32,
+    pub columns: fn() -> Vec<Column>,
+    pub rows: RowsFn,
+}
+
+/// The views the engine knows, by schema and name.
+pub struct ViewRegistry {
+    views: Vec<ViewDef>,
+}
+
+impl ViewRegistry {
+    pub fn empty() -> Self {
+        Self { views: Vec::new() }
+    }
+
+    /// The registry with the sys and INFORMATION_SCHEMA views.
+    pub fn with_catalog_views() -> Self {
+        let mut r = Self::empty();
+        for v in super::views_catalog::catalog_views() {
+            r.register(v);
+        }
+        r
+    }
+
+    pub fn register(&mut self, view: ViewDef) {
+        self.views.push(view);
+    }
+
+    pub fn lookup(&self, schema: &str, name: &str) -> Option<&ViewDef> {
+        self.views
+            .iter()
+            .find(|v| same_name(v.schema, schema) && same_name(v.name, name))
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &ViewDef> {
+        self.views.iter()
+    }
+}
+
+/// Shorthands for view definitions.
+pub fn col(name: &str, ty: DataType, nullable: bool) -> Column {
+    Column::new(name, ty, nullable)
+}
+
+pub const SYSNAME: DataType = DataType::SYSNAME;
+pub const BIT: DataType = DataType::Bit;
+pub const INT: DataType = DataType::Int;
+pub const TINYINT: DataType = DataType::TinyInt;
+pub const SMALLINT: DataType = DataType::SmallInt;
+pub const DATETIME: DataType = DataType::DateTime;
+
+pub fn nvarchar(n: u16) -> DataType {
+    DataType::NVarChar(Length::Fixed(n))
+}
+
+pub fn s(v: &str) -> Value {
+    Value::String(v.to_string())
+}
+
+pub fn i(v: i32) -> Value {
+    Value::Int(v)
+}
+
+pub fn b(v: bool) -> Value {
+    Value::Bit(v)
+}
+
+/// User tables of `db` the session may see (metadata visibility).
+pub fn visible_tables<'a>(ctx: &Ctx<'_>, db: &'a Database) -> Vec<&'a Table> {
+    let user = if ctx.info.is_sysadmin {
+        Some(1)
+    } else {
+        ctx.user_in(db).ok()
+    };
+    db.tables
+        .values()
+        .filter(|t| {
+            ctx.info.is_sysadmin
+                || user.is_some_and(|u| {
+                    db.security
+                        .can_see_object(u, t.meta.schema_id, t.meta.object_id)
+                })
+        })
+        .collect()
+}
