@@ -75,7 +75,10 @@ impl Sandbox {
             TlsSource::Files { cert, key } => TlsSettings::from_pem_files(cert, key),
         }
         .map_err(SandboxError::Tls)?;
-        let engine = Engine::new(EngineConfig::new(options.sa_password.clone()));
+        let engine = Engine::new(EngineConfig {
+            sa_password: options.sa_password.clone(),
+            ..EngineConfig::default()
+        });
         if let Some(script) = &options.script {
             engine.run_script(script).map_err(SandboxError::Script)?;
         }

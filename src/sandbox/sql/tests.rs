@@ -586,6 +586,8 @@ fn login(e: &Engine, user: &str, password: &str, db: Option<&str>) -> Result<Ses
         database: db.map(str::to_string),
         app_name: "test".into(),
         host_name: "host".into(),
+        encrypted: false,
+        client_addr: None,
     })
 }
 

@@ -50,6 +50,7 @@ async fn run<B: Backend>(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), TdsError> {
     let _ = tcp.set_nodelay(true);
+    let client_addr = tcp.peer_addr().ok();
     let meter = WaitMeter::default();
     let stream = Metered::new(tcp, meter.clone());
     let Handshake {
@@ -60,7 +61,9 @@ async fn run<B: Backend>(
         .map_err(|_| TdsError::HandshakeTimeout)??;
     tracing::debug!(?login, "LOGIN7 received");
 
-    let request = login.request.clone();
+    let mut request = login.request.clone();
+    request.encrypted = matches!(transport, super::stream::Transport::Tls(_));
+    request.client_addr = client_addr;
     let admitted = tokio::task::spawn_blocking(move || backend.login(&request))
         .await
         .map_err(|e| TdsError::Backend(e.to_string()))?;

@@ -114,6 +114,8 @@ impl Login7 {
                 database: (!database.is_empty()).then_some(database),
                 app_name,
                 host_name,
+                encrypted: false,
+                client_addr: None,
             },
             server_name,
             library,

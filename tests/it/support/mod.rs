@@ -2,4 +2,4 @@
 
 pub mod server;
 
-pub use server::{Client, TestServer, query, run, scalar, server_error};
+pub use server::{TestServer, query, run, scalar, server_error};
