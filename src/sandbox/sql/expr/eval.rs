@@ -366,6 +366,11 @@ fn binary(
     };
     if let Some(op) = arith_op {
         let (l, r) = (eval(left, scope)?, eval(right, scope)?);
+        let (lt, rt) = (l.ty, r.ty);
+        let (l, r) = (
+            constant_shape(left, l, &rt)?,
+            constant_shape(right, r, &lt)?,
+        );
         return arith::binary(op, &l, &r);
     }
     match op {
@@ -404,6 +409,42 @@ fn binary(
         }
         _ => Err(unsupported(whole)),
     }
+}
+
+fn is_integer_constant(e: &Expr) -> bool {
+    match e {
+        Expr::Value(v) => {
+            matches!(&v.value, AstValue::Number(t, _) if t.bytes().all(|b| b.is_ascii_digit()))
+        }
+        Expr::Nested(inner) => is_integer_constant(inner),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            expr,
+        } => is_integer_constant(expr),
+        _ => false,
+    }
+}
+
+/// An integer constant meeting a decimal in arithmetic is a numeric just
+/// wide enough for its digits (1 is numeric(1,0)), not numeric(10,0), in
+/// a query that is not auto-parameterized.
+/// <https://learn.microsoft.com/sql/t-sql/data-types/int-bigint-smallint-and-tinyint-transact-sql>
+fn constant_shape(e: &Expr, v: Typed, other: &DataType) -> SqlResult<Typed> {
+    if v.ty != DataType::Int
+        || !matches!(other, DataType::Decimal { .. })
+        || !is_integer_constant(e)
+    {
+        return Ok(v);
+    }
+    let digits = match &v.value {
+        Value::Int(i) => num::digits(i128::from(*i)),
+        _ => return Ok(v),
+    };
+    let ty = DataType::Decimal {
+        precision: digits,
+        scale: 0,
+    };
+    Ok(Typed::new(cast::convert(&v, ty, None, Mode::Implicit)?, ty))
 }
 
 fn like_expr(
