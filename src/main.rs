@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use mssql_cdc::sandbox::{Sandbox, SandboxOptions, TlsSource};
 
 #[derive(Parser)]
-#[command(name = "mssql-cdc", version, about = "SQL Server Change Data Capture into Delta Lake")]
+#[command(
+    name = "mssql-cdc",
+    version,
+    about = "SQL Server Change Data Capture into Delta Lake"
+)]
 struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -70,12 +74,25 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => TlsSource::Files { cert, key },
         _ => TlsSource::SelfSigned,
     };
-    let options = SandboxOptions { listen: args.listen, sa_password: args.sa_password, script, tls };
-    let sandbox = Sandbox::start(options).await.context("the sandbox did not start")?;
-    println!("mssql-cdc sandbox listening on {} (Ctrl-C stops it)", sandbox.local_addr());
+    let options = SandboxOptions {
+        listen: args.listen,
+        sa_password: args.sa_password,
+        script,
+        tls,
+    };
+    let sandbox = Sandbox::start(options)
+        .await
+        .context("the sandbox did not start")?;
+    println!(
+        "mssql-cdc sandbox listening on {} (Ctrl-C stops it)",
+        sandbox.local_addr()
+    );
     shutdown_signal().await;
     tracing::info!("stopping the sandbox");
-    sandbox.stop().await.context("the sandbox stopped with an error")?;
+    sandbox
+        .stop()
+        .await
+        .context("the sandbox stopped with an error")?;
     Ok(())
 }
 
@@ -105,7 +122,9 @@ async fn shutdown_signal() {
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

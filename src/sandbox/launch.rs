@@ -16,7 +16,10 @@ use super::tds::{self, TdsError, TlsSettings};
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("TLS set-up failed: {0}")]
     Tls(#[source] TdsError),
     #[error("the start-up script failed: {0}")]
@@ -82,12 +85,19 @@ impl Sandbox {
         if let Some(script) = &options.script {
             engine.run_script(script).map_err(SandboxError::Script)?;
         }
-        let listener = TcpListener::bind(options.listen)
-            .await
-            .map_err(|source| SandboxError::Listen { addr: options.listen, source })?;
+        let listener =
+            TcpListener::bind(options.listen)
+                .await
+                .map_err(|source| SandboxError::Listen {
+                    addr: options.listen,
+                    source,
+                })?;
         let local_addr = listener
             .local_addr()
-            .map_err(|source| SandboxError::Listen { addr: options.listen, source })?;
+            .map_err(|source| SandboxError::Listen {
+                addr: options.listen,
+                source,
+            })?;
         let (shutdown, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(tds::serve(
             listener,
@@ -97,7 +107,12 @@ impl Sandbox {
                 let _ = stopped.await;
             },
         ));
-        Ok(Self { local_addr, engine, shutdown: Some(shutdown), server })
+        Ok(Self {
+            local_addr,
+            engine,
+            shutdown: Some(shutdown),
+            server,
+        })
     }
 
     /// The address clients connect to (the real port when 0 was asked for).

@@ -6,8 +6,8 @@
 //! nothing from the rest of the crate.
 
 pub mod backend;
+mod launch;
 pub mod sql;
 pub mod tds;
-mod launch;
 
 pub use launch::{Sandbox, SandboxError, SandboxOptions, TlsSource};

@@ -51,7 +51,10 @@ async fn full_tls_encrypts_the_session() {
 async fn wrong_password_fails_with_18456() {
     let server = TestServer::start().await;
     let config = server.config_as("sa", "certainly-not-the-password");
-    let error = server.connect_with(config).await.expect_err("login is refused");
+    let error = server
+        .connect_with(config)
+        .await
+        .expect_err("login is refused");
     let (number, class, _) = server_error(&error).expect("a server error token");
     assert_eq!((number, class), (18456, 14));
 }
@@ -60,9 +63,17 @@ async fn wrong_password_fails_with_18456() {
 async fn unknown_login_fails_with_18456_and_the_same_message() {
     let server = TestServer::start().await;
     let config = server.config_as("nobody_here", "whatever-1A!");
-    let error = server.connect_with(config).await.expect_err("login is refused");
+    let error = server
+        .connect_with(config)
+        .await
+        .expect_err("login is refused");
     assert_eq!(server_error(&error).map(|e| e.0), Some(18456));
-    assert!(error.to_string().contains("Login failed for user 'nobody_here'"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("Login failed for user 'nobody_here'"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

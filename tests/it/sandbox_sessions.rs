@@ -9,7 +9,9 @@ use crate::support::{TestServer, run, scalar};
 async fn cancel_stops_a_long_query_and_the_session_goes_on() {
     let server = TestServer::start().await;
     let (mut client, _db) = server.scratch_database().await;
-    run(&mut client, "CREATE TABLE dbo.t (id int PRIMARY KEY)").await.expect("setup");
+    run(&mut client, "CREATE TABLE dbo.t (id int PRIMARY KEY)")
+        .await
+        .expect("setup");
 
     let started = Instant::now();
     // The request is on the wire once the future has been polled for a
@@ -25,7 +27,10 @@ async fn cancel_stops_a_long_query_and_the_session_goes_on() {
         .await
         .expect("the server acknowledges the attention promptly")
         .expect("cancel succeeds");
-    assert!(started.elapsed() < Duration::from_secs(30), "cancelled, not waited out");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "cancelled, not waited out"
+    );
 
     let count: Option<i32> = scalar(&mut client, "SELECT COUNT(*) FROM dbo.t").await;
     assert_eq!(count, Some(0), "the rest of the cancelled batch never ran");
@@ -50,7 +55,10 @@ async fn fifty_concurrent_sessions_each_doing_dml() {
         config.database(&db);
         let mut client = server.connect_with(config).await.expect("session logs in");
         tasks.spawn(async move {
-            let spid: i32 = scalar::<i16>(&mut client, "SELECT @@SPID").await.map(i32::from).expect("spid");
+            let spid: i32 = scalar::<i16>(&mut client, "SELECT @@SPID")
+                .await
+                .map(i32::from)
+                .expect("spid");
             for seq in 0..ROWS_EACH {
                 let sql = if seq % 2 == 0 {
                     format!("INSERT INTO dbo.events VALUES ({session}, {seq})")
@@ -75,7 +83,11 @@ async fn fifty_concurrent_sessions_each_doing_dml() {
     while let Some(result) = tasks.join_next().await {
         spids.insert(result.expect("session task finished"));
     }
-    assert_eq!(spids.len(), SESSIONS as usize, "each session has its own SPID");
+    assert_eq!(
+        spids.len(),
+        SESSIONS as usize,
+        "each session has its own SPID"
+    );
 
     let total: Option<i32> = scalar(&mut client, "SELECT COUNT(*) FROM dbo.events").await;
     assert_eq!(total, Some(SESSIONS * ROWS_EACH));

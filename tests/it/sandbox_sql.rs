@@ -27,12 +27,18 @@ async fn ddl_and_dml_change_what_select_returns() {
         .await
         .expect("insert runs");
     assert_eq!(inserted.total(), 2);
-    run(&mut client, "INSERT INTO sales.orders (customer, price) VALUES ('linus', 100)")
-        .await
-        .expect("insert with default runs");
+    run(
+        &mut client,
+        "INSERT INTO sales.orders (customer, price) VALUES ('linus', 100)",
+    )
+    .await
+    .expect("insert with default runs");
 
     let updated = client
-        .execute("UPDATE sales.orders SET qty = qty + 1 WHERE customer IN (@P1, @P2)", &[&"ada", &"linus"])
+        .execute(
+            "UPDATE sales.orders SET qty = qty + 1 WHERE customer IN (@P1, @P2)",
+            &[&"ada", &"linus"],
+        )
         .await
         .expect("update runs");
     assert_eq!(updated.total(), 2);
@@ -42,12 +48,18 @@ async fn ddl_and_dml_change_what_select_returns() {
         .expect("delete runs");
     assert_eq!(deleted.total(), 1);
 
-    run(&mut client, "ALTER TABLE sales.orders ADD note varchar(100) NULL")
-        .await
-        .expect("alter add runs");
-    run(&mut client, "UPDATE sales.orders SET note = 'vip' WHERE id = 3")
-        .await
-        .expect("update new column runs");
+    run(
+        &mut client,
+        "ALTER TABLE sales.orders ADD note varchar(100) NULL",
+    )
+    .await
+    .expect("alter add runs");
+    run(
+        &mut client,
+        "UPDATE sales.orders SET note = 'vip' WHERE id = 3",
+    )
+    .await
+    .expect("update new column runs");
 
     let rows = query(
         &mut client,
@@ -63,7 +75,9 @@ async fn ddl_and_dml_change_what_select_returns() {
                 r.get::<i32, _>(0).expect("id"),
                 r.get::<&str, _>(1).expect("customer").to_string(),
                 r.get::<i32, _>(2).expect("qty"),
-                r.get::<tiberius::numeric::Numeric, _>(3).expect("total").to_string(),
+                r.get::<tiberius::numeric::Numeric, _>(3)
+                    .expect("total")
+                    .to_string(),
                 r.get::<&str, _>(4).map(str::to_string),
             )
         })
@@ -88,11 +102,17 @@ async fn ddl_and_dml_change_what_select_returns() {
     .collect();
     assert_eq!(columns, ["id", "customer", "qty", "price", "total", "note"]);
 
-    run(&mut client, "ALTER TABLE sales.orders DROP COLUMN note; DROP TABLE sales.orders;")
-        .await
-        .expect("drop runs");
-    let gone: Option<i32> =
-        scalar(&mut client, "SELECT COUNT(*) FROM sys.tables WHERE name = 'orders'").await;
+    run(
+        &mut client,
+        "ALTER TABLE sales.orders DROP COLUMN note; DROP TABLE sales.orders;",
+    )
+    .await
+    .expect("drop runs");
+    let gone: Option<i32> = scalar(
+        &mut client,
+        "SELECT COUNT(*) FROM sys.tables WHERE name = 'orders'",
+    )
+    .await;
     assert_eq!(gone, Some(0));
 }
 
@@ -118,14 +138,23 @@ async fn rollback_undoes_and_commit_keeps() {
     )
     .await;
     assert_eq!(trancount, Some(1));
-    run(&mut client, "ROLLBACK TRANSACTION").await.expect("rollback runs");
-    let after_rollback = query(&mut client, "SELECT id, balance FROM dbo.accounts ORDER BY id", &[])
+    run(&mut client, "ROLLBACK TRANSACTION")
         .await
-        .expect("select runs")
-        .iter()
-        .map(|r| (r.get::<i32, _>(0), r.get::<i32, _>(1)))
-        .collect::<Vec<_>>();
-    assert_eq!(after_rollback, vec![(Some(1), Some(100)), (Some(2), Some(100))]);
+        .expect("rollback runs");
+    let after_rollback = query(
+        &mut client,
+        "SELECT id, balance FROM dbo.accounts ORDER BY id",
+        &[],
+    )
+    .await
+    .expect("select runs")
+    .iter()
+    .map(|r| (r.get::<i32, _>(0), r.get::<i32, _>(1)))
+    .collect::<Vec<_>>();
+    assert_eq!(
+        after_rollback,
+        vec![(Some(1), Some(100)), (Some(2), Some(100))]
+    );
 
     run(
         &mut client,
@@ -157,13 +186,21 @@ async fn one_batch_returns_several_result_sets_in_order() {
     .await
     .expect("batch runs");
     assert_eq!(results.len(), 3, "three result sets");
-    let evens: Vec<i32> = results[0].iter().filter_map(|r| r.get::<i32, _>(0)).collect();
+    let evens: Vec<i32> = results[0]
+        .iter()
+        .filter_map(|r| r.get::<i32, _>(0))
+        .collect();
     assert_eq!(evens, [2, 4]);
     assert_eq!(results[1][0].get::<i32, _>("total"), Some(10));
     assert_eq!(results[1][0].get::<i32, _>("rc"), Some(1));
     let groups: Vec<(i32, i32)> = results[2]
         .iter()
-        .map(|r| (r.get::<i32, _>("c").expect("c"), r.get::<i32, _>("m").expect("m")))
+        .map(|r| {
+            (
+                r.get::<i32, _>("c").expect("c"),
+                r.get::<i32, _>("m").expect("m"),
+            )
+        })
         .collect();
     assert_eq!(groups, [(2, 3), (2, 4)]);
 }
@@ -197,7 +234,9 @@ async fn joins_subqueries_and_builtins_evaluate_like_sql_server() {
             (
                 r.get::<&str, _>(0).expect("name").to_string(),
                 r.get::<i32, _>(1).expect("n"),
-                r.get::<tiberius::numeric::Numeric, _>(2).expect("s").to_string(),
+                r.get::<tiberius::numeric::Numeric, _>(2)
+                    .expect("s")
+                    .to_string(),
             )
         })
         .collect();
@@ -211,7 +250,11 @@ async fn joins_subqueries_and_builtins_evaluate_like_sql_server() {
     );
     assert_eq!(results[1][0].get::<&str, _>(0), Some("Ada"));
     let last = &results[2][0];
-    assert_eq!(last.get::<tiberius::numeric::Numeric, _>("biggest").map(|n| n.to_string()), Some("7.50".into()));
+    assert_eq!(
+        last.get::<tiberius::numeric::Numeric, _>("biggest")
+            .map(|n| n.to_string()),
+        Some("7.50".into())
+    );
     assert_eq!(last.get::<&str, _>("db"), Some(db.as_str()));
     assert_eq!(last.get::<i32, _>("days"), Some(59));
     assert_eq!(last.get::<&str, _>("answer"), Some("42"));

@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::catalog::{Database, same_name};
 use super::clock::{Clock, SystemClock};
+use super::connections::{Connection, ConnectionRegistry};
 use super::error::{SqlError, SqlResult};
 use super::procedures::ProcedureRegistry;
 use super::request::LoginRequest;
@@ -116,6 +117,7 @@ pub struct Shared {
     pub locks: LockManager,
     pub views: ViewRegistry,
     pub procedures: ProcedureRegistry,
+    pub connections: ConnectionRegistry,
     next_spid: AtomicU16,
     next_transaction: AtomicU64,
 }
@@ -166,6 +168,7 @@ impl Engine {
                 locks: LockManager::default(),
                 views: ViewRegistry::with_catalog_views(),
                 procedures: ProcedureRegistry::with_system_procedures(),
+                connections: ConnectionRegistry::default(),
                 next_spid: AtomicU16::new(51),
                 next_transaction: AtomicU64::new(1),
             }),
@@ -216,6 +219,15 @@ impl Engine {
             (login.is_sysadmin, db.id)
         };
         let spid = self.shared.next_spid.fetch_add(1, Ordering::Relaxed);
+        self.shared.connections.register(Connection {
+            session_id: spid,
+            login: request.user.clone(),
+            connect_time: self.shared.clock.now_utc(),
+            encrypted: request.encrypted,
+            client_addr: request.client_addr,
+            host_name: request.host_name.clone(),
+            program_name: request.app_name.clone(),
+        });
         Ok(Session::new(
             self.clone(),
             spid,

@@ -134,7 +134,18 @@ impl SqlError {
 
     /// 3621-free cancellation marker: the client sent ATTENTION.
     pub fn cancelled() -> Self {
-        Self::new(0, "Query cancelled by the client.").with_class(0).aborting_batch()
+        Self::new(0, "Query cancelled by the client.")
+            .with_class(0)
+            .aborting_batch()
+    }
+
+    /// Errors SQL Server raises while binding names, before it reads a
+    /// row: they must surface even when a table is empty.
+    pub fn is_binding(&self) -> bool {
+        matches!(
+            self.number,
+            137 | 174 | 189 | 195 | 207 | 208 | 209 | 2715 | 4104 | 4108 | 4121 | 8120
+        )
     }
 
     pub fn is_cancelled(&self) -> bool {

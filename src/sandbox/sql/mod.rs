@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod clock;
+pub mod connections;
 pub mod engine;
 pub mod error;
 pub mod executor;
@@ -21,6 +22,7 @@ pub mod transaction;
 pub mod types;
 pub mod views;
 pub mod views_catalog;
+pub mod views_dmv;
 
 #[cfg(test)]
 mod tests;

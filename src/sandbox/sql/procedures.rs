@@ -154,11 +154,13 @@ fn param_text(p: Option<&Param>) -> Option<String> {
     }
 }
 
-/// A parameter by name, else by position.
+/// A parameter by name, else by position. Clients may send a name with or
+/// without its `@` (tiberius sends `stmt`), as SQL Server accepts both.
 fn param<'p>(params: &'p [Param], name: &str, position: usize) -> Option<&'p Param> {
+    let bare = |n: &str| n.trim_start_matches('@').to_ascii_lowercase();
     params
         .iter()
-        .find(|p| p.name.eq_ignore_ascii_case(name))
+        .find(|p| !p.name.is_empty() && bare(&p.name) == bare(name))
         .or_else(|| params.get(position).filter(|p| p.name.is_empty()))
 }
 

@@ -28,7 +28,10 @@ pub enum Request {
     /// An RPC packet. `procedure` is the name the client gave, or the
     /// well-known name for a ProcID (10 -> `sp_executesql`, 11
     /// `sp_prepare`, 12 `sp_execute`, 13 `sp_prepexec`, 15 `sp_unprepare`).
-    Rpc { procedure: String, params: Vec<Param> },
+    Rpc {
+        procedure: String,
+        params: Vec<Param>,
+    },
 }
 
 /// A result-set column as COLMETADATA describes it.
@@ -41,7 +44,11 @@ pub struct Column {
 
 impl Column {
     pub fn new(name: impl Into<String>, ty: DataType, nullable: bool) -> Self {
-        Self { name: name.into(), ty, nullable }
+        Self {
+            name: name.into(),
+            ty,
+            nullable,
+        }
     }
 }
 
@@ -49,23 +56,37 @@ impl Column {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransactionEvent {
     /// A transaction began; the descriptor identifies it on the wire.
-    Begin { descriptor: u64 },
-    Commit { descriptor: u64 },
-    Rollback { descriptor: u64 },
+    Begin {
+        descriptor: u64,
+    },
+    Commit {
+        descriptor: u64,
+    },
+    Rollback {
+        descriptor: u64,
+    },
 }
 
 /// One piece of a response, in the order the client must see them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     /// COLMETADATA followed by one ROW per row.
-    ResultSet { columns: Vec<Column>, rows: Vec<Vec<Value>> },
+    ResultSet {
+        columns: Vec<Column>,
+        rows: Vec<Vec<Value>>,
+    },
     /// The end of one statement: DONE (batch) or DONEINPROC (in an RPC),
     /// with the row count when the statement produces one.
-    Done { rows: Option<u64> },
+    Done {
+        rows: Option<u64>,
+    },
     /// INFO (class <= 10) or ERROR token.
     Message(SqlError),
     /// ENVCHANGE type 1 after USE.
-    DatabaseChanged { from: String, to: String },
+    DatabaseChanged {
+        from: String,
+        to: String,
+    },
     Transaction(TransactionEvent),
     /// RETURNVALUE for an output parameter of an RPC.
     ReturnValue(Param),
@@ -89,7 +110,11 @@ impl CancelToken {
 
     /// Fails with the cancellation marker once the client asked to stop.
     pub fn check(&self) -> Result<(), SqlError> {
-        if self.is_cancelled() { Err(SqlError::cancelled()) } else { Ok(()) }
+        if self.is_cancelled() {
+            Err(SqlError::cancelled())
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -107,6 +107,7 @@ impl Session {
         }
         self.info.trancount = 0;
         self.engine.shared.locks.release_writer(self.info.spid);
+        self.engine.shared.connections.unregister(self.info.spid);
     }
 
     /// Parses and runs T-SQL text in the current variable scope. Errors

@@ -26,7 +26,10 @@ pub enum DataType {
     Int,
     BigInt,
     /// decimal/numeric(precision, scale); precision 1..=38.
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     /// real = float(24).
     Real,
     /// float = float(53).
@@ -41,13 +44,19 @@ pub enum DataType {
     VarBinary(Length),
     Date,
     /// time(scale), scale 0..=7.
-    Time { scale: u8 },
+    Time {
+        scale: u8,
+    },
     DateTime,
     SmallDateTime,
     /// datetime2(scale), scale 0..=7.
-    DateTime2 { scale: u8 },
+    DateTime2 {
+        scale: u8,
+    },
     /// datetimeoffset(scale), scale 0..=7.
-    DateTimeOffset { scale: u8 },
+    DateTimeOffset {
+        scale: u8,
+    },
     UniqueIdentifier,
 }
 
@@ -172,11 +181,29 @@ impl DataType {
             DataType::Money => 19,
             DataType::SmallMoney => 10,
             DataType::Date => 10,
-            DataType::Time { scale } => if *scale == 0 { 8 } else { 9 + *scale },
+            DataType::Time { scale } => {
+                if *scale == 0 {
+                    8
+                } else {
+                    9 + *scale
+                }
+            }
             DataType::DateTime => 23,
             DataType::SmallDateTime => 16,
-            DataType::DateTime2 { scale } => if *scale == 0 { 19 } else { 20 + *scale },
-            DataType::DateTimeOffset { scale } => if *scale == 0 { 26 } else { 27 + *scale },
+            DataType::DateTime2 { scale } => {
+                if *scale == 0 {
+                    19
+                } else {
+                    20 + *scale
+                }
+            }
+            DataType::DateTimeOffset { scale } => {
+                if *scale == 0 {
+                    26
+                } else {
+                    27 + *scale
+                }
+            }
             _ => 0,
         }
     }

@@ -42,6 +42,9 @@ impl ViewRegistry {
         for v in super::views_catalog::catalog_views() {
             r.register(v);
         }
+        for v in super::views_dmv::dmv_views() {
+            r.register(v);
+        }
         r
     }
 

@@ -74,7 +74,9 @@ impl TestServer {
     }
 
     pub async fn connect(&self) -> Client {
-        self.connect_with(self.config()).await.expect("connects as administrator")
+        self.connect_with(self.config())
+            .await
+            .expect("connects as administrator")
     }
 
     pub async fn connect_with(&self, config: Config) -> tiberius::Result<Client> {
@@ -99,7 +101,10 @@ impl TestServer {
         let mut config = self.config();
         config.database(&name);
         drop(client);
-        client = self.connect_with(config).await.expect("connects to the new database");
+        client = self
+            .connect_with(config)
+            .await
+            .expect("connects to the new database");
         (client, name)
     }
 }
@@ -107,9 +112,7 @@ impl TestServer {
 /// The SQL Server error a failed call carries: (number, class, state).
 pub fn server_error(error: &tiberius::error::Error) -> Option<(u32, u8, u8)> {
     match error {
-        tiberius::error::Error::Server(token) => {
-            Some((token.code(), token.class(), token.state()))
-        }
+        tiberius::error::Error::Server(token) => Some((token.code(), token.class(), token.state())),
         _ => None,
     }
 }

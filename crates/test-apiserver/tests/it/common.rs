@@ -16,6 +16,7 @@ pub struct Env {
 }
 
 pub async fn start_with(opts: ServerOptions) -> Env {
+    install_crypto_provider();
     let server = TestApiServer::start(opts)
         .await
         .expect("start test apiserver");
@@ -43,6 +44,13 @@ impl Env {
             .expect("config");
         Client::try_from(cfg).expect("client")
     }
+}
+
+/// The workspace links both ring and aws-lc-rs, so rustls cannot pick a
+/// provider by itself: choose one for the process before any client starts.
+pub fn install_crypto_provider() {
+    // Already installed by another test in this process is just as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 pub fn fixture(name: &str) -> PathBuf {

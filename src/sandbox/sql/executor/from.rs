@@ -10,7 +10,7 @@ use sqlparser::ast::{Expr, Join, JoinConstraint, JoinOperator, TableFactor, Tabl
 use super::context::{Ctx, blocked};
 use super::relation::{ColMeta, Relation};
 use super::resolve::{Resolved, check_table_permission, names_table, resolve};
-use super::scope::RowScope;
+use super::scope::{RowScope, check_names};
 use crate::sandbox::sql::catalog::Table;
 use crate::sandbox::sql::error::{SqlError, SqlResult};
 use crate::sandbox::sql::expr::{self, Scope, is_true};
@@ -73,6 +73,7 @@ impl<'c> FromBuilder<'c> {
     }
 
     fn filter(&self, rel: &mut Relation, f: &Expr) -> SqlResult<()> {
+        check_names(self.ctx, &rel.cols, self.outer, f)?;
         let cols = rel.cols.clone();
         let mut err = None;
         rel.rows.retain(|row| {
@@ -307,6 +308,9 @@ impl<'c> FromBuilder<'c> {
                 ColMeta::new(c.name.clone(), c.ty, c.nullable).qualified(Some(qualifier), schema)
             })
             .collect();
+        if let Some(f) = filter {
+            check_names(self.ctx, &cols, self.outer, f)?;
+        }
         let width = cols.len();
         let mut rows = Vec::new();
         let mut keys = Vec::new();

@@ -340,9 +340,7 @@ fn run_select(
                 outer,
                 group: Some((&src.rows, &empty)),
             };
-            probe_types = eval_row(&scope, &null_row)
-                .ok()
-                .map(|r| r.values.iter().map(|t| t.ty).collect());
+            probe_types = probe(eval_row(&scope, &null_row))?;
         }
     } else {
         for (n, row) in src.rows.iter().enumerate() {
@@ -354,9 +352,7 @@ fn run_select(
         }
         if out.is_empty() {
             let scope = RowScope::new(ctx, &src.cols, &null_row, outer);
-            probe_types = eval_row(&scope, &null_row)
-                .ok()
-                .map(|r| r.values.iter().map(|t| t.ty).collect());
+            probe_types = probe(eval_row(&scope, &null_row))?;
         }
     }
 
@@ -532,4 +528,14 @@ pub fn top_count(
         return Ok(((available as f64) * n.min(100.0) / 100.0).ceil() as usize);
     }
     Ok(n as usize)
+}
+
+/// The column types of a query that returned no rows, from one evaluation
+/// over NULLs. Binding errors still fail the query, as in SQL Server.
+fn probe(row: SqlResult<OutRow>) -> SqlResult<Option<Vec<DataType>>> {
+    match row {
+        Ok(r) => Ok(Some(r.values.iter().map(|t| t.ty).collect())),
+        Err(e) if e.is_binding() => Err(e),
+        Err(_) => Ok(None),
+    }
 }

@@ -78,6 +78,23 @@ pub struct RowScope<'s> {
     pub group: Option<(&'s [Vec<Value>], &'s [usize])>,
 }
 
+/// Evaluates `expr` once over a row of NULLs and keeps only binding errors
+/// (unknown columns, functions, variables): SQL Server resolves names
+/// before reading rows, so they fail even on an empty table.
+pub fn check_names(
+    ctx: &Ctx<'_>,
+    cols: &[ColMeta],
+    outer: Option<&dyn Scope>,
+    expr: &Expr,
+) -> SqlResult<()> {
+    let nulls = vec![Value::Null; cols.len()];
+    let scope = RowScope::new(ctx, cols, &nulls, outer);
+    match expr::eval(expr, &scope) {
+        Err(e) if e.is_binding() => Err(e),
+        _ => Ok(()),
+    }
+}
+
 impl<'s> RowScope<'s> {
     pub fn new(
         ctx: &'s Ctx<'s>,

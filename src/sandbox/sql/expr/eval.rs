@@ -483,17 +483,30 @@ fn like_expr(
     Ok(truth(Some(matched != negated)))
 }
 
+/// True for the bare `NULL` literal, which has no type of its own where
+/// branches meet: `COALESCE(NULL, 'a')` is varchar, not int.
+pub fn is_null_literal(expr: &Expr) -> bool {
+    match expr {
+        Expr::Value(v) => matches!(v.value, ast::Value::Null),
+        Expr::Nested(inner) => is_null_literal(inner),
+        _ => false,
+    }
+}
+
 /// The result type of branches, found by evaluating the branches not
 /// taken over typed NULLs ([`NullScope`]); a branch that fails there
-/// (say `1/0`) does not contribute.
+/// (say `1/0`) does not contribute, nor does a bare NULL literal.
+/// `chosen` is the branch taken, with its expression.
 pub fn branch_type(
-    chosen: Option<&Typed>,
+    chosen: Option<(&Typed, &Expr)>,
     others: &[&Expr],
     scope: &dyn Scope,
 ) -> SqlResult<DataType> {
     let nulls = NullScope(scope);
-    let mut acc: Option<DataType> = chosen.map(|t| t.ty);
-    for e in others {
+    let mut acc: Option<DataType> = chosen
+        .filter(|(_, e)| !is_null_literal(e))
+        .map(|(t, _)| t.ty);
+    for e in others.iter().filter(|e| !is_null_literal(e)) {
         if let Ok(t) = eval(e, &nulls) {
             acc = Some(match acc {
                 None => t.ty,
@@ -539,7 +552,7 @@ fn case(
     {
         others.push(e);
     }
-    let ty = branch_type(result.as_ref(), &others, scope)?;
+    let ty = branch_type(result.as_ref().zip(result_expr), &others, scope)?;
     match result {
         None => Ok(Typed::null(ty)),
         Some(r) => Ok(Typed::new(cast::convert(&r, ty, None, Mode::Implicit)?, ty)),

@@ -480,7 +480,7 @@ fn coalesce(args: &[&Expr], scope: &dyn Scope) -> SqlResult<Typed> {
                 .filter(|(j, _)| *j != i)
                 .map(|(_, e)| *e)
                 .collect();
-            let ty = branch_type(Some(&v), &others, scope)?;
+            let ty = branch_type(Some((&v, args[i])), &others, scope)?;
             return Ok(Typed::new(cast::convert(&v, ty, None, Mode::Implicit)?, ty));
         }
     }
@@ -502,7 +502,7 @@ fn iif(args: &[&Expr], scope: &dyn Scope) -> SqlResult<Typed> {
     let c = truth_of(&ev(args, 0, scope)?, "IIF")?;
     let (pick, other) = if c == Some(true) { (1, 2) } else { (2, 1) };
     let v = ev(args, pick, scope)?;
-    let ty = branch_type(Some(&v), &[args[other]], scope)?;
+    let ty = branch_type(Some((&v, args[pick])), &[args[other]], scope)?;
     Ok(Typed::new(cast::convert(&v, ty, None, Mode::Implicit)?, ty))
 }
 

@@ -1,0 +1,139 @@
+//! Dynamic management views about connections and sessions.
+//!
+//! Columns follow learn.microsoft.com:
+//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-connections-transact-sql>
+//! and
+//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-sessions-transact-sql>.
+//! Both need VIEW SERVER STATE, as in SQL Server 2019.
+
+use super::catalog::Database;
+use super::error::{SqlError, SqlResult};
+use super::executor::context::Ctx;
+use super::types::{DataType, Length, Value};
+use super::views::{DATETIME, INT, SMALLINT, ViewDef, col, i, nvarchar, s};
+
+pub fn dmv_views() -> Vec<ViewDef> {
+    vec![
+        ViewDef {
+            schema: "sys",
+            name: "dm_exec_connections",
+            object_id: -500,
+            columns: connections_cols,
+            rows: connections_rows,
+        },
+        ViewDef {
+            schema: "sys",
+            name: "dm_exec_sessions",
+            object_id: -501,
+            columns: sessions_cols,
+            rows: sessions_rows,
+        },
+    ]
+}
+
+/// SQL Server's error 300 for a DMV read without the server permission.
+pub fn require_server_state(ctx: &Ctx<'_>) -> SqlResult<()> {
+    let allowed = ctx.info.is_sysadmin
+        || ctx
+            .state
+            .security
+            .login(&ctx.info.login)
+            .is_some_and(|l| l.has_server_permission("VIEW SERVER STATE"));
+    if allowed {
+        Ok(())
+    } else {
+        Err(SqlError::new(
+            300,
+            "VIEW SERVER STATE permission was denied on object 'server', database 'master'.",
+        )
+        .with_class(14))
+    }
+}
+
+fn varchar(n: u16) -> DataType {
+    DataType::VarChar(Length::Fixed(n))
+}
+
+fn connections_cols() -> Vec<super::request::Column> {
+    vec![
+        col("session_id", INT, true),
+        col("most_recent_session_id", INT, true),
+        col("connect_time", DATETIME, false),
+        col("net_transport", nvarchar(40), false),
+        col("protocol_type", nvarchar(40), true),
+        col("protocol_version", INT, true),
+        col("encrypt_option", nvarchar(40), false),
+        col("auth_scheme", nvarchar(40), false),
+        col("net_packet_size", INT, true),
+        col("client_net_address", varchar(48), true),
+        col("client_tcp_port", INT, true),
+    ]
+}
+
+fn connections_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
+    require_server_state(ctx)?;
+    Ok(ctx
+        .shared
+        .connections
+        .snapshot()
+        .into_iter()
+        .map(|c| {
+            vec![
+                i(c.session_id.into()),
+                i(c.session_id.into()),
+                Value::DateTime(c.connect_time),
+                s("TCP"),
+                s("TSQL"),
+                // TDS 7.4, as sys.dm_exec_connections reports it.
+                i(0x7400_0004),
+                s(if c.encrypted { "TRUE" } else { "FALSE" }),
+                s("SQL"),
+                Value::Null,
+                c.client_addr
+                    .map(|a| s(&a.ip().to_string()))
+                    .unwrap_or(Value::Null),
+                c.client_addr
+                    .map(|a| i(a.port().into()))
+                    .unwrap_or(Value::Null),
+            ]
+        })
+        .collect())
+}
+
+fn sessions_cols() -> Vec<super::request::Column> {
+    vec![
+        col("session_id", SMALLINT, false),
+        col("login_time", DATETIME, false),
+        col("host_name", nvarchar(128), true),
+        col("program_name", nvarchar(128), true),
+        col("login_name", nvarchar(128), false),
+        col("status", nvarchar(30), false),
+        col("is_user_process", super::views::BIT, false),
+    ]
+}
+
+fn sessions_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
+    require_server_state(ctx)?;
+    Ok(ctx
+        .shared
+        .connections
+        .snapshot()
+        .into_iter()
+        .map(|c| {
+            let status = if c.session_id == ctx.info.spid {
+                "running"
+            } else {
+                "sleeping"
+            };
+            vec![
+                Value::SmallInt(c.session_id as i16),
+                Value::DateTime(c.connect_time),
+                s(&c.host_name),
+                s(&c.program_name),
+                s(&c.login),
+                s(status),
+                Value::Bit(true),
+            ]
+        })
+        .collect())
+}
