@@ -118,8 +118,9 @@ impl CancelToken {
     }
 }
 
-/// What LOGIN7 carried that the engine needs to admit a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What LOGIN7 carried that the engine needs to admit a session. Its
+/// `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct LoginRequest {
     pub user: String,
     /// Never logged or put in an error.
@@ -133,4 +134,39 @@ pub struct LoginRequest {
     pub encrypted: bool,
     /// The client's address, for `sys.dm_exec_connections.client_net_address`.
     pub client_addr: Option<std::net::SocketAddr>,
+}
+
+impl std::fmt::Debug for LoginRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginRequest")
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .field("database", &self.database)
+            .field("app_name", &self.app_name)
+            .field("host_name", &self.host_name)
+            .field("encrypted", &self.encrypted)
+            .field("client_addr", &self.client_addr)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LoginRequest;
+
+    #[test]
+    fn login_request_debug_hides_the_password() {
+        let request = LoginRequest {
+            user: "reader".into(),
+            password: "Sup3r-Secret!".into(),
+            database: Some("shop".into()),
+            app_name: "app".into(),
+            host_name: "host".into(),
+            encrypted: true,
+            client_addr: None,
+        };
+        let shown = format!("{request:?}");
+        assert!(shown.contains("reader"));
+        assert!(!shown.contains("Sup3r-Secret!"), "{shown}");
+    }
 }
