@@ -3,6 +3,7 @@
 //! Helm and kube-rs work against it unchanged, plus a harness kubelet that
 //! runs Pods as local processes. See `docs/testing-apiserver.md`.
 
+pub mod aggregated;
 pub mod apply;
 pub mod builtin;
 pub mod cel;
@@ -18,6 +19,7 @@ pub mod kubelet;
 pub mod openapi;
 pub mod ops;
 pub mod patch;
+pub mod printers;
 pub mod protobuf;
 pub mod resources;
 pub mod selectors;
