@@ -332,7 +332,10 @@ fn parse_body(body: &[u8], h: &HeaderMap) -> ApiResult<Value> {
         return Err(ApiError::BadRequest("request body is empty".into()));
     }
     if header(h, header::CONTENT_TYPE).starts_with("application/vnd.kubernetes.protobuf") {
-        return crate::protobuf::decode(body).map_err(ApiError::UnsupportedMediaType);
+        return crate::protobuf::decode(body).map_err(|e| match e {
+            crate::protobuf::DecodeError::Malformed(_) => ApiError::BadRequest(e.to_string()),
+            _ => ApiError::UnsupportedMediaType(e.to_string()),
+        });
     }
     serde_json::from_slice(body)
         .or_else(|_| serde_yaml::from_slice(body))
