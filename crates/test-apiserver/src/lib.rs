@@ -6,6 +6,7 @@
 pub mod aggregated;
 pub mod apply;
 pub mod builtin;
+pub mod builtin_schemas;
 pub mod cel;
 pub mod clock;
 pub mod crd;
