@@ -100,6 +100,17 @@ async fn kubectl_create_sends_protobuf() {
     assert_eq!(s["data"]["pw"], "aHVudGVyMg==", "{s}");
     assert_eq!(s["type"], "Opaque", "{s}");
 
+    ok(&env, &["create", "namespace", "team-a"]).await;
+    ok(&env, &["create", "serviceaccount", "bot", "-n", "team-a"]).await;
+    let sa = json(
+        &ok(
+            &env,
+            &["get", "serviceaccount", "bot", "-n", "team-a", "-o", "json"],
+        )
+        .await,
+    );
+    assert_eq!(sa["metadata"]["namespace"], "team-a", "{sa}");
+
     // A kind without a protobuf table gets a clear 415, not a wrong object.
     let err = fails(&env, &["create", "job", "j", "--image=busybox"]).await;
     assert!(err.contains("send JSON instead"), "{err}");
