@@ -1,7 +1,6 @@
 //! Legacy discovery documents (`/api`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`,
-//! `/version`). Aggregated-discovery requests get these legacy documents with
-//! a plain `application/json` content type, which client-go treats as "server
-//! without aggregated discovery" and falls back from correctly.
+//! `/version`). Requests that ask for aggregated discovery are answered by
+//! `aggregated` instead.
 
 use crate::resources::Registry;
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::patch::PatchType;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::state::{DeleteOpts, State, Target, WriteOpts};
-use crate::{discovery, openapi, ops, table, watch};
+use crate::{aggregated, discovery, openapi, ops, table, watch};
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -24,6 +24,17 @@ fn json_response(code: u16, v: &Value) -> Response<Body> {
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(v.to_string()))
+        .unwrap_or_default()
+}
+
+/// A 200 JSON document with a content type naming its kind (aggregated
+/// discovery), which clients check before decoding.
+fn typed_json_response(content_type: &str, v: &Value) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::VARY, "Accept")
         .body(Body::from(v.to_string()))
         .unwrap_or_default()
 }
@@ -93,8 +104,19 @@ fn route(
     match segs.as_slice() {
         ["version"] => return Ok(json_response(200, &discovery::version())),
         ["healthz"] | ["readyz"] | ["livez"] => return Ok(text_response(200, "ok".into())),
-        ["api"] => return Ok(json_response(200, &discovery::core_versions(&st.addr))),
-        ["apis"] => return Ok(json_response(200, &discovery::group_list(&st.registry))),
+        ["api"] | ["apis"] => {
+            let core = segs.len() == 1 && segs[0] == "api";
+            if let Some(v) = aggregated::negotiate(header(h, header::ACCEPT)) {
+                let doc = aggregated::document(&st.registry, core, v);
+                return Ok(typed_json_response(&v.content_type(), &doc));
+            }
+            let doc = if core {
+                discovery::core_versions(&st.addr)
+            } else {
+                discovery::group_list(&st.registry)
+            };
+            return Ok(json_response(200, &doc));
+        }
         ["openapi", rest @ ..] => {
             return openapi::serve(st, rest, q)
                 .map(|v| json_response(200, &v))
@@ -310,7 +332,10 @@ fn parse_body(body: &[u8], h: &HeaderMap) -> ApiResult<Value> {
         return Err(ApiError::BadRequest("request body is empty".into()));
     }
     if header(h, header::CONTENT_TYPE).starts_with("application/vnd.kubernetes.protobuf") {
-        return crate::protobuf::decode(body).map_err(ApiError::UnsupportedMediaType);
+        return crate::protobuf::decode(body).map_err(|e| match e {
+            crate::protobuf::DecodeError::Malformed(_) => ApiError::BadRequest(e.to_string()),
+            _ => ApiError::UnsupportedMediaType(e.to_string()),
+        });
     }
     serde_json::from_slice(body)
         .or_else(|_| serde_yaml::from_slice(body))

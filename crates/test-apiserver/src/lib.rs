@@ -3,8 +3,10 @@
 //! Helm and kube-rs work against it unchanged, plus a harness kubelet that
 //! runs Pods as local processes. See `docs/testing-apiserver.md`.
 
+pub mod aggregated;
 pub mod apply;
 pub mod builtin;
+pub mod builtin_schemas;
 pub mod cel;
 pub mod clock;
 pub mod crd;
@@ -18,6 +20,7 @@ pub mod kubelet;
 pub mod openapi;
 pub mod ops;
 pub mod patch;
+pub mod printers;
 pub mod protobuf;
 pub mod resources;
 pub mod selectors;

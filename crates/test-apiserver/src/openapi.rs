@@ -2,10 +2,12 @@
 //! group/version). They carry what kubectl needs: PATCH operations that
 //! advertise the `fieldValidation` query parameter (so kubectl validates on
 //! the server instead of downloading OpenAPI v2), and CRD schemas tagged with
-//! `x-kubernetes-group-version-kind` for `kubectl explain`. Built-in PATCH
+//! `x-kubernetes-group-version-kind` for `kubectl explain`; built-in kinds
+//! get their full schemas from `builtin_schemas`. Built-in PATCH
 //! operations carry no request body, which makes kubectl compute strategic
 //! merge patches from its compiled-in types instead of from these documents.
 
+use crate::builtin_schemas;
 use crate::resources::ResourceType;
 use crate::state::State;
 use serde_json::{Map, Value, json};
@@ -106,6 +108,8 @@ fn gv_doc(st: &State, key: &str) -> Option<Value> {
     let mut paths = Map::new();
     let mut schemas = Map::new();
     schemas.insert(OBJECT_META.into(), object_meta());
+    let mut generator = builtin_schemas::Generator::default();
+    let mut tagged = Vec::new();
     for (rt, v) in &types {
         let ns = if rt.namespaced {
             "/namespaces/{namespace}"
@@ -130,6 +134,12 @@ fn gv_doc(st: &State, key: &str) -> Option<Value> {
             }});
         }
         paths.insert(path, json!({ "patch": op }));
+        if !rt.is_crd
+            && let Some(builtin) = generator.kind(&rt.group, &rt.kind)
+        {
+            tagged.push((builtin, gvk(rt, v)));
+            continue;
+        }
         let mut schema = rt
             .version(v)
             .and_then(|x| x.schema.clone())
@@ -137,6 +147,14 @@ fn gv_doc(st: &State, key: &str) -> Option<Value> {
         decorate(&mut schema);
         schema["x-kubernetes-group-version-kind"] = gvk(rt, v);
         schemas.insert(name, schema);
+    }
+    // Built-in kinds (and everything they reference) from k8s-openapi;
+    // this also replaces the stub ObjectMeta with the full one.
+    schemas.extend(generator.into_schemas());
+    for (name, kind) in tagged {
+        if let Some(s) = schemas.get_mut(&name) {
+            s["x-kubernetes-group-version-kind"] = kind;
+        }
     }
     Some(json!({
         "openapi": "3.0.0",

@@ -1,8 +1,10 @@
 //! `meta.k8s.io/v1` Table responses (`Accept: ...;as=Table`), which is what
 //! `kubectl get` prints: Name, the CRD's additionalPrinterColumns evaluated as
-//! simple JSONPath, and Age.
+//! simple JSONPath, and Age; built-in kinds get the real server's columns
+//! (see `printers`).
 
 use crate::clock::parse_time;
+use crate::printers::{CellFn, builtin_columns};
 use crate::resources::ResourceType;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -87,24 +89,70 @@ fn cell(vals: &[Value], ty: &str, now: DateTime<Utc>) -> Value {
     json!(parts.join(","))
 }
 
-fn columns(rt: &ResourceType, version: &str) -> Vec<(String, String, String, String)> {
-    let mut cols = vec![(
-        "Name".into(),
-        "string".into(),
-        ".metadata.name".into(),
-        "name".into(),
-    )];
+/// Where a column's cells come from.
+enum Source {
+    /// A printer-column JSONPath, with its type (`date` prints as an age).
+    Path(String, String),
+    /// A built-in printer.
+    Computed(CellFn),
+}
+
+struct Col {
+    name: String,
+    ty: String,
+    format: String,
+    priority: u8,
+    source: Source,
+}
+
+fn path_col(name: &str, ty: &str, path: &str, format: &str, priority: u8) -> Col {
+    Col {
+        name: name.into(),
+        ty: if ty == "date" {
+            "string".into()
+        } else {
+            ty.into()
+        },
+        format: format.into(),
+        priority,
+        source: Source::Path(path.into(), ty.into()),
+    }
+}
+
+fn age_col() -> Col {
+    path_col("Age", "date", ".metadata.creationTimestamp", "", 0)
+}
+
+fn columns(rt: &ResourceType, version: &str) -> Vec<Col> {
+    let mut cols = vec![path_col("Name", "string", ".metadata.name", "name", 0)];
+    if !rt.is_crd
+        && let Some(builtin) = builtin_columns(&rt.group, &rt.kind)
+    {
+        // Age goes after the always-shown columns, before the wide ones.
+        let mut age = Some(age_col());
+        for c in builtin {
+            if c.priority > 0
+                && let Some(a) = age.take()
+            {
+                cols.push(a);
+            }
+            cols.push(Col {
+                name: c.name.into(),
+                ty: c.ty.into(),
+                format: String::new(),
+                priority: c.priority,
+                source: Source::Computed(c.cell),
+            });
+        }
+        cols.extend(age);
+        return cols;
+    }
     let printer = rt
         .version(version)
         .map(|v| v.printer_columns.clone())
         .unwrap_or_default();
     if printer.is_empty() {
-        cols.push((
-            "Age".into(),
-            "date".into(),
-            ".metadata.creationTimestamp".into(),
-            "".into(),
-        ));
+        cols.push(age_col());
     }
     for c in printer {
         let g = |k: &str| {
@@ -113,7 +161,18 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<(String, String, String, Str
                 .unwrap_or_default()
                 .to_string()
         };
-        cols.push((g("name"), g("type"), g("jsonPath"), g("format")));
+        let priority = c
+            .get("priority")
+            .and_then(Value::as_u64)
+            .and_then(|p| u8::try_from(p).ok())
+            .unwrap_or(0);
+        cols.push(path_col(
+            &g("name"),
+            &g("type"),
+            &g("jsonPath"),
+            &g("format"),
+            priority,
+        ));
     }
     cols
 }
@@ -130,8 +189,8 @@ pub fn table(
     let cols = columns(rt, version);
     let defs: Vec<Value> = cols
         .iter()
-        .map(|(name, ty, _, fmt)| {
-            json!({ "name": name, "type": if ty == "date" { "string" } else { ty.as_str() }, "format": fmt, "description": "", "priority": 0 })
+        .map(|c| {
+            json!({ "name": c.name, "type": c.ty, "format": c.format, "description": "", "priority": c.priority })
         })
         .collect();
     let rows: Vec<Value> = items
@@ -139,7 +198,10 @@ pub fn table(
         .map(|o| {
             let cells: Vec<Value> = cols
                 .iter()
-                .map(|(_, ty, path, _)| cell(&jsonpath(o, path), ty, now))
+                .map(|c| match &c.source {
+                    Source::Path(path, ty) => cell(&jsonpath(o, path), ty, now),
+                    Source::Computed(f) => f(o, now),
+                })
                 .collect();
             let meta = json!({
                 "kind": "PartialObjectMetadata",

@@ -8,7 +8,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 /// Fails loudly if kubectl is not installed: this test must not pass vacuously.
-fn kubectl_path() -> String {
+pub(crate) fn kubectl_path() -> String {
     let out = std::process::Command::new("sh")
         .args(["-c", "command -v kubectl"])
         .output();
@@ -20,7 +20,7 @@ fn kubectl_path() -> String {
     }
 }
 
-fn cmd(env: &Env, args: &[&str]) -> Command {
+pub(crate) fn cmd(env: &Env, args: &[&str]) -> Command {
     let mut c = Command::new(kubectl_path());
     c.env("KUBECONFIG", &env.kubeconfig)
         .env("HOME", env.dir.path())
@@ -31,7 +31,7 @@ fn cmd(env: &Env, args: &[&str]) -> Command {
     c
 }
 
-async fn run(env: &Env, args: &[&str]) -> Output {
+pub(crate) async fn run(env: &Env, args: &[&str]) -> Output {
     within(
         &format!("kubectl {}", args.join(" ")),
         cmd(env, args).output(),
@@ -40,7 +40,7 @@ async fn run(env: &Env, args: &[&str]) -> Output {
     .expect("spawn kubectl")
 }
 
-async fn ok(env: &Env, args: &[&str]) -> String {
+pub(crate) async fn ok(env: &Env, args: &[&str]) -> String {
     let out = run(env, args).await;
     let (so, se) = (
         String::from_utf8_lossy(&out.stdout),
@@ -54,7 +54,7 @@ async fn ok(env: &Env, args: &[&str]) -> String {
     so.into_owned()
 }
 
-async fn fails(env: &Env, args: &[&str]) -> String {
+pub(crate) async fn fails(env: &Env, args: &[&str]) -> String {
     let out = run(env, args).await;
     assert!(
         !out.status.success(),
@@ -64,7 +64,7 @@ async fn fails(env: &Env, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn write(env: &Env, name: &str, yaml: &str) -> String {
+pub(crate) fn write(env: &Env, name: &str, yaml: &str) -> String {
     let p = env.dir.path().join(name);
     std::fs::write(&p, yaml).expect("write manifest");
     p.display().to_string()

@@ -1,6 +1,8 @@
 //! Acceptance tests of the test API server (one binary, one module per client).
 
+mod builtins;
 mod common;
+mod discovery;
 mod helm;
 mod kube_client;
 mod kube_gc;
