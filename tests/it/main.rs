@@ -8,6 +8,7 @@
 mod support;
 
 mod sandbox_cli;
+mod sandbox_clients;
 mod sandbox_errors;
 mod sandbox_login;
 mod sandbox_sessions;

@@ -7,6 +7,10 @@
 //! login response is already clear text; ENCRYPT_ON/REQ get TLS for the
 //! whole session. A connection whose first byte is a TLS record (0x16)
 //! is TDS 8.0 "strict": TLS first, then PRELOGIN inside it.
+//!
+//! The TLS handshake carried in PRELOGIN packets (MS-TDS 3.3.5.2) is
+//! TLS 1.2, as with SQL Server, which offers TLS 1.3 only under TDS 8.0;
+//! see `tls.rs` for why TDS 7.x clients (FreeTDS) break under 1.3.
 
 use tokio::io::AsyncWriteExt;
 

@@ -4,6 +4,19 @@
 //! During the handshake every TLS record travels as the payload of a
 //! PRELOGIN packet; once it completes, TLS records flow directly on the
 //! socket and the TDS packets travel inside them.
+//!
+//! That in-PRELOGIN handshake is TLS 1.2 at most. SQL Server only
+//! negotiates TLS 1.3 under TDS 8.0 ("SQL Server supports TLS 1.3 when
+//! TDS 8.0 is used", learn.microsoft.com .../networking/tls-1-3), and
+//! TDS 7.x clients are written against that: in TLS 1.3 the client's
+//! Finished is the last handshake flight and no server reply follows it,
+//! so a client that only flushes its PRELOGIN-wrapped handshake bytes
+//! when it next reads (FreeTDS does) leaves Finished in its output buffer
+//! and sends it later, glued in front of LOGIN7 inside an application-data
+//! record the server cannot decrypt. In TLS 1.2 the server's
+//! ChangeCipherSpec/Finished come after the client's Finished, so every
+//! client flight is followed by a read. TDS 8.0 strict connections (TLS
+//! straight on the socket, MS-TDS 3.3.5.1) keep TLS 1.2 and 1.3.
 
 use std::io;
 use std::path::Path;
@@ -23,7 +36,10 @@ use super::packet::{HEADER_LEN, Header, encode_header, kind, status};
 /// The server side TLS configuration (certificate and key).
 #[derive(Clone)]
 pub struct TlsSettings {
-    config: Arc<rustls::ServerConfig>,
+    /// TDS 7.x: handshake inside PRELOGIN packets, TLS 1.2 only.
+    prelogin: Arc<rustls::ServerConfig>,
+    /// TDS 8.0 strict: handshake on the socket, TLS 1.2 or 1.3.
+    direct: Arc<rustls::ServerConfig>,
     chain: Vec<CertificateDer<'static>>,
 }
 
@@ -74,21 +90,11 @@ impl TlsSettings {
         chain: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
     ) -> Result<Self, TdsError> {
-        // Both ring and aws-lc-rs are linked, so the provider is chosen
-        // explicitly rather than from the process default.
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TdsError::Tls(e.to_string()))?
-            .with_no_client_auth()
-            .with_single_cert(chain.clone(), key)
-            .map_err(|e| TdsError::Certificate(e.to_string()))?;
-        // TLS 1.3 session tickets would be sent after the client already
-        // considers the handshake done and has stopped unwrapping PRELOGIN
-        // packets; they would corrupt its stream.
-        config.send_tls13_tickets = 0;
+        let prelogin = server_config(&chain, &key, &[&rustls::version::TLS12])?;
+        let direct = server_config(&chain, &key, rustls::DEFAULT_VERSIONS)?;
         Ok(Self {
-            config: Arc::new(config),
+            prelogin: Arc::new(prelogin),
+            direct: Arc::new(direct),
             chain,
         })
     }
@@ -107,7 +113,8 @@ impl TlsSettings {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.accept(PreloginFramed::new(stream, true)).await
+        self.accept(&self.prelogin, PreloginFramed::new(stream, true))
+            .await
     }
 
     /// TLS handshake directly on the socket (TDS 8.0 strict encryption).
@@ -118,23 +125,46 @@ impl TlsSettings {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.accept(PreloginFramed::new(stream, false)).await
+        self.accept(&self.direct, PreloginFramed::new(stream, false))
+            .await
     }
 
     async fn accept<S>(
         &self,
+        config: &Arc<rustls::ServerConfig>,
         io: PreloginFramed<S>,
     ) -> Result<TlsStream<PreloginFramed<S>>, TdsError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        let mut tls = TlsAcceptor::from(self.config.clone())
+        let mut tls = TlsAcceptor::from(config.clone())
             .accept(io)
             .await
             .map_err(|e| TdsError::Tls(e.to_string()))?;
         tls.get_mut().0.end_handshake();
         Ok(tls)
     }
+}
+
+/// A server configuration for the given TLS versions.
+fn server_config(
+    chain: &[CertificateDer<'static>],
+    key: &PrivateKeyDer<'static>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<rustls::ServerConfig, TdsError> {
+    // Both ring and aws-lc-rs are linked, so the provider is chosen
+    // explicitly rather than from the process default.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| TdsError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain.to_vec(), key.clone_key())
+        .map_err(|e| TdsError::Certificate(e.to_string()))?;
+    // No session resumption: TLS 1.3 tickets would only be sent after the
+    // handshake, and the sandbox has no use for resumption either way.
+    config.send_tls13_tickets = 0;
+    Ok(config)
 }
 
 /// Largest PRELOGIN packet the server sends during the handshake: the
@@ -312,7 +342,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for PreloginFramed<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::ProtocolVersion;
+    use rustls::pki_types::ServerName;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::TlsConnector;
 
     #[test]
     fn self_signed_certificate_builds() {
@@ -353,5 +386,52 @@ mod tests {
         assert_eq!(&got, b"xyz");
         assert_eq!(framed.read_u8().await.unwrap(), kind::SQL_BATCH);
         assert_eq!(framed.read_u8().await.unwrap(), 1);
+    }
+
+    /// A client offering TLS 1.3 and 1.2 that trusts the server's
+    /// certificate, over a stream framed like the server's.
+    async fn negotiated(direct: bool) -> (Option<ProtocolVersion>, Option<ProtocolVersion>) {
+        let settings = TlsSettings::self_signed().unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(settings.certificate_chain()[0].clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let connector = TlsConnector::from(Arc::new(client));
+        let name = ServerName::try_from("localhost").unwrap();
+        let client = connector.connect(name, PreloginFramed::new(a, !direct));
+        let server = async {
+            if direct {
+                settings.accept_direct(b).await
+            } else {
+                settings.accept_in_prelogin(b).await
+            }
+        };
+        let (client, server) = tokio::join!(client, server);
+        (
+            client.unwrap().get_ref().1.protocol_version(),
+            server.unwrap().get_ref().1.protocol_version(),
+        )
+    }
+
+    /// TDS 7.x: the handshake in PRELOGIN packets is TLS 1.2 even when the
+    /// client offers 1.3, as with SQL Server (TLS 1.3 needs TDS 8.0).
+    #[tokio::test]
+    async fn prelogin_handshake_is_tls12() {
+        let (client, server) = negotiated(false).await;
+        assert_eq!(client, Some(ProtocolVersion::TLSv1_2));
+        assert_eq!(server, Some(ProtocolVersion::TLSv1_2));
+    }
+
+    /// TDS 8.0 strict: TLS 1.3 when the client offers it.
+    #[tokio::test]
+    async fn strict_handshake_may_be_tls13() {
+        let (client, server) = negotiated(true).await;
+        assert_eq!(client, Some(ProtocolVersion::TLSv1_3));
+        assert_eq!(server, Some(ProtocolVersion::TLSv1_3));
     }
 }
