@@ -7,6 +7,10 @@
 
 mod support;
 
+mod sandbox_cdc_capture;
+mod sandbox_cdc_cleanup;
+mod sandbox_cdc_monitoring;
+mod sandbox_cdc_schema;
 mod sandbox_cli;
 mod sandbox_errors;
 mod sandbox_login;
