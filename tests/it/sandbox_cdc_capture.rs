@@ -257,9 +257,13 @@ async fn net_changes_collapse_each_row_to_its_final_state() {
         "N'all' leaves __$update_mask NULL"
     );
     assert_eq!(
-        lsn(&net[1], "__$start_lsn"),
+        lsn(&net[2], "__$start_lsn"),
         last,
-        "the LSN of the row's final change"
+        "the LSN of the row's final change (the delete of row 4 came last)"
+    );
+    assert!(
+        lsn(&net[1], "__$start_lsn") < last && lsn(&net[1], "__$start_lsn") > seeded,
+        "row 3's final update came before the last delete"
     );
 }
 

@@ -132,7 +132,7 @@ async fn cleanup_job_honours_retention() {
     )
     .await
     .expect("retention set");
-    let retention: Option<i32> = scalar(
+    let retention: Option<i64> = scalar(
         &mut client,
         "SELECT retention FROM msdb.dbo.cdc_jobs WHERE database_id = DB_ID() AND job_type = N'cleanup'",
     )
