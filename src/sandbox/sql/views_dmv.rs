@@ -8,11 +8,11 @@
 //! `sys.dm_exec_connections` needs VIEW SERVER STATE (error 300 without
 //! it). `sys.dm_exec_sessions` and `sys.dm_exec_session_wait_stats` show
 //! everyone their own session, and every session to a login with VIEW
-//! SERVER STATE (SQL Server 2019) or, from SQL Server 2022 (product
-//! version 16), VIEW SERVER PERFORMANCE STATE, which VIEW SERVER STATE
-//! implies.
+//! SERVER STATE (SQL Server 2019) or, from SQL Server 2022, VIEW SERVER
+//! PERFORMANCE STATE, which VIEW SERVER STATE implies.
 
 use super::catalog::Database;
+use super::engine::SqlVersion;
 use super::error::{SqlError, SqlResult};
 use super::executor::context::Ctx;
 use super::types::{DataType, Length, Value};
@@ -49,8 +49,8 @@ pub fn dmv_views() -> Vec<ViewDef> {
 }
 
 /// Whether the caller sees every session in the session-scoped DMVs, or
-/// only its own. The permission depends on the version the sandbox
-/// presents (SERVERPROPERTY('ProductVersion')).
+/// only its own. The permission depends on the release the sandbox
+/// emulates (`EngineConfig::sql_version`).
 pub fn sees_all_sessions(ctx: &Ctx<'_>) -> bool {
     if ctx.info.is_sysadmin {
         return true;
@@ -59,18 +59,8 @@ pub fn sees_all_sessions(ctx: &Ctx<'_>) -> bool {
         return false;
     };
     login.has_server_permission("VIEW SERVER STATE")
-        || (product_major(&ctx.shared.config.product_version) >= 16
+        || (ctx.shared.config.sql_version == SqlVersion::Sql2022
             && login.has_server_permission("VIEW SERVER PERFORMANCE STATE"))
-}
-
-/// The major version of a `ProductVersion` string (`16.0.4135.4` -> 16);
-/// an unreadable one counts as the newest rules.
-fn product_major(version: &str) -> u32 {
-    version
-        .split('.')
-        .next()
-        .and_then(|m| m.trim().parse().ok())
-        .unwrap_or(u32::MAX)
 }
 
 /// SQL Server's error 300 for a DMV read without the server permission.
@@ -216,16 +206,4 @@ fn session_wait_stats_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<V
             ]
         })
         .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::product_major;
-
-    #[test]
-    fn product_major_reads_the_first_component() {
-        assert_eq!(product_major("15.0.4355.3"), 15);
-        assert_eq!(product_major("16.0.4135.4"), 16);
-        assert_eq!(product_major("weird"), u32::MAX);
-    }
 }
