@@ -9,6 +9,7 @@ mod support;
 
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
+mod sandbox_cdc_demo;
 mod sandbox_cdc_monitoring;
 mod sandbox_cdc_schema;
 mod sandbox_cli;
