@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use mssql_cdc::sandbox::{Sandbox, SandboxOptions, TlsSource};
+use mssql_cdc::sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion, TlsSource};
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +51,48 @@ struct SandboxArgs {
     /// PEM private key matching --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// SQL Server release to emulate: version strings and the permission
+    /// rules that differ. (`--version` is this program's own version.)
+    #[arg(long, value_enum, default_value_t = ProductVersion::V2022)]
+    product_version: ProductVersion,
+    /// Server time zone for GETDATE and CDC times: UTC or an IANA name.
+    #[arg(long, default_value = "UTC")]
+    timezone: String,
+    /// Server clock speed: 1 = real time, 0 = frozen (time moves only with
+    /// `EXEC sandbox.sp_advance_clock`), 60 = a minute per second.
+    #[arg(long, default_value_t = 1.0)]
+    clock_speed: f64,
+    /// Seconds of quiet after which the CDC capture job writes an idle
+    /// entry (moving sys.fn_cdc_get_max_lsn on a quiet database).
+    #[arg(long, default_value_t = 300)]
+    idle_interval: i64,
+    /// Create database `shop` with CDC on dbo.orders and dbo.customers and
+    /// keep inserting, updating and deleting rows.
+    #[arg(long)]
+    demo: bool,
+    /// Changes per second the demo makes.
+    #[arg(long, default_value_t = 3.0, requires = "demo")]
+    demo_rate: f64,
+    /// Seed of the demo's choices (same seed, same statements).
+    #[arg(long, default_value_t = 1, requires = "demo")]
+    demo_seed: u64,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProductVersion {
+    #[value(name = "2019")]
+    V2019,
+    #[value(name = "2022")]
+    V2022,
+}
+
+impl From<ProductVersion> for SqlVersion {
+    fn from(v: ProductVersion) -> Self {
+        match v {
+            ProductVersion::V2019 => SqlVersion::Sql2019,
+            ProductVersion::V2022 => SqlVersion::Sql2022,
+        }
+    }
 }
 
 #[tokio::main]
@@ -79,6 +121,14 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         sa_password: args.sa_password,
         script,
         tls,
+        sql_version: args.product_version.into(),
+        time_zone: args.timezone,
+        clock_speed: args.clock_speed,
+        cdc_idle_interval_secs: args.idle_interval,
+        demo: args.demo.then_some(DemoOptions {
+            rate: args.demo_rate,
+            seed: args.demo_seed,
+        }),
     };
     let sandbox = Sandbox::start(options)
         .await
@@ -87,6 +137,12 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         "mssql-cdc sandbox listening on {} (Ctrl-C stops it)",
         sandbox.local_addr()
     );
+    if sandbox.demo_changes().is_some() {
+        println!(
+            "demo: database shop, CDC on dbo.orders and dbo.customers, {} changes per second",
+            args.demo_rate
+        );
+    }
     shutdown_signal().await;
     tracing::info!("stopping the sandbox");
     sandbox

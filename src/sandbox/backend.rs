@@ -27,7 +27,13 @@ impl BackendSession for Session {
         Session::execute(self, request, cancel)
     }
 
-    fn record_network_wait(&mut self, _waited: Duration) {}
+    /// Feeds ASYNC_NETWORK_IO in `sys.dm_exec_session_wait_stats`.
+    fn record_network_wait(&mut self, waited: Duration) {
+        self.engine
+            .shared
+            .connections
+            .record_network_wait(self.info.spid, waited);
+    }
 
     fn close(&mut self) {
         Session::close(self)

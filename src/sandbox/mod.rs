@@ -6,8 +6,11 @@
 //! nothing from the rest of the crate.
 
 pub mod backend;
+pub mod demo;
 mod launch;
 pub mod sql;
 pub mod tds;
 
+pub use demo::DemoOptions;
 pub use launch::{Sandbox, SandboxError, SandboxOptions, TlsSource};
+pub use sql::engine::SqlVersion;

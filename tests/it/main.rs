@@ -7,6 +7,11 @@
 
 mod support;
 
+mod sandbox_cdc_capture;
+mod sandbox_cdc_cleanup;
+mod sandbox_cdc_demo;
+mod sandbox_cdc_monitoring;
+mod sandbox_cdc_schema;
 mod sandbox_cli;
 mod sandbox_clients;
 mod sandbox_errors;

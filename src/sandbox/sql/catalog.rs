@@ -133,6 +133,8 @@ pub struct Database {
     /// Committed transactions that changed user tables, for CDC.
     pub log: TransactionLog,
     pub is_cdc_enabled: bool,
+    /// Change data capture state (capture instances, mapping, jobs).
+    pub cdc: super::cdc::CdcDatabase,
     next_schema_id: i32,
 }
 
@@ -171,6 +173,7 @@ impl Database {
             security: DbSecurity::new(owner_login),
             log: TransactionLog::default(),
             is_cdc_enabled: false,
+            cdc: super::cdc::CdcDatabase::default(),
             next_schema_id: 5,
         }
     }

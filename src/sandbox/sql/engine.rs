@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::catalog::{Database, same_name};
 use super::clock::{Clock, SystemClock};
+use super::clock::{SandboxClock, ServerZone};
 use super::connections::{Connection, ConnectionRegistry};
 use super::error::{SqlError, SqlResult};
 use super::procedures::ProcedureRegistry;
@@ -17,7 +18,7 @@ use super::request::LoginRequest;
 use super::security::ServerSecurity;
 use super::session::Session;
 use super::transaction::{LockManager, LogRecord};
-use super::views::ViewRegistry;
+use super::views::{TableFunctionRegistry, ViewRegistry};
 
 /// How the server presents itself.
 #[derive(Debug, Clone)]
@@ -30,6 +31,57 @@ pub struct EngineConfig {
     pub product_version: String,
     /// SERVERPROPERTY('Edition').
     pub edition: String,
+    /// The SQL Server release emulated (version strings, and the 2019/2022
+    /// differences such as DMV permission names). Default 2022.
+    pub sql_version: SqlVersion,
+    /// The server's time zone: `UTC` (default) or an IANA name such as
+    /// `Europe/Oslo`. GETDATE and cdc.lsn_time_mapping use it.
+    pub time_zone: String,
+    /// Server clock speed: 1.0 = real time (default), 0 = frozen (time
+    /// moves only with sandbox.sp_advance_clock), 60 = a minute a second.
+    pub clock_speed: f64,
+    /// Seconds of quiet after which the capture job writes an idle entry
+    /// to cdc.lsn_time_mapping (default 300, as observed on SQL Server).
+    pub cdc_idle_interval_secs: i64,
+    /// How often (real milliseconds) the background CDC scheduler looks
+    /// for due capture/cleanup work (default 200).
+    pub cdc_tick_ms: u64,
+}
+
+/// The SQL Server release the sandbox reports and behaves as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SqlVersion {
+    /// SQL Server 2019 (15.x).
+    Sql2019,
+    /// SQL Server 2022 (16.x).
+    #[default]
+    Sql2022,
+}
+
+impl SqlVersion {
+    /// `2019` / `2022` (CLI values); None for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "2019" | "15" => Some(Self::Sql2019),
+            "2022" | "16" => Some(Self::Sql2022),
+            _ => None,
+        }
+    }
+
+    pub fn year(self) -> u16 {
+        match self {
+            Self::Sql2019 => 2019,
+            Self::Sql2022 => 2022,
+        }
+    }
+
+    /// A released build of that version (SERVERPROPERTY('ProductVersion')).
+    pub fn default_build(self) -> &'static str {
+        match self {
+            Self::Sql2019 => "15.0.4355.3",
+            Self::Sql2022 => "16.0.4135.4",
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -37,8 +89,13 @@ impl Default for EngineConfig {
         Self {
             sa_password: String::new(),
             server_name: "sandbox".into(),
-            product_version: "16.0.4135.4".into(),
+            product_version: SqlVersion::Sql2022.default_build().into(),
             edition: "Developer Edition (64-bit)".into(),
+            sql_version: SqlVersion::Sql2022,
+            time_zone: "UTC".into(),
+            clock_speed: 1.0,
+            cdc_idle_interval_secs: 300,
+            cdc_tick_ms: 200,
         }
     }
 }
@@ -47,8 +104,10 @@ impl EngineConfig {
     /// @@VERSION text.
     pub fn version_text(&self) -> String {
         format!(
-            "Microsoft SQL Server 2022 - {} (X64) (mssql-cdc sandbox)\n\t{} on Linux",
-            self.product_version, self.edition
+            "Microsoft SQL Server {} - {} (X64) (mssql-cdc sandbox)\n\t{} on Linux",
+            self.sql_version.year(),
+            self.product_version,
+            self.edition
         )
     }
 }
@@ -117,6 +176,7 @@ pub struct Shared {
     pub locks: LockManager,
     pub views: ViewRegistry,
     pub procedures: ProcedureRegistry,
+    pub table_functions: TableFunctionRegistry,
     pub connections: ConnectionRegistry,
     next_spid: AtomicU16,
     next_transaction: AtomicU64,
@@ -153,26 +213,46 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// A server with master, tempdb, model, msdb and the `sa` login.
+    /// Its clock is a [`SandboxClock`] in the configured zone and speed
+    /// (an unknown zone name falls back to UTC).
     pub fn new(config: EngineConfig) -> Self {
+        let zone = ServerZone::parse(&config.time_zone).unwrap_or(ServerZone::Utc);
+        let clock = Arc::new(SandboxClock::new(zone, config.clock_speed));
+        Self::with_clock(config, clock)
+    }
+
+    /// The machine's clock, uncontrollable (kept for embedders).
+    pub fn with_system_clock(config: EngineConfig) -> Self {
         Self::with_clock(config, Arc::new(SystemClock))
     }
 
     /// As [`Engine::new`] with a given clock (tests and CDC control time).
-    pub fn with_clock(config: EngineConfig, clock: Arc<dyn Clock>) -> Self {
+    /// Starts the background CDC scheduler, which ends with the engine.
+    pub fn with_clock(mut config: EngineConfig, clock: Arc<dyn Clock>) -> Self {
+        if config.sql_version == SqlVersion::Sql2019 && config.product_version.starts_with("16.") {
+            config.product_version = SqlVersion::Sql2019.default_build().into();
+        }
         let state = ServerState::new(&config.sa_password, clock.as_ref());
-        Self {
+        let mut views = ViewRegistry::with_catalog_views();
+        let mut procedures = ProcedureRegistry::with_system_procedures();
+        let mut table_functions = TableFunctionRegistry::default();
+        super::cdc::register(&mut procedures, &mut views, &mut table_functions);
+        let engine = Self {
             shared: Arc::new(Shared {
                 config,
                 clock,
                 state: RwLock::new(state),
                 locks: LockManager::default(),
-                views: ViewRegistry::with_catalog_views(),
-                procedures: ProcedureRegistry::with_system_procedures(),
+                views,
+                procedures,
+                table_functions,
                 connections: ConnectionRegistry::default(),
                 next_spid: AtomicU16::new(51),
                 next_transaction: AtomicU64::new(1),
             }),
-        }
+        };
+        super::cdc::scheduler::spawn_background(&engine.shared);
+        engine
     }
 
     pub fn config(&self) -> &EngineConfig {

@@ -5,6 +5,7 @@
 //! transactions, queries are evaluated over tables and catalog views.
 
 pub mod catalog;
+pub mod cdc;
 pub mod clock;
 pub mod connections;
 pub mod engine;

@@ -16,12 +16,13 @@
 //!   can have no cycle. Waits poll the client's CancelToken.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
 
 use super::catalog::Table;
+use super::cdc::lsn::{Lsn, LsnAllocator};
 use super::engine::ServerState;
 use super::error::{SqlError, SqlResult};
 use super::request::CancelToken;
@@ -43,10 +44,30 @@ pub enum ChangeOp {
 pub struct LogChange {
     pub object_id: i32,
     pub op: ChangeOp,
+    /// Sequence value of the change inside its transaction (CDC's
+    /// `__$seqval`); a key update split into delete+insert uses the next one.
+    pub seqval: Lsn,
+    /// 1-based statement number inside the transaction (`__$command_id`).
+    pub command_id: i32,
+    /// column_id of each row position, as the table was at commit, so a
+    /// later reader maps values even after ALTER TABLE.
+    pub columns: Arc<[i32]>,
     /// The row before (delete, update).
     pub before: Option<Row>,
     /// The row after (insert, update).
     pub after: Option<Row>,
+}
+
+/// A schema change of a committed transaction (CDC's cdc.ddl_history).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DdlEvent {
+    pub object_id: i32,
+    /// The statement, as reconstructed from the AST.
+    pub command: String,
+    /// DROP TABLE (the capture instances go with the table).
+    pub dropped: bool,
+    /// Column ids whose data type changed (required_column_update).
+    pub retyped_columns: Vec<i32>,
 }
 
 /// One committed transaction that changed user tables of a database.
@@ -56,29 +77,28 @@ pub struct LogRecord {
     pub sequence: u64,
     pub begin_time: NaiveDateTime,
     pub commit_time: NaiveDateTime,
+    /// LSN of the transaction's begin record (lsn_time_mapping.tran_begin_lsn).
+    pub begin_lsn: Lsn,
+    /// LSN of its commit record (`__$start_lsn` of its change rows).
+    pub commit_lsn: Lsn,
+    /// The transaction descriptor (lsn_time_mapping.tran_id).
+    pub tran_id: u64,
     pub changes: Vec<LogChange>,
+    pub ddl: Vec<DdlEvent>,
 }
 
 /// A database's in-memory transaction log (committed work only).
 #[derive(Debug, Clone, Default)]
 pub struct TransactionLog {
     pub records: Vec<LogRecord>,
+    /// LSNs of this database's log.
+    pub lsns: LsnAllocator,
 }
 
 impl TransactionLog {
-    fn append(
-        &mut self,
-        begin_time: NaiveDateTime,
-        commit_time: NaiveDateTime,
-        changes: Vec<LogChange>,
-    ) {
-        let sequence = self.records.len() as u64 + 1;
-        self.records.push(LogRecord {
-            sequence,
-            begin_time,
-            commit_time,
-            changes,
-        });
+    /// The next log sequence number a record would get.
+    pub fn next_sequence(&self) -> u64 {
+        self.records.last().map_or(1, |r| r.sequence + 1)
     }
 }
 
@@ -109,6 +129,11 @@ pub enum UndoEntry {
     RestoreTable {
         db: i32,
         table: Box<Table>,
+    },
+    /// A schema change to log at commit (nothing to undo).
+    Ddl {
+        db: i32,
+        event: DdlEvent,
     },
 }
 
@@ -179,44 +204,89 @@ fn undo_entry(state: &mut ServerState, entry: UndoEntry) {
                 d.tables.insert(table.meta.object_id, *table);
             }
         }
+        UndoEntry::Ddl { .. } => {}
     }
 }
 
+/// Row changes and schema changes of one database inside a transaction.
+#[derive(Default)]
+struct DbWork {
+    rows: Vec<(i32, Vec<RowUndo>)>,
+    ddl: Vec<DdlEvent>,
+}
+
 /// Makes a transaction durable: appends one log record per database whose
-/// user tables it changed, then clears its dirty marks.
+/// user tables or schema it changed, with LSNs (begin, one sequence value
+/// per change, commit), then clears its dirty marks.
 pub fn commit(state: &mut ServerState, txn: Transaction, spid: u16, commit_time: NaiveDateTime) {
-    let mut per_db: Vec<(i32, Vec<LogChange>)> = Vec::new();
-    for entry in txn.entries {
-        if let UndoEntry::Rows {
-            db,
-            object_id,
-            changes,
-        } = entry
-        {
-            let slot = match per_db.iter().position(|(d, _)| *d == db) {
-                Some(i) => i,
-                None => {
-                    per_db.push((db, Vec::new()));
-                    per_db.len() - 1
-                }
-            };
-            per_db[slot]
-                .1
-                .extend(changes.into_iter().map(|c| LogChange {
-                    object_id,
-                    op: c.op,
-                    before: c.before.map(|(_, r)| r),
-                    after: c.after.map(|(_, r)| r),
-                }));
+    let mut per_db: Vec<(i32, DbWork)> = Vec::new();
+    fn slot(db: i32, per_db: &mut Vec<(i32, DbWork)>) -> usize {
+        match per_db.iter().position(|(d, _)| *d == db) {
+            Some(i) => i,
+            None => {
+                per_db.push((db, DbWork::default()));
+                per_db.len() - 1
+            }
         }
     }
-    for (db, changes) in per_db {
-        if changes.is_empty() {
+    for entry in txn.entries {
+        match entry {
+            UndoEntry::Rows {
+                db,
+                object_id,
+                changes,
+            } => {
+                let i = slot(db, &mut per_db);
+                per_db[i].1.rows.push((object_id, changes));
+            }
+            UndoEntry::Ddl { db, event } => {
+                let i = slot(db, &mut per_db);
+                per_db[i].1.ddl.push(event);
+            }
+            _ => {}
+        }
+    }
+    for (db, work) in per_db {
+        if work.ddl.is_empty() && work.rows.iter().all(|(_, c)| c.is_empty()) {
             continue;
         }
-        if let Some(d) = state.database_by_id_mut(db) {
-            d.log.append(txn.begin_time, commit_time, changes);
+        let Some(d) = state.database_by_id_mut(db) else {
+            continue;
+        };
+        let begin_lsn = d.log.lsns.begin_block();
+        let mut changes = Vec::new();
+        for (command, (object_id, rows)) in work.rows.into_iter().enumerate() {
+            let columns: Arc<[i32]> = d
+                .tables
+                .get(&object_id)
+                .map(|t| t.meta.columns.iter().map(|c| c.column_id).collect())
+                .unwrap_or_else(|| Arc::from(Vec::new()));
+            for c in rows {
+                let seqval = d.log.lsns.take();
+                d.log.lsns.take();
+                changes.push(LogChange {
+                    object_id,
+                    op: c.op,
+                    seqval,
+                    command_id: command as i32 + 1,
+                    columns: columns.clone(),
+                    before: c.before.map(|(_, r)| r),
+                    after: c.after.map(|(_, r)| r),
+                });
+            }
         }
+        let commit_lsn = d.log.lsns.take();
+        let sequence = d.log.next_sequence();
+        d.log.records.push(LogRecord {
+            sequence,
+            begin_time: txn.begin_time,
+            commit_time,
+            begin_lsn,
+            commit_lsn,
+            tran_id: txn.descriptor,
+            changes,
+            ddl: work.ddl,
+        });
     }
     clear_dirty(state, spid);
 }

@@ -10,6 +10,7 @@
 use super::catalog::{Database, Table, same_name};
 use super::error::SqlResult;
 use super::executor::context::Ctx;
+use super::expr::Typed;
 use super::request::Column;
 use super::types::{DataType, Length, Value};
 
@@ -60,6 +61,41 @@ impl ViewRegistry {
 
     pub fn all(&self) -> impl Iterator<Item = &ViewDef> {
         self.views.iter()
+    }
+}
+
+/// A table-valued function's result: its columns and rows.
+pub type TableFnResult = SqlResult<(Vec<Column>, Vec<Vec<Value>>)>;
+
+/// Resolves and runs a table-valued function `schema.name(args)` of a
+/// database; `None` when the name is not one of its functions. Names can
+/// be families (e.g. `cdc.fn_cdc_get_all_changes_<capture_instance>`), so a
+/// resolver decides by looking at the catalog.
+pub type TableFn = fn(&Ctx<'_>, &Database, &str, &str, &[Typed]) -> Option<TableFnResult>;
+
+/// The table-valued functions FROM can call, tried in order.
+#[derive(Default)]
+pub struct TableFunctionRegistry {
+    resolvers: Vec<TableFn>,
+}
+
+impl TableFunctionRegistry {
+    pub fn register(&mut self, f: TableFn) {
+        self.resolvers.push(f);
+    }
+
+    /// Runs the first resolver that knows `schema.name`.
+    pub fn call(
+        &self,
+        ctx: &Ctx<'_>,
+        db: &Database,
+        schema: &str,
+        name: &str,
+        args: &[Typed],
+    ) -> Option<TableFnResult> {
+        self.resolvers
+            .iter()
+            .find_map(|f| f(ctx, db, schema, name, args))
     }
 }
 

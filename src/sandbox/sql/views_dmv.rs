@@ -1,16 +1,26 @@
 //! Dynamic management views about connections and sessions.
 //!
 //! Columns follow learn.microsoft.com:
-//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-connections-transact-sql>
+//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-connections-transact-sql>,
+//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-sessions-transact-sql>
 //! and
-//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-sessions-transact-sql>.
-//! Both need VIEW SERVER STATE, as in SQL Server 2019.
+//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-session-wait-stats-transact-sql>.
+//! `sys.dm_exec_connections` needs VIEW SERVER STATE (error 300 without
+//! it). `sys.dm_exec_sessions` and `sys.dm_exec_session_wait_stats` show
+//! everyone their own session, and every session to a login with VIEW
+//! SERVER STATE (SQL Server 2019) or, from SQL Server 2022, VIEW SERVER
+//! PERFORMANCE STATE, which VIEW SERVER STATE implies.
 
 use super::catalog::Database;
+use super::engine::SqlVersion;
 use super::error::{SqlError, SqlResult};
 use super::executor::context::Ctx;
 use super::types::{DataType, Length, Value};
 use super::views::{DATETIME, INT, SMALLINT, ViewDef, col, i, nvarchar, s};
+
+/// The one wait type the sandbox measures: the server waiting for a
+/// client to read result packets.
+const ASYNC_NETWORK_IO: &str = "ASYNC_NETWORK_IO";
 
 pub fn dmv_views() -> Vec<ViewDef> {
     vec![
@@ -28,7 +38,29 @@ pub fn dmv_views() -> Vec<ViewDef> {
             columns: sessions_cols,
             rows: sessions_rows,
         },
+        ViewDef {
+            schema: "sys",
+            name: "dm_exec_session_wait_stats",
+            object_id: -502,
+            columns: session_wait_stats_cols,
+            rows: session_wait_stats_rows,
+        },
     ]
+}
+
+/// Whether the caller sees every session in the session-scoped DMVs, or
+/// only its own. The permission depends on the release the sandbox
+/// emulates (`EngineConfig::sql_version`).
+pub fn sees_all_sessions(ctx: &Ctx<'_>) -> bool {
+    if ctx.info.is_sysadmin {
+        return true;
+    }
+    let Some(login) = ctx.state.security.login(&ctx.info.login) else {
+        return false;
+    };
+    login.has_server_permission("VIEW SERVER STATE")
+        || (ctx.shared.config.sql_version == SqlVersion::Sql2022
+            && login.has_server_permission("VIEW SERVER PERFORMANCE STATE"))
 }
 
 /// SQL Server's error 300 for a DMV read without the server permission.
@@ -113,12 +145,13 @@ fn sessions_cols() -> Vec<super::request::Column> {
 }
 
 fn sessions_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
-    require_server_state(ctx)?;
+    let all = sees_all_sessions(ctx);
     Ok(ctx
         .shared
         .connections
         .snapshot()
         .into_iter()
+        .filter(|c| all || c.session_id == ctx.info.spid)
         .map(|c| {
             let status = if c.session_id == ctx.info.spid {
                 "running"
@@ -133,6 +166,43 @@ fn sessions_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
                 s(&c.login),
                 s(status),
                 Value::Bit(true),
+            ]
+        })
+        .collect())
+}
+
+fn session_wait_stats_cols() -> Vec<super::request::Column> {
+    vec![
+        col("session_id", SMALLINT, false),
+        col("wait_type", nvarchar(60), false),
+        col("waiting_tasks_count", DataType::BigInt, false),
+        col("wait_time_ms", DataType::BigInt, false),
+        col("max_wait_time_ms", DataType::BigInt, false),
+        col("signal_wait_time_ms", DataType::BigInt, false),
+    ]
+}
+
+/// One ASYNC_NETWORK_IO row per session that has waited on its client.
+/// Signal wait is zero: the sandbox's threads run as soon as the socket
+/// takes data.
+fn session_wait_stats_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
+    let all = sees_all_sessions(ctx);
+    let ms =
+        |d: std::time::Duration| Value::BigInt(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Ok(ctx
+        .shared
+        .connections
+        .network_waits()
+        .into_iter()
+        .filter(|(id, _)| all || *id == ctx.info.spid)
+        .map(|(id, w)| {
+            vec![
+                Value::SmallInt(id as i16),
+                s(ASYNC_NETWORK_IO),
+                Value::BigInt(i64::try_from(w.waiting_tasks_count).unwrap_or(i64::MAX)),
+                ms(w.wait_time),
+                ms(w.max_wait_time),
+                Value::BigInt(0),
             ]
         })
         .collect())

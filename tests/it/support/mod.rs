@@ -1,5 +1,6 @@
 //! Shared set-up for the integration tests.
 
+pub mod cdc;
 pub mod server;
 
 pub use server::{TestServer, query, run, scalar, server_error};

@@ -258,7 +258,7 @@ impl<'a> Ctx<'a> {
                 }
             }
             "SERVERPROPERTY" => self.server_property(&arg_str(0).unwrap_or_default()),
-            _ => return None,
+            _ => return crate::sandbox::sql::cdc::functions::call(self, name, args),
         };
         Some(Ok(r))
     }

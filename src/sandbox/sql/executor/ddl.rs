@@ -16,7 +16,7 @@ use crate::sandbox::sql::error::{SqlError, SqlResult};
 use crate::sandbox::sql::expr::{self, Typed};
 use crate::sandbox::sql::parse::{AlterAction, ColumnSpec, TableElement};
 use crate::sandbox::sql::storage::{RowKey, TableData};
-use crate::sandbox::sql::transaction::UndoEntry;
+use crate::sandbox::sql::transaction::{DdlEvent, UndoEntry};
 use crate::sandbox::sql::types::{DataType, Decimal, Value};
 
 const ROLE_DB_DDLADMIN: i32 = 16387;
@@ -307,9 +307,55 @@ pub fn drop_tables(w: &mut WriteCtx<'_>, names: &[ObjectName], if_exists: bool) 
                 db: db_id,
                 table: Box::new(t),
             });
+            w.txn.entries.push(UndoEntry::Ddl {
+                db: db_id,
+                event: DdlEvent {
+                    object_id: oid,
+                    command: format!("DROP TABLE {name}"),
+                    dropped: true,
+                    retyped_columns: Vec::new(),
+                },
+            });
         }
     }
     Ok(())
+}
+
+/// The statement text cdc.ddl_history shows for an ALTER TABLE.
+fn alter_text(name: &ObjectName, action: &AlterAction) -> String {
+    let what = match action {
+        AlterAction::Add(elements) => {
+            let parts: Vec<String> = elements
+                .iter()
+                .map(|e| match e {
+                    TableElement::Column(c) => match &c.data_type {
+                        Some(t) => format!("{} {t}", c.name),
+                        None => c.name.to_string(),
+                    },
+                    TableElement::PrimaryKey { columns, .. } => format!(
+                        "PRIMARY KEY ({})",
+                        columns
+                            .iter()
+                            .map(|c| c.value.clone())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })
+                .collect();
+            format!("ADD {}", parts.join(", "))
+        }
+        AlterAction::DropColumns(cols) => format!(
+            "DROP COLUMN {}",
+            cols.iter()
+                .map(|c| c.value.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        AlterAction::AlterColumn {
+            name, data_type, ..
+        } => format!("ALTER COLUMN {name} {data_type}"),
+    };
+    format!("ALTER TABLE {name} {what}")
 }
 
 /// ALTER TABLE ADD / DROP COLUMN / ALTER COLUMN. The previous table is
@@ -336,10 +382,31 @@ pub fn alter_table(w: &mut WriteCtx<'_>, name: &ObjectName, action: &AlterAction
         .state
         .database_by_id_mut(db_id)
         .ok_or_else(|| SqlError::invalid_object(&name.to_string()))?;
+    let retyped_columns = old
+        .meta
+        .columns
+        .iter()
+        .filter(|o| {
+            new.meta
+                .columns
+                .iter()
+                .any(|n| n.column_id == o.column_id && n.ty != o.ty)
+        })
+        .map(|c| c.column_id)
+        .collect();
     db.tables.insert(oid, new);
     w.txn.entries.push(UndoEntry::RestoreTable {
         db: db_id,
         table: Box::new(old),
+    });
+    w.txn.entries.push(UndoEntry::Ddl {
+        db: db_id,
+        event: DdlEvent {
+            object_id: oid,
+            command: alter_text(name, action),
+            dropped: false,
+            retyped_columns,
+        },
     });
     Ok(())
 }

@@ -9,8 +9,9 @@ use sqlparser::ast::{Expr, Join, JoinConstraint, JoinOperator, TableFactor, Tabl
 
 use super::context::{Ctx, blocked};
 use super::relation::{ColMeta, Relation};
-use super::resolve::{Resolved, check_table_permission, names_table, resolve};
+use super::resolve::{Resolved, check_table_permission, database_for, names_table, resolve};
 use super::scope::{RowScope, check_names};
+use crate::sandbox::sql::catalog::QualifiedName;
 use crate::sandbox::sql::catalog::Table;
 use crate::sandbox::sql::error::{SqlError, SqlResult};
 use crate::sandbox::sql::expr::{self, Scope, is_true};
@@ -189,46 +190,45 @@ impl<'c> FromBuilder<'c> {
             TableFactor::Table {
                 name, alias, args, ..
             } => {
-                if args.is_some() {
-                    return Err(SqlError::unsupported(&format!(
-                        "table-valued function {name}"
-                    )));
-                }
                 let alias_name = alias.as_ref().map(|a| a.name.value.clone());
-                match resolve(self.ctx, name)? {
-                    Resolved::Table { db, table } => {
-                        let is_target = self.target.as_ref().is_some_and(|t| {
-                            t.found.is_none()
-                                && names_table(&t.name, alias_name.as_deref(), &table.meta.name)
-                        });
-                        if !is_target {
-                            check_table_permission(self.ctx, "SELECT", db, table)?;
+                if let Some(args) = args {
+                    self.table_function(name, &args.args, alias_name)?
+                } else {
+                    match resolve(self.ctx, name)? {
+                        Resolved::Table { db, table } => {
+                            let is_target = self.target.as_ref().is_some_and(|t| {
+                                t.found.is_none()
+                                    && names_table(&t.name, alias_name.as_deref(), &table.meta.name)
+                            });
+                            if !is_target {
+                                check_table_permission(self.ctx, "SELECT", db, table)?;
+                            }
+                            let schema = db.schema_name(table.meta.schema_id).map(str::to_string);
+                            let qualifier = alias_name.unwrap_or_else(|| table.meta.name.clone());
+                            let rel = self.scan(
+                                db.id,
+                                table,
+                                &qualifier,
+                                schema.as_deref(),
+                                filter,
+                                is_target,
+                                offset,
+                            )?;
+                            return Ok(rel);
                         }
-                        let schema = db.schema_name(table.meta.schema_id).map(str::to_string);
-                        let qualifier = alias_name.unwrap_or_else(|| table.meta.name.clone());
-                        let rel = self.scan(
-                            db.id,
-                            table,
-                            &qualifier,
-                            schema.as_deref(),
-                            filter,
-                            is_target,
-                            offset,
-                        )?;
-                        return Ok(rel);
-                    }
-                    Resolved::View { db, view } => {
-                        let qualifier = alias_name.unwrap_or_else(|| view.name.to_string());
-                        let cols = (view.columns)()
-                            .into_iter()
-                            .map(|c| {
-                                ColMeta::new(c.name, c.ty, c.nullable)
-                                    .qualified(Some(&qualifier), Some(view.schema))
-                            })
-                            .collect();
-                        Relation {
-                            cols,
-                            rows: (view.rows)(self.ctx, db)?,
+                        Resolved::View { db, view } => {
+                            let qualifier = alias_name.unwrap_or_else(|| view.name.to_string());
+                            let cols = (view.columns)()
+                                .into_iter()
+                                .map(|c| {
+                                    ColMeta::new(c.name, c.ty, c.nullable)
+                                        .qualified(Some(&qualifier), Some(view.schema))
+                                })
+                                .collect();
+                            Relation {
+                                cols,
+                                rows: (view.rows)(self.ctx, db)?,
+                            }
                         }
                     }
                 }
@@ -284,6 +284,44 @@ impl<'c> FromBuilder<'c> {
             self.filter(&mut rel, f)?;
         }
         Ok(rel)
+    }
+
+    /// `schema.fn(args)` in FROM, through the engine's table-function
+    /// registry; 208 when no function has that name.
+    fn table_function(
+        &self,
+        name: &sqlparser::ast::ObjectName,
+        args: &[sqlparser::ast::FunctionArg],
+        alias: Option<String>,
+    ) -> SqlResult<Relation> {
+        use sqlparser::ast::{FunctionArg, FunctionArgExpr};
+        let q = QualifiedName::from_object_name(name)?;
+        let db = database_for(self.ctx, &q)?;
+        self.ctx.user_in(db)?;
+        let schema = q.schema.clone().unwrap_or_else(|| "dbo".into());
+        let scope = RowScope::new(self.ctx, &[], &[], self.outer);
+        let mut values = Vec::with_capacity(args.len());
+        for a in args {
+            let e = match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => e,
+                _ => return Err(SqlError::syntax(&a.to_string())),
+            };
+            values.push(expr::eval(e, &scope)?);
+        }
+        let (columns, rows) = self
+            .ctx
+            .shared
+            .table_functions
+            .call(self.ctx, db, &schema, &q.name, &values)
+            .unwrap_or_else(|| Err(SqlError::invalid_object(&q.display())))?;
+        let qualifier = alias.unwrap_or_else(|| q.name.clone());
+        let cols = columns
+            .into_iter()
+            .map(|c| {
+                ColMeta::new(c.name, c.ty, c.nullable).qualified(Some(&qualifier), Some(&schema))
+            })
+            .collect();
+        Ok(Relation { cols, rows })
     }
 
     #[allow(clippy::too_many_arguments)]
