@@ -14,6 +14,9 @@ pub enum Abort {
     Batch,
     /// The connection is closed after the error is sent (severity 20+).
     Connection,
+    /// The client sent ATTENTION: the request stops, and the protocol layer
+    /// answers with its acknowledgement instead of this error.
+    Cancelled,
 }
 
 /// One SQL Server error or informational message.
@@ -132,11 +135,11 @@ impl SqlError {
         Self::new(8134, "Divide by zero error encountered.")
     }
 
-    /// 3621-free cancellation marker: the client sent ATTENTION.
+    /// The marker for work stopped because the client sent ATTENTION.
     pub fn cancelled() -> Self {
-        Self::new(0, "Query cancelled by the client.")
-            .with_class(0)
-            .aborting_batch()
+        let mut error = Self::new(0, "Query cancelled by the client.").with_class(0);
+        error.abort = Abort::Cancelled;
+        error
     }
 
     /// Errors SQL Server raises while binding names, before it reads a
@@ -149,7 +152,7 @@ impl SqlError {
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.number == 0 && self.class == 0
+        self.abort == Abort::Cancelled
     }
 }
 

@@ -681,7 +681,8 @@ fn waitfor_is_cancelled_from_another_thread() {
     let (out, _s) = handle.join().unwrap_or_else(|_| panic!("thread panicked"));
     assert!(
         out.iter()
-            .any(|o| matches!(o, Output::Message(m) if m.is_cancelled()))
+            .any(|o| matches!(o, Output::Message(m) if m.is_cancelled())),
+        "{out:?}"
     );
     assert!(result_sets(&out).is_empty());
 }

@@ -22,8 +22,11 @@ pub struct ScanLimits {
 
 /// The server's local time for a UTC instant: `offset` is the zone's
 /// offset in seconds.
+/// A UTC instant as cdc.lsn_time_mapping stores it: server-local time in a
+/// `datetime` column, so rounded to SQL Server's 1/300 s ticks.
 pub fn local(utc: NaiveDateTime, offset_secs: i32) -> NaiveDateTime {
-    utc + chrono::Duration::seconds(i64::from(offset_secs))
+    let local = utc + chrono::Duration::seconds(i64::from(offset_secs));
+    crate::sandbox::sql::expr::datetime::round_datetime(local).unwrap_or(local)
 }
 
 /// The `__$update_mask` with the given captured ordinals set: one bit per

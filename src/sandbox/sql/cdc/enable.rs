@@ -403,8 +403,12 @@ fn sp_cdc_enable_table(
         let name = s.database();
         for job in ["capture", "cleanup"] {
             out.push(Output::Message(
-                SqlError::new(0, format!("Job 'cdc.{name}_{job}' started successfully."))
-                    .with_class(0),
+                // msdb's sp_start_job reports this as informational 14243.
+                SqlError::new(
+                    14243,
+                    format!("Job 'cdc.{name}_{job}' started successfully."),
+                )
+                .with_class(0),
             ));
         }
     }

@@ -157,7 +157,9 @@ fn eval(ctx: &Ctx<'_>, db: &Database, name: &str, args: &[Typed]) -> SqlResult<T
             let op = text_arg(args.first()).unwrap_or_default();
             let t = match args.get(1) {
                 Some(t) if !t.value.is_null() => {
-                    match expr::convert(t, DataType::DateTime2 { scale: 7 })? {
+                    // tracking_time is a datetime parameter, compared with
+                    // the datetime column tran_end_time.
+                    match expr::convert(t, DataType::DateTime)? {
                         Value::DateTime(d) => Some(d),
                         _ => None,
                     }

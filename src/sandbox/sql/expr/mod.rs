@@ -22,7 +22,7 @@ pub mod aggregate;
 mod arith;
 mod cast;
 mod compare;
-mod datetime;
+pub(crate) mod datetime;
 mod eval;
 mod functions;
 mod like;
