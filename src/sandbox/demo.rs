@@ -13,7 +13,6 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::sql::script::split_batches;
 use super::sql::{CancelToken, Engine, Output, Request, Session, SqlError};
 
 /// The demo's schema, also usable as a script on a real server.
@@ -83,18 +82,16 @@ pub fn start(engine: &Engine, options: DemoOptions) -> Result<DemoHandle, DemoEr
     if !(options.rate.is_finite() && options.rate > 0.0) {
         return Err(DemoError::Rate(options.rate));
     }
+    engine
+        .run_script(SHOP_CDC_SCRIPT)
+        .map_err(DemoError::Setup)?;
     let mut session = engine.sa_session();
     let cancel = CancelToken::default();
-    // Batch by batch rather than Engine::run_script: only errors (class
-    // above 10) stop the set-up, whatever number an informational message
-    // such as "Job ... started successfully." carries.
-    for sql in split_batches(SHOP_CDC_SCRIPT)
-        .into_iter()
-        .chain(std::iter::once("USE shop".to_string()))
-    {
-        if let Some(e) = first_error(session.execute(Request::Batch { sql }, &cancel)) {
-            return Err(DemoError::Setup(e));
-        }
+    let use_shop = Request::Batch {
+        sql: "USE shop".into(),
+    };
+    if let Some(e) = first_error(session.execute(use_shop, &cancel)) {
+        return Err(DemoError::Setup(e));
     }
     let (stop, stopped) = mpsc::channel::<()>();
     let changes = Arc::new(AtomicU64::new(0));

@@ -11,7 +11,7 @@ use sqlparser::ast::{self, Expr, Ident, ObjectName};
 use sqlparser::dialect::MsSqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::error::{SqlError, SqlResult};
 
@@ -107,6 +107,7 @@ pub fn parse_batch(sql: &str) -> SqlResult<Vec<Stmt>> {
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
         .map_err(|e| syntax_error(&e.to_string(), sql))?;
+    let tokens = end_exec_statements(tokens);
     let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut out = Vec::new();
     loop {
@@ -120,6 +121,72 @@ pub fn parse_batch(sql: &str) -> SqlResult<Vec<Stmt>> {
         out.push(Stmt { kind, line });
     }
     Ok(out)
+}
+
+/// Keywords that begin a statement; none can continue an EXEC argument
+/// list unless nested in parentheses or after `,` or `=`.
+const STATEMENT_STARTS: &[Keyword] = &[
+    Keyword::ALTER,
+    Keyword::BEGIN,
+    Keyword::COMMIT,
+    Keyword::CREATE,
+    Keyword::DECLARE,
+    Keyword::DELETE,
+    Keyword::DENY,
+    Keyword::DROP,
+    Keyword::EXEC,
+    Keyword::EXECUTE,
+    Keyword::GRANT,
+    Keyword::IF,
+    Keyword::INSERT,
+    Keyword::PRINT,
+    Keyword::RETURN,
+    Keyword::REVOKE,
+    Keyword::ROLLBACK,
+    Keyword::SELECT,
+    Keyword::SET,
+    Keyword::TRUNCATE,
+    Keyword::UPDATE,
+    Keyword::USE,
+    Keyword::WAITFOR,
+    Keyword::WHILE,
+];
+
+/// T-SQL lets `EXEC proc args` be followed by the next statement without a
+/// semicolon (`EXEC a EXEC b`); sqlparser would read the next statement as
+/// another argument. Ends the EXEC's argument list with a `;` token where
+/// a statement keyword appears at its top level.
+fn end_exec_statements(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut in_exec = false;
+    let mut depth = 0usize;
+    // The last significant token; the procedure name follows EXEC itself.
+    let mut previous: Option<Token> = None;
+    for t in tokens {
+        if matches!(t.token, Token::Whitespace(_)) {
+            out.push(t);
+            continue;
+        }
+        match &t.token {
+            Token::SemiColon => in_exec = false,
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            Token::Word(w) if depth == 0 && STATEMENT_STARTS.contains(&w.keyword) => {
+                let after_name = !matches!(
+                    &previous,
+                    None | Some(Token::Comma | Token::Eq | Token::LParen)
+                ) && !matches!(&previous, Some(Token::Word(p)) if matches!(p.keyword, Keyword::EXEC | Keyword::EXECUTE));
+                if in_exec && after_name {
+                    out.push(TokenWithSpan::wrap(Token::SemiColon));
+                }
+                in_exec = matches!(w.keyword, Keyword::EXEC | Keyword::EXECUTE);
+            }
+            _ => {}
+        }
+        previous = Some(t.token.clone());
+        out.push(t);
+    }
+    out
 }
 
 /// Parses one data type (for parameter declarations and CAST targets).

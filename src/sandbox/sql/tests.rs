@@ -829,3 +829,16 @@ fn engine_is_shareable() {
     assert_send_sync::<Engine>();
     let _ = Arc::new(engine());
 }
+
+#[test]
+fn exec_statements_need_no_semicolon_between_them() {
+    let (_e, mut s) = shop();
+    let sets = ok(
+        &mut s,
+        "EXEC sp_executesql N'SELECT 1 AS a' \
+         EXEC sp_executesql N'SELECT @x AS b', N'@x int', @x = (SELECT MAX(v) FROM (SELECT 2 AS v) AS t) \
+         SELECT 3 AS c",
+    );
+    let values: Vec<Value> = sets.iter().map(|set| set[0][0].clone()).collect();
+    assert_eq!(values, vec![Value::Int(1), Value::Int(2), Value::Int(3)]);
+}
