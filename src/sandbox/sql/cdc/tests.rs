@@ -500,3 +500,85 @@ fn three_simulated_days_of_retention_drop_the_oldest_day() {
     // control keeps a multi-day scenario fast.
     println!("three simulated days took {:?}", started.elapsed());
 }
+
+#[test]
+fn lsn_time_mapping_is_in_the_server_time_zone() {
+    // A zone without daylight saving, so the offset is the same all year.
+    let e = Engine::new(EngineConfig {
+        sa_password: "Sa_pass1".into(),
+        clock_speed: 0.0,
+        cdc_tick_ms: 3_600_000,
+        time_zone: "Asia/Kolkata".into(),
+        ..EngineConfig::default()
+    });
+    let mut s = e.sa_session();
+    ok(
+        &mut s,
+        "CREATE DATABASE shop; USE shop;
+         CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY);
+         EXEC sys.sp_cdc_enable_db;
+         EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;",
+    );
+    ok(&mut s, "INSERT INTO dbo.orders VALUES (1)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let minutes = scalar(
+        &mut s,
+        "SELECT DATEDIFF(minute, SYSUTCDATETIME(), MAX(tran_end_time)) FROM cdc.lsn_time_mapping",
+    );
+    assert_eq!(int(&minutes), 330, "IST is UTC+05:30");
+    assert_eq!(
+        int(&scalar(
+            &mut s,
+            "SELECT DATEDIFF(minute, GETUTCDATE(), GETDATE())"
+        )),
+        330
+    );
+}
+
+#[test]
+fn map_time_to_lsn_with_each_relational_operator() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 60");
+    ok(&mut s, "INSERT INTO orders VALUES (2, N'b', 2)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let lsns = rows(
+        &mut s,
+        "SELECT DISTINCT __$start_lsn FROM cdc.dbo_orders_CT ORDER BY __$start_lsn",
+    );
+    let (first, second) = (bytes(&lsns[0][0]), bytes(&lsns[1][0]));
+    let at = |op: &str, s: &mut Session| {
+        scalar(
+            s,
+            &format!(
+                "DECLARE @t datetime = sys.fn_cdc_map_lsn_to_time(0x{}) \
+                 SELECT sys.fn_cdc_map_time_to_lsn('{op}', @t)",
+                second
+                    .iter()
+                    .map(|b| format!("{b:02X}"))
+                    .collect::<String>()
+            ),
+        )
+    };
+    assert_eq!(bytes(&at("largest less than or equal", &mut s)), second);
+    assert_eq!(bytes(&at("smallest greater than or equal", &mut s)), second);
+    assert_eq!(bytes(&at("largest less than", &mut s)), first);
+    assert!(at("smallest greater than", &mut s).is_null());
+    let next = scalar(
+        &mut s,
+        &format!(
+            "SELECT sys.fn_cdc_increment_lsn(0x{})",
+            first.iter().map(|b| format!("{b:02X}")).collect::<String>()
+        ),
+    );
+    assert!(bytes(&next) > first && bytes(&next) <= second);
+    let back = scalar(
+        &mut s,
+        &format!(
+            "SELECT sys.fn_cdc_decrement_lsn(sys.fn_cdc_increment_lsn(0x{}))",
+            first.iter().map(|b| format!("{b:02X}")).collect::<String>()
+        ),
+    );
+    assert_eq!(bytes(&back), first);
+}
