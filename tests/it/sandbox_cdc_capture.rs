@@ -10,7 +10,7 @@
 
 use tiberius::Row;
 
-use crate::support::cdc::{enable_db, lsn_literal, wait_for_capture};
+use crate::support::cdc::{enable_db, lsn_literal, orders_with_cdc, wait_for_capture};
 use crate::support::server::Client;
 use crate::support::{TestServer, run};
 
@@ -18,22 +18,6 @@ const ORDERS: &str = "CREATE TABLE dbo.orders (\
      id int NOT NULL PRIMARY KEY, \
      status nvarchar(20) NOT NULL, \
      amount int NOT NULL)";
-
-/// A database with CDC on `dbo.orders` (capture instance `dbo_orders`, net
-/// changes supported).
-async fn orders_with_cdc(server: &TestServer) -> Client {
-    let (mut client, _db) = server.scratch_database().await;
-    run(&mut client, ORDERS).await.expect("create table");
-    enable_db(&mut client).await;
-    run(
-        &mut client,
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', \
-         @role_name = NULL, @supports_net_changes = 1",
-    )
-    .await
-    .expect("sys.sp_cdc_enable_table runs");
-    client
-}
 
 fn lsn(row: &Row, column: &str) -> Vec<u8> {
     row.get::<&[u8], _>(column)
@@ -61,7 +45,7 @@ async fn rows(client: &mut Client, sql: &str) -> Vec<Row> {
 #[tokio::test]
 async fn changes_of_one_transaction_share_the_commit_lsn_and_order_by_seqval() {
     let server = TestServer::start().await;
-    let mut client = orders_with_cdc(&server).await;
+    let mut client = orders_with_cdc(&server, ORDERS, true).await.0;
     run(
         &mut client,
         "BEGIN TRAN; \
@@ -123,7 +107,7 @@ async fn changes_of_one_transaction_share_the_commit_lsn_and_order_by_seqval() {
 #[tokio::test]
 async fn all_update_old_returns_before_and_after_images() {
     let server = TestServer::start().await;
-    let mut client = orders_with_cdc(&server).await;
+    let mut client = orders_with_cdc(&server, ORDERS, true).await.0;
     run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'new', 10)")
         .await
         .expect("insert");
@@ -199,7 +183,7 @@ async fn all_update_old_returns_before_and_after_images() {
 #[tokio::test]
 async fn net_changes_collapse_each_row_to_its_final_state() {
     let server = TestServer::start().await;
-    let mut client = orders_with_cdc(&server).await;
+    let mut client = orders_with_cdc(&server, ORDERS, true).await.0;
     run(
         &mut client,
         "INSERT INTO dbo.orders VALUES (3, N'new', 30); INSERT INTO dbo.orders VALUES (4, N'new', 40);",

@@ -13,28 +13,12 @@
 use std::time::Instant;
 
 use crate::support::cdc::{
-    advance_clock, enable_db, lsn_literal, min_lsn, wait_for_capture, wait_until_count,
+    advance_clock, lsn_literal, min_lsn, orders_with_cdc, wait_for_capture, wait_until_count,
 };
-use crate::support::server::Client;
 use crate::support::{TestServer, run, scalar, server_error};
 
-async fn orders_with_cdc(server: &TestServer) -> Client {
-    let (mut client, _db) = server.scratch_database().await;
-    run(
-        &mut client,
-        "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, status nvarchar(20) NOT NULL)",
-    )
-    .await
-    .expect("create table");
-    enable_db(&mut client).await;
-    run(
-        &mut client,
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL",
-    )
-    .await
-    .expect("sys.sp_cdc_enable_table runs");
-    client
-}
+const ORDERS: &str =
+    "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, status nvarchar(20) NOT NULL)";
 
 /// The documented remark says error 208 but quotes the text of error 313,
 /// "An insufficient number of arguments were supplied for the procedure or
@@ -55,7 +39,7 @@ fn assert_out_of_range(error: &tiberius::error::Error) {
 #[tokio::test]
 async fn reading_below_the_low_water_mark_after_cleanup_is_error_313() {
     let server = TestServer::start().await;
-    let mut client = orders_with_cdc(&server).await;
+    let mut client = orders_with_cdc(&server, ORDERS, false).await.0;
     run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'old')")
         .await
         .expect("insert");
@@ -125,7 +109,7 @@ async fn cleanup_job_honours_retention() {
     if !server.is_sandbox() {
         return; // needs hours to pass: only the sandbox's clock can be moved
     }
-    let mut client = orders_with_cdc(&server).await;
+    let mut client = orders_with_cdc(&server, ORDERS, false).await.0;
     run(
         &mut client,
         "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = 60",
@@ -186,7 +170,7 @@ async fn three_simulated_days_with_daily_cleanup() {
         return; // three days of clock: sandbox only
     }
     let started = Instant::now();
-    let mut client = orders_with_cdc(&server).await;
+    let mut client = orders_with_cdc(&server, ORDERS, false).await.0;
     run(
         &mut client,
         "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = 1440",

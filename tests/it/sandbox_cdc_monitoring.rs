@@ -26,28 +26,13 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt;
 
 use crate::support::cdc::{
-    advance_clock, enable_db, lsn_literal, max_lsn, wait_for_capture, wait_for_max_lsn_past,
+    advance_clock, lsn_literal, max_lsn, orders_with_cdc, wait_for_capture, wait_for_max_lsn_past,
 };
 use crate::support::server::Client;
 use crate::support::{TestServer, run, scalar, server_error};
 
-async fn orders_with_cdc(server: &TestServer) -> (Client, String) {
-    let (mut client, db) = server.scratch_database().await;
-    run(
-        &mut client,
-        "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, status nvarchar(20) NOT NULL)",
-    )
-    .await
-    .expect("create table");
-    enable_db(&mut client).await;
-    run(
-        &mut client,
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL",
-    )
-    .await
-    .expect("sys.sp_cdc_enable_table runs");
-    (client, db)
-}
+const ORDERS: &str =
+    "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, status nvarchar(20) NOT NULL)";
 
 /// A login with a user in `db` and no other permission.
 async fn least_privilege_login(
@@ -88,7 +73,7 @@ async fn idle_entries_advance_max_lsn_on_a_quiet_database() {
     if !server.is_sandbox() {
         return; // waits for the idle interval: only the sandbox's clock can be moved
     }
-    let (mut client, _db) = orders_with_cdc(&server).await;
+    let (mut client, _db) = orders_with_cdc(&server, ORDERS, false).await;
     run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'new')")
         .await
         .expect("insert");
@@ -140,7 +125,7 @@ async fn idle_entries_advance_max_lsn_on_a_quiet_database() {
 #[tokio::test]
 async fn a_stopped_capture_job_freezes_max_lsn() {
     let server = TestServer::start().await;
-    let (mut client, _db) = orders_with_cdc(&server).await;
+    let (mut client, _db) = orders_with_cdc(&server, ORDERS, false).await;
     run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'new')")
         .await
         .expect("insert");
@@ -200,7 +185,7 @@ async fn a_stopped_capture_job_freezes_max_lsn() {
 #[tokio::test]
 async fn cdc_jobs_have_the_documented_defaults() {
     let server = TestServer::start().await;
-    let (mut client, _db) = orders_with_cdc(&server).await;
+    let (mut client, _db) = orders_with_cdc(&server, ORDERS, false).await;
     let rows = run(
         &mut client,
         "SELECT job_type, maxtrans, maxscans, continuous, pollinginterval, retention, threshold \
@@ -240,7 +225,7 @@ async fn cdc_jobs_have_the_documented_defaults() {
 #[tokio::test]
 async fn cdc_dmvs_need_view_database_state() {
     let server = TestServer::start().await;
-    let (mut admin, db) = orders_with_cdc(&server).await;
+    let (mut admin, db) = orders_with_cdc(&server, ORDERS, false).await;
     run(&mut admin, "INSERT INTO dbo.orders VALUES (1, N'new')")
         .await
         .expect("insert");
@@ -309,9 +294,7 @@ async fn a_slow_reader_accumulates_async_network_io() {
         .expect("insert 8 KB rows");
     }
 
-    let mut config = server.config();
-    config.database(&db);
-    let mut reader = server.connect_with(config).await.expect("reader connects");
+    let mut reader = server.connect_to(&db).await;
     let spid: i32 = scalar::<i16>(&mut reader, "SELECT @@SPID")
         .await
         .map(i32::from)

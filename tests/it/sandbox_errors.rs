@@ -22,9 +22,7 @@ async fn syntax_error_is_102_and_runs_nothing() {
         "{error}"
     );
 
-    let mut config = server.config();
-    config.database(&db);
-    let mut fresh = server.connect_with(config).await.expect("reconnects");
+    let mut fresh = server.connect_to(&db).await;
     let count: Option<i32> = scalar(&mut fresh, "SELECT COUNT(*) FROM dbo.t").await;
     assert_eq!(
         count,
@@ -49,9 +47,7 @@ async fn unknown_object_is_208_and_ends_the_batch() {
     assert_eq!(server_error(&error), Some((208, 16, 1)), "{error}");
     assert!(error.to_string().contains("'dbo.no_such_table'"), "{error}");
 
-    let mut config = server.config();
-    config.database(&db);
-    let mut fresh = server.connect_with(config).await.expect("reconnects");
+    let mut fresh = server.connect_to(&db).await;
     let count: Option<i32> = scalar(&mut fresh, "SELECT COUNT(*) FROM dbo.t").await;
     assert_eq!(
         count,
@@ -92,9 +88,7 @@ async fn duplicate_key_is_2627_and_ends_only_the_statement() {
         "{error}"
     );
 
-    let mut config = server.config();
-    config.database(&db);
-    let mut fresh = server.connect_with(config).await.expect("reconnects");
+    let mut fresh = server.connect_to(&db).await;
     let count: Option<i32> = scalar(&mut fresh, "SELECT COUNT(*) FROM dbo.t").await;
     assert_eq!(
         count,

@@ -51,9 +51,7 @@ async fn fifty_concurrent_sessions_each_doing_dml() {
 
     let mut tasks = tokio::task::JoinSet::new();
     for session in 0..SESSIONS {
-        let mut config = server.config();
-        config.database(&db);
-        let mut client = server.connect_with(config).await.expect("session logs in");
+        let mut client = server.connect_to(&db).await;
         tasks.spawn(async move {
             let spid: i32 = scalar::<i16>(&mut client, "SELECT @@SPID")
                 .await

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::server::{Client, run};
+use super::server::{Client, TestServer, run};
 
 /// How long a test waits for the capture job to pick up a commit. A real
 /// SQL Server polls the log every 5 seconds by default; the first scan
@@ -20,6 +20,28 @@ pub async fn enable_db(client: &mut Client) {
     run(client, "EXEC sys.sp_cdc_enable_db")
         .await
         .expect("sys.sp_cdc_enable_db runs");
+}
+
+/// A scratch database with `create_table` run and CDC on `dbo.orders`
+/// (capture instance `dbo_orders`, no gating role), with net changes when
+/// asked. Returns the client, using that database, and its name.
+pub async fn orders_with_cdc(
+    server: &TestServer,
+    create_table: &str,
+    net_changes: bool,
+) -> (Client, String) {
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, create_table).await.expect("create table");
+    enable_db(&mut client).await;
+    let sql = format!(
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', \
+         @role_name = NULL, @supports_net_changes = {}",
+        u8::from(net_changes)
+    );
+    run(&mut client, &sql)
+        .await
+        .expect("sys.sp_cdc_enable_table runs");
+    (client, db)
 }
 
 /// `sys.fn_cdc_get_max_lsn()`, None when nothing was captured yet.

@@ -79,6 +79,15 @@ impl TestServer {
             .expect("connects as administrator")
     }
 
+    /// An administrator's connection whose initial database is `database`.
+    pub async fn connect_to(&self, database: &str) -> Client {
+        let mut config = self.config();
+        config.database(database);
+        self.connect_with(config)
+            .await
+            .expect("connects as administrator")
+    }
+
     pub async fn connect_with(&self, config: Config) -> tiberius::Result<Client> {
         let tcp = TcpStream::connect(config.get_addr()).await?;
         tcp.set_nodelay(true)?;
@@ -90,22 +99,12 @@ impl TestServer {
     /// server.
     pub async fn scratch_database(&self) -> (Client, String) {
         let name = format!("it_{}", uuid::Uuid::new_v4().simple());
-        let mut client = self.connect().await;
-        client
-            .simple_query(format!("CREATE DATABASE [{name}]"))
+        let mut admin = self.connect().await;
+        run(&mut admin, &format!("CREATE DATABASE [{name}]"))
             .await
-            .expect("create database")
-            .into_results()
-            .await
-            .expect("create database completes");
-        let mut config = self.config();
-        config.database(&name);
-        drop(client);
-        client = self
-            .connect_with(config)
-            .await
-            .expect("connects to the new database");
-        (client, name)
+            .expect("create database");
+        drop(admin);
+        (self.connect_to(&name).await, name)
     }
 }
 
