@@ -23,9 +23,13 @@ fn changes(schema: &SchemaRef, batch: u64, first: i64, n: i64) -> RecordBatch {
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from(ids.clone())),
         Arc::new(
-            Decimal128Array::from(ids.iter().map(|i| i * 1001).collect::<Vec<_>>())
-                .with_precision_and_scale(18, 2)
-                .unwrap(),
+            Decimal128Array::from(
+                ids.iter()
+                    .map(|i| i128::from(*i) * 1001)
+                    .collect::<Vec<_>>(),
+            )
+            .with_precision_and_scale(18, 2)
+            .unwrap(),
         ),
         Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),
         Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),

@@ -91,7 +91,10 @@ async fn latest_is_numeric_not_lexicographic() {
     }
     std::fs::write(dir.path().join("ckpt/offsets/99.tmp"), "junk").unwrap();
     let state = ckpt.state().await.unwrap();
-    assert_eq!(state.latest_planned.map(|p| p.batch_id.get()), Some(11));
+    assert_eq!(
+        state.latest_planned.as_ref().map(|p| p.batch_id.get()),
+        Some(11)
+    );
     assert_eq!(state.latest_committed.map(BatchId::get), Some(11));
     assert_eq!(state.pending(), None);
 }

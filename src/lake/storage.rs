@@ -46,7 +46,7 @@ pub enum StorageError {
         /// The location's URL.
         url: Url,
         /// deltalake's error (never carries option values).
-        source: deltalake::DeltaTableError,
+        source: Box<deltalake::DeltaTableError>,
     },
 }
 
@@ -141,7 +141,7 @@ impl StorageLocation {
         deltalake::logstore::store_for(&self.url, options.0.clone()).map_err(|source| {
             StorageError::Store {
                 url: self.url.clone(),
-                source,
+                source: Box::new(source),
             }
         })
     }

@@ -175,7 +175,7 @@ fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
     }
 }
 
-fn branches<'a>(node: &'a Value) -> impl Iterator<Item = &'a Value> {
+fn branches(node: &Value) -> impl Iterator<Item = &Value> {
     ["anyOf", "oneOf", "allOf"]
         .into_iter()
         .filter_map(|key| node.get(key).and_then(Value::as_array))

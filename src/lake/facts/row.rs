@@ -259,7 +259,7 @@ mod tests {
     use chrono::TimeZone;
 
     fn sample(batch: u64) -> FactRow {
-        let t = |s| {
+        let t = |s: i64| {
             Utc.timestamp_opt(1_790_000_000 + s, 123_000)
                 .single()
                 .unwrap()
