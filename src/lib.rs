@@ -3,4 +3,7 @@
 //! The crate is one library behind one binary. Each top-level module has one
 //! job; see `docs/` and `../shared/design/architecture.md` for the map.
 
+pub mod lake;
 pub mod sandbox;
+pub mod source;
+pub mod spec;

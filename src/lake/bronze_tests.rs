@@ -1,0 +1,307 @@
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use deltalake::arrow::array::{
+    ArrayRef, Decimal128Array, Int64Array, StringArray, TimestampMicrosecondArray,
+};
+use futures::stream;
+
+use super::*;
+use crate::lake::test_support::{query, reopen};
+
+fn captured() -> Schema {
+    Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("total", DataType::Decimal128(18, 2), true),
+    ])
+}
+
+/// `n` change rows of one batch, ids starting at `first`.
+fn changes(schema: &SchemaRef, batch: u64, first: i64, n: i64) -> RecordBatch {
+    let ids: Vec<i64> = (first..first + n).collect();
+    let lsn = |i: &i64| format!("0x0000002A{:010X}", i);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(ids.clone())),
+        Arc::new(
+            Decimal128Array::from(
+                ids.iter()
+                    .map(|i| i128::from(*i) * 1001)
+                    .collect::<Vec<_>>(),
+            )
+            .with_precision_and_scale(18, 2)
+            .unwrap(),
+        ),
+        Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),
+        Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),
+        Arc::new(StringArray::from_iter_values(
+            ids.iter().map(|_| Operation::Insert.as_str()),
+        )),
+        Arc::new(TimestampMicrosecondArray::from(
+            ids.iter()
+                .map(|i| 1_790_000_000_000_000 + i)
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(vec![batch as i64; ids.len()])),
+    ];
+    RecordBatch::try_new(schema.clone(), columns).unwrap()
+}
+
+fn facts(batch: u64, rows: u64) -> FactRow {
+    let at = Utc.timestamp_opt(1_790_000_000, 0).single().unwrap();
+    let mut row = FactRow::new(
+        "bronze.orders",
+        "orders-v1",
+        BatchId::new(batch).ok(),
+        None,
+        at,
+    );
+    row.rows = Some(rows);
+    row
+}
+
+fn ok_stream(batches: Vec<RecordBatch>) -> impl Stream<Item = Result<RecordBatch, std::io::Error>> {
+    stream::iter(batches.into_iter().map(Ok))
+}
+
+async fn open(dir: &tempfile::TempDir) -> (BronzeTable, StorageLocation, SchemaRef) {
+    let location = StorageLocation::parse(dir.path().join("bronze").to_str().unwrap()).unwrap();
+    let schema = bronze_schema(&captured()).unwrap();
+    let table =
+        BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema, "orders-v1")
+            .await
+            .unwrap();
+    (table, location, schema)
+}
+
+fn id(n: u64) -> BatchId {
+    BatchId::new(n).unwrap()
+}
+
+async fn count(location: &StorageLocation) -> Vec<Vec<String>> {
+    query(
+        &reopen(location).await,
+        "SELECT _batch_id, count(*), sum(total) FROM t GROUP BY _batch_id ORDER BY _batch_id",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_replayed_batch_is_not_written_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bronze, location, schema) = open(&dir).await;
+    let batch0 = || vec![changes(&schema, 0, 1, 3), changes(&schema, 0, 4, 2)];
+
+    let first = bronze
+        .write_batch(id(0), ok_stream(batch0()), &facts(0, 5))
+        .await
+        .unwrap();
+    assert_eq!(
+        first,
+        BronzeOutcome::Committed {
+            version: 1,
+            rows: 5
+        }
+    );
+    let replay = bronze
+        .write_batch(id(0), ok_stream(batch0()), &facts(0, 5))
+        .await
+        .unwrap();
+    assert_eq!(replay, BronzeOutcome::AlreadyCommitted { committed: id(0) });
+
+    let second = bronze
+        .write_batch(
+            id(1),
+            ok_stream(vec![changes(&schema, 1, 6, 4)]),
+            &facts(1, 4),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        second,
+        BronzeOutcome::Committed {
+            version: 2,
+            rows: 4
+        }
+    );
+
+    // A restarted process sees the same position and skips both batches.
+    let (mut restarted, _, _) = open(&dir).await;
+    assert_eq!(restarted.committed_batch().await.unwrap(), Some(id(1)));
+    for batch in [0, 1] {
+        let again = restarted
+            .write_batch(id(batch), ok_stream(batch0()), &facts(batch, 5))
+            .await
+            .unwrap();
+        assert_eq!(again, BronzeOutcome::AlreadyCommitted { committed: id(1) });
+    }
+    let expected = [["0", "5", "150.15"], ["1", "4", "300.30"]];
+    assert_eq!(
+        count(&location).await,
+        expected.map(|r| r.map(String::from).to_vec()).to_vec()
+    );
+}
+
+#[tokio::test]
+async fn the_commit_carries_txn_and_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bronze, _, schema) = open(&dir).await;
+    bronze
+        .write_batch(
+            id(7),
+            ok_stream(vec![changes(&schema, 7, 1, 2)]),
+            &facts(7, 2),
+        )
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(
+        dir.path()
+            .join("bronze/_delta_log/00000000000000000001.json"),
+    )
+    .unwrap();
+    let actions: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let txn = actions
+        .iter()
+        .find_map(|a| a.get("txn"))
+        .expect("a txn action");
+    assert_eq!(
+        (txn["appId"].as_str(), txn["version"].as_i64()),
+        (Some("orders-v1"), Some(7))
+    );
+    let info = actions
+        .iter()
+        .find_map(|a| a.get("commitInfo"))
+        .expect("commitInfo");
+    assert_eq!(info[COMMIT_INFO_FACTS]["batch_id"], 7);
+    assert_eq!(info[COMMIT_INFO_FACTS]["rows"], 2);
+}
+
+#[tokio::test]
+async fn a_batch_without_rows_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bronze, location, schema) = open(&dir).await;
+    let outcomes = [
+        bronze
+            .write_batch(id(0), ok_stream(vec![]), &facts(0, 0))
+            .await
+            .unwrap(),
+        bronze
+            .write_batch(
+                id(1),
+                ok_stream(vec![changes(&schema, 1, 1, 0)]),
+                &facts(1, 0),
+            )
+            .await
+            .unwrap(),
+    ];
+    assert_eq!(outcomes, [BronzeOutcome::Empty, BronzeOutcome::Empty]);
+    assert_eq!(reopen(&location).await.version(), Some(0));
+    assert_eq!(bronze.committed_batch().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_failing_source_leaves_no_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bronze, location, schema) = open(&dir).await;
+    let items = vec![
+        Ok(changes(&schema, 0, 1, 3)),
+        Err(std::io::Error::other("connection reset")),
+    ];
+    let err = bronze
+        .write_batch(id(0), stream::iter(items), &facts(0, 3))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("connection reset"), "{err}");
+    assert_eq!(reopen(&location).await.version(), Some(0));
+    // The replay after the failure writes the batch once.
+    let retry = bronze
+        .write_batch(
+            id(0),
+            ok_stream(vec![changes(&schema, 0, 1, 3)]),
+            &facts(0, 3),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        retry,
+        BronzeOutcome::Committed {
+            version: 1,
+            rows: 3
+        }
+    );
+    assert_eq!(count(&location).await, vec![vec!["0", "3", "60.06"]]);
+}
+
+#[tokio::test]
+async fn large_batches_roll_files_within_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bronze, location, schema) = open(&dir).await;
+    let mut bronze = bronze.with_target_file_size(1);
+    let batches: Vec<RecordBatch> = (0..4).map(|i| changes(&schema, 0, i * 100, 100)).collect();
+    let outcome = bronze
+        .write_batch(id(0), ok_stream(batches), &facts(0, 400))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        BronzeOutcome::Committed {
+            version: 1,
+            rows: 400
+        }
+    );
+    let log = std::fs::read_to_string(
+        dir.path()
+            .join("bronze/_delta_log/00000000000000000001.json"),
+    )
+    .unwrap();
+    let files = log.lines().filter(|l| l.starts_with("{\"add\"")).count();
+    assert!(
+        files > 1,
+        "expected several files in one commit, got {files}"
+    );
+    assert_eq!(count(&location).await[0][1], "400");
+}
+
+#[test]
+fn cdc_columns_follow_the_captured_ones() {
+    let schema = bronze_schema(&captured()).unwrap();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "id",
+            "total",
+            "_lsn",
+            "_seqval",
+            "_operation",
+            "_commit_ts",
+            "_batch_id"
+        ]
+    );
+    let clash = Schema::new(vec![Field::new("_LSN", DataType::Utf8, true)]);
+    assert!(
+        matches!(bronze_schema(&clash), Err(BronzeError::ReservedColumn(name)) if name == "_LSN")
+    );
+}
+
+#[test]
+fn cdc_operation_codes_map_to_names() {
+    let cases = [
+        (1, Some("delete")),
+        (2, Some("insert")),
+        (3, Some("update_before")),
+        (4, Some("update_after")),
+        (0, None),
+        (5, None),
+    ];
+    for (code, name) in cases {
+        assert_eq!(
+            Operation::from_cdc_code(code).map(Operation::as_str),
+            name,
+            "{code}"
+        );
+    }
+    assert_eq!(Operation::Snapshot.as_str(), "snapshot");
+}

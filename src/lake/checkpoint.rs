@@ -1,0 +1,245 @@
+//! The checkpoint log: `offsets/<batch_id>` (the plan, written before the
+//! source is read) and `commits/<batch_id>` (written after the facts row).
+//!
+//! Plans are written create-only, so of two processes on one checkpoint only
+//! one can plan a given batch; the other gets [`CheckpointError::AlreadyPlanned`]
+//! and must stop without writing anything.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use deltalake::logstore::object_store::path::Path;
+use deltalake::logstore::object_store::{
+    self, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+};
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::storage::{StorageError, StorageLocation, StorageOptions};
+use crate::source::{BatchId, CaptureInstance, Lsn};
+
+const OFFSETS: &str = "offsets";
+const COMMITS: &str = "commits";
+
+/// The range one micro-batch reads, fixed before reading so a replay reads
+/// exactly the same changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedBatch {
+    /// The batch.
+    pub batch_id: BatchId,
+    /// First LSN to read (inclusive).
+    pub start_lsn: Lsn,
+    /// Last LSN to read (inclusive).
+    pub end_lsn: Lsn,
+    /// The capture instance read.
+    pub capture_instance: CaptureInstance,
+    /// When the plan was made (UTC).
+    pub planned_at: DateTime<Utc>,
+}
+
+/// The marker that a batch is fully done (bronze and facts written).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedBatch {
+    /// The batch.
+    pub batch_id: BatchId,
+    /// The bronze table version that holds it; `None` when it had no rows or
+    /// an earlier run had already committed it.
+    pub bronze_version: Option<i64>,
+    /// When the marker was written (UTC).
+    pub committed_at: DateTime<Utc>,
+}
+
+/// Where a checkpoint stands: what the engine resumes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckpointState {
+    /// The newest plan, if any.
+    pub latest_planned: Option<PlannedBatch>,
+    /// The newest batch with a commit marker, if any.
+    pub latest_committed: Option<BatchId>,
+}
+
+impl CheckpointState {
+    /// A plan without its commit marker: the previous run stopped mid-batch
+    /// and this plan must be replayed as it is.
+    pub fn pending(&self) -> Option<&PlannedBatch> {
+        self.latest_planned
+            .as_ref()
+            .filter(|plan| self.latest_committed < Some(plan.batch_id))
+    }
+
+    /// The id of the next batch to plan.
+    pub fn next_batch_id(&self) -> Result<BatchId, crate::source::BatchIdError> {
+        match &self.latest_planned {
+            Some(plan) => plan.batch_id.next(),
+            None => Ok(BatchId::FIRST),
+        }
+    }
+}
+
+/// Why the checkpoint could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// Another process planned this batch first: two writers share the checkpoint.
+    #[error(
+        "checkpoint {location}: batch {batch_id} is already planned by another process; \
+         only one stream may use a checkpoint (stop the other one)"
+    )]
+    AlreadyPlanned {
+        /// The checkpoint.
+        location: String,
+        /// The batch both tried to plan.
+        batch_id: BatchId,
+    },
+    /// A file exists but is not a valid plan or marker.
+    #[error("checkpoint {location}: {file} is not valid: {source}")]
+    Corrupt {
+        /// The checkpoint.
+        location: String,
+        /// The file, relative to the checkpoint.
+        file: String,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// The store failed.
+    #[error("checkpoint {location}: {source}")]
+    Store {
+        /// The checkpoint.
+        location: String,
+        /// object_store's error.
+        source: object_store::Error,
+    },
+    /// The store could not be opened.
+    #[error(transparent)]
+    Open(#[from] StorageError),
+}
+
+/// The checkpoint directory of one stream.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    store: Arc<dyn ObjectStore>,
+    location: String,
+}
+
+impl Checkpoint {
+    /// Opens the checkpoint at `location` (created on first write).
+    pub fn open(
+        location: &StorageLocation,
+        options: &StorageOptions,
+    ) -> Result<Self, CheckpointError> {
+        Ok(Checkpoint {
+            store: location.object_store(options)?,
+            location: location.to_string(),
+        })
+    }
+
+    /// Plans a batch: writes `offsets/<batch_id>` only if nobody has.
+    pub async fn plan(&self, plan: &PlannedBatch) -> Result<(), CheckpointError> {
+        let path = file(OFFSETS, plan.batch_id);
+        match self.put_new(&path, plan).await? {
+            true => Ok(()),
+            false => Err(CheckpointError::AlreadyPlanned {
+                location: self.location.clone(),
+                batch_id: plan.batch_id,
+            }),
+        }
+    }
+
+    /// Marks a batch done. Idempotent: a marker already there (a replay that
+    /// got this far before) is kept and `false` returned.
+    pub async fn commit(&self, commit: &CommittedBatch) -> Result<bool, CheckpointError> {
+        self.put_new(&file(COMMITS, commit.batch_id), commit).await
+    }
+
+    /// Reads the plan of one batch.
+    pub async fn planned(
+        &self,
+        batch_id: BatchId,
+    ) -> Result<Option<PlannedBatch>, CheckpointError> {
+        self.read(&file(OFFSETS, batch_id)).await
+    }
+
+    /// Reads the commit marker of one batch.
+    pub async fn committed(
+        &self,
+        batch_id: BatchId,
+    ) -> Result<Option<CommittedBatch>, CheckpointError> {
+        self.read(&file(COMMITS, batch_id)).await
+    }
+
+    /// The newest plan and the newest commit marker.
+    pub async fn state(&self) -> Result<CheckpointState, CheckpointError> {
+        let latest_planned = match self.latest(OFFSETS).await? {
+            Some(id) => self.planned(id).await?,
+            None => None,
+        };
+        Ok(CheckpointState {
+            latest_planned,
+            latest_committed: self.latest(COMMITS).await?,
+        })
+    }
+
+    async fn latest(&self, folder: &str) -> Result<Option<BatchId>, CheckpointError> {
+        let prefix = Path::from(folder);
+        let entries: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|source| self.store_error(source))?;
+        Ok(entries
+            .iter()
+            .filter_map(|meta| meta.location.filename()?.parse::<BatchId>().ok())
+            .max())
+    }
+
+    async fn put_new<T: Serialize>(&self, path: &Path, value: &T) -> Result<bool, CheckpointError> {
+        let body = serde_json::to_vec_pretty(value).map_err(|source| self.corrupt(path, source))?;
+        let options = PutOptions::from(PutMode::Create);
+        match self
+            .store
+            .put_opts(path, PutPayload::from(body), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(source) => Err(self.store_error(source)),
+        }
+    }
+
+    async fn read<T: for<'de> Deserialize<'de>>(
+        &self,
+        path: &Path,
+    ) -> Result<Option<T>, CheckpointError> {
+        let bytes = match self.store.get(path).await {
+            Ok(found) => found.bytes().await.map_err(|e| self.store_error(e))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(source) => return Err(self.store_error(source)),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| self.corrupt(path, source))
+    }
+
+    fn store_error(&self, source: object_store::Error) -> CheckpointError {
+        CheckpointError::Store {
+            location: self.location.clone(),
+            source,
+        }
+    }
+
+    fn corrupt(&self, path: &Path, source: serde_json::Error) -> CheckpointError {
+        CheckpointError::Corrupt {
+            location: self.location.clone(),
+            file: path.to_string(),
+            source,
+        }
+    }
+}
+
+fn file(folder: &str, batch_id: BatchId) -> Path {
+    Path::from(format!("{folder}/{batch_id}"))
+}
+
+#[cfg(test)]
+#[path = "checkpoint_tests.rs"]
+mod tests;

@@ -1,0 +1,167 @@
+use chrono::TimeZone;
+
+use super::*;
+
+fn at(seconds: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_790_000_000 + seconds, 0)
+        .single()
+        .unwrap()
+}
+
+fn plan(batch: u64, start: &str, end: &str) -> PlannedBatch {
+    PlannedBatch {
+        batch_id: BatchId::new(batch).unwrap(),
+        start_lsn: start.parse().unwrap(),
+        end_lsn: end.parse().unwrap(),
+        capture_instance: CaptureInstance::new("dbo_orders").unwrap(),
+        planned_at: at(batch as i64),
+    }
+}
+
+fn commit(batch: u64) -> CommittedBatch {
+    CommittedBatch {
+        batch_id: BatchId::new(batch).unwrap(),
+        bronze_version: Some(batch as i64 + 1),
+        committed_at: at(batch as i64 + 1),
+    }
+}
+
+fn open(dir: &tempfile::TempDir) -> Checkpoint {
+    let location = StorageLocation::parse(dir.path().join("ckpt").to_str().unwrap()).unwrap();
+    Checkpoint::open(&location, &StorageOptions::default()).unwrap()
+}
+
+const A: &str = "0x0000002A000001F40001";
+const B: &str = "0x0000002A000001F40009";
+const C: &str = "0x0000002B000000000002";
+
+#[tokio::test]
+async fn a_new_checkpoint_starts_at_batch_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = open(&dir).state().await.unwrap();
+    assert_eq!(state, CheckpointState::default());
+    assert_eq!(state.next_batch_id().unwrap(), BatchId::FIRST);
+    assert_eq!(state.pending(), None);
+}
+
+#[tokio::test]
+async fn plans_and_commits_are_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = open(&dir);
+    ckpt.plan(&plan(0, A, B)).await.unwrap();
+    assert!(ckpt.commit(&commit(0)).await.unwrap());
+    ckpt.plan(&plan(1, B, C)).await.unwrap();
+
+    assert_eq!(
+        ckpt.planned(BatchId::FIRST).await.unwrap(),
+        Some(plan(0, A, B))
+    );
+    assert_eq!(
+        ckpt.committed(BatchId::FIRST).await.unwrap(),
+        Some(commit(0))
+    );
+    let state = ckpt.state().await.unwrap();
+    assert_eq!(state.latest_planned, Some(plan(1, B, C)));
+    assert_eq!(state.latest_committed, Some(BatchId::FIRST));
+    assert_eq!(
+        state.pending(),
+        Some(&plan(1, B, C)),
+        "batch 1 must be replayed"
+    );
+    assert_eq!(state.next_batch_id().unwrap().get(), 2);
+
+    let text = std::fs::read_to_string(dir.path().join("ckpt/offsets/1")).unwrap();
+    for needle in [
+        B,
+        C,
+        "\"capture_instance\": \"dbo_orders\"",
+        "\"batch_id\": 1",
+    ] {
+        assert!(text.contains(needle), "{needle} not in {text}");
+    }
+}
+
+#[tokio::test]
+async fn latest_is_numeric_not_lexicographic() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = open(&dir);
+    for batch in [0, 2, 9, 10, 11] {
+        ckpt.plan(&plan(batch, A, B)).await.unwrap();
+        ckpt.commit(&commit(batch)).await.unwrap();
+    }
+    std::fs::write(dir.path().join("ckpt/offsets/99.tmp"), "junk").unwrap();
+    let state = ckpt.state().await.unwrap();
+    assert_eq!(
+        state.latest_planned.as_ref().map(|p| p.batch_id.get()),
+        Some(11)
+    );
+    assert_eq!(state.latest_committed.map(BatchId::get), Some(11));
+    assert_eq!(state.pending(), None);
+}
+
+#[tokio::test]
+async fn commit_markers_are_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = open(&dir);
+    ckpt.plan(&plan(0, A, B)).await.unwrap();
+    assert!(ckpt.commit(&commit(0)).await.unwrap());
+    let mut replay = commit(0);
+    replay.bronze_version = None;
+    assert!(!ckpt.commit(&replay).await.unwrap());
+    assert_eq!(
+        ckpt.committed(BatchId::FIRST).await.unwrap(),
+        Some(commit(0))
+    );
+}
+
+#[tokio::test]
+async fn a_second_writer_is_fenced_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (open(&dir), open(&dir));
+    for batch in 0..20 {
+        let (mine, theirs) = (plan(batch, A, B), plan(batch, B, C));
+        let (a, b) = tokio::join!(first.plan(&mine), second.plan(&theirs));
+        let winner = match (a, b) {
+            (Ok(()), Err(CheckpointError::AlreadyPlanned { batch_id, .. })) => {
+                assert_eq!(batch_id.get(), batch);
+                mine
+            }
+            (Err(CheckpointError::AlreadyPlanned { batch_id, .. }), Ok(())) => {
+                assert_eq!(batch_id.get(), batch);
+                theirs
+            }
+            other => panic!("batch {batch}: expected exactly one winner, got {other:?}"),
+        };
+        let stored = first.planned(winner.batch_id).await.unwrap();
+        assert_eq!(
+            stored,
+            Some(winner),
+            "the loser must not overwrite the plan"
+        );
+    }
+}
+
+#[tokio::test]
+async fn fencing_error_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = open(&dir);
+    ckpt.plan(&plan(3, A, B)).await.unwrap();
+    let err = ckpt.plan(&plan(3, B, C)).await.unwrap_err().to_string();
+    assert!(
+        err.contains("batch 3 is already planned by another process"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn corrupt_files_are_reported_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = open(&dir);
+    ckpt.plan(&plan(0, A, B)).await.unwrap();
+    std::fs::write(dir.path().join("ckpt/offsets/0"), "{\"batch_id\": 0").unwrap();
+    let err = ckpt.state().await.unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::Corrupt { ref file, .. } if file == "offsets/0"),
+        "{err}"
+    );
+}

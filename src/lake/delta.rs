@@ -1,0 +1,56 @@
+//! Small helpers over deltalake shared by the bronze and facts writers.
+
+use deltalake::kernel::StructField;
+use deltalake::protocol::SaveMode;
+use deltalake::{DeltaTable, DeltaTableError};
+
+use super::storage::{StorageLocation, StorageOptions, register_handlers};
+
+/// Opens the table at `location`, creating it with `fields` when no table is
+/// there yet. Two processes creating it at once both end with the same table.
+pub(crate) async fn open_or_create(
+    location: &StorageLocation,
+    options: &StorageOptions,
+    fields: Vec<StructField>,
+    comment: &str,
+) -> Result<DeltaTable, DeltaTableError> {
+    register_handlers();
+    let url = location.url().clone();
+    if let Ok(dir) = url.to_file_path() {
+        // deltalake expects a local table directory to exist.
+        std::fs::create_dir_all(&dir).map_err(|source| DeltaTableError::Io { source })?;
+    }
+    let table =
+        DeltaTable::try_from_url_with_storage_options(url.clone(), options.to_map()).await?;
+    if table.version().is_some() {
+        return Ok(table);
+    }
+    let created = table
+        .create()
+        .with_columns(fields)
+        .with_comment(comment)
+        .with_save_mode(SaveMode::Ignore)
+        .await;
+    match created {
+        Ok(table) => Ok(table),
+        // Lost a creation race: the other writer's table is the table.
+        Err(DeltaTableError::VersionAlreadyExists(_)) => {
+            DeltaTable::try_from_url_with_storage_options(url, options.to_map()).await
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// The latest `txn.version` recorded for `app_id`, after catching up with
+/// the log.
+pub(crate) async fn txn_version(
+    table: &mut DeltaTable,
+    app_id: &str,
+) -> Result<Option<i64>, DeltaTableError> {
+    table.update_state().await?;
+    let log_store = table.log_store();
+    table
+        .snapshot()?
+        .transaction_version(log_store.as_ref(), app_id)
+        .await
+}

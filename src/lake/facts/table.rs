@@ -1,0 +1,211 @@
+//! The facts Delta table: created on first use, appended idempotently.
+//!
+//! Each append is one Delta commit carrying a `txn` action whose appId names
+//! the stream (target + app_id) and the kind of sequence, and whose version
+//! is the batch id (or the snapshot number). A commit whose version is
+//! already recorded is skipped, so a replay never adds a second row for the
+//! same (target, app_id, batch_id, event). See docs/adr/0002-exactly-once.md.
+
+use std::collections::HashSet;
+
+use deltalake::kernel::Transaction;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::{DeltaTable, DeltaTableError};
+
+use super::row::{FactEvent, FactRow, to_record_batch};
+use super::schema::delta_fields;
+use crate::lake::delta::{open_or_create, txn_version};
+use crate::lake::storage::{StorageLocation, StorageOptions};
+use crate::source::BatchId;
+
+const TABLE_COMMENT: &str =
+    "mssql-cdc ingestion facts: one row per micro-batch and per snapshot or source change";
+
+/// Which sequence of a stream's facts a commit belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactSequence {
+    /// The rows of one micro-batch: its row (event NULL) and the event rows
+    /// (schema_change, capture_instance_switched, data_skipped) it carries.
+    Batch(BatchId),
+    /// The row of one snapshot (bootstrap or resnapshot), numbered by the
+    /// engine from 0 in the order the stream took them.
+    Snapshot(u64),
+}
+
+/// The idempotency key of one facts commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactsKey {
+    /// The stream's target table name.
+    pub target: String,
+    /// The stream's appId.
+    pub app_id: String,
+    /// The batch or snapshot.
+    pub sequence: FactSequence,
+}
+
+impl FactsKey {
+    /// The Delta `txn` appId of this key's sequence (distinct from the
+    /// bronze appId, which is the bare `app_id`).
+    pub fn txn_app_id(&self) -> String {
+        let kind = match self.sequence {
+            FactSequence::Batch(_) => "batch",
+            FactSequence::Snapshot(_) => "snapshot",
+        };
+        format!("mssql-cdc/facts/{kind}/{}/{}", self.app_id, self.target)
+    }
+
+    fn txn_version(&self) -> i64 {
+        match self.sequence {
+            FactSequence::Batch(id) => id.txn_version(),
+            FactSequence::Snapshot(n) => i64::try_from(n).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The rows were committed as this table version.
+    Written {
+        /// The facts table version.
+        version: i64,
+    },
+    /// An earlier run already committed this key; nothing was written.
+    AlreadyWritten,
+}
+
+/// Why facts could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    /// The rows do not belong to the key they are written under.
+    #[error("facts for {key}: {reason}")]
+    KeyMismatch {
+        /// The key, as `target/app_id/sequence`.
+        key: String,
+        /// What does not match.
+        reason: String,
+    },
+    /// Encoding the rows failed.
+    #[error("facts: cannot encode rows: {0}")]
+    Encode(#[from] deltalake::arrow::error::ArrowError),
+    /// The Delta table failed.
+    #[error("facts table {location}: {source}")]
+    Delta {
+        /// The table location.
+        location: String,
+        /// deltalake's error.
+        source: DeltaTableError,
+    },
+}
+
+/// The facts table of one or more streams.
+#[derive(Debug)]
+pub struct FactsTable {
+    table: DeltaTable,
+    location: String,
+}
+
+impl FactsTable {
+    /// Opens the table, creating it (with every column comment) if needed.
+    pub async fn open_or_create(
+        location: &StorageLocation,
+        options: &StorageOptions,
+    ) -> Result<Self, FactsError> {
+        let table = open_or_create(location, options, delta_fields(), TABLE_COMMENT)
+            .await
+            .map_err(|source| FactsError::Delta {
+                location: location.to_string(),
+                source,
+            })?;
+        Ok(FactsTable {
+            table,
+            location: location.to_string(),
+        })
+    }
+
+    /// The underlying Delta table (for readers and tests).
+    pub fn delta_table(&self) -> &DeltaTable {
+        &self.table
+    }
+
+    /// Appends `rows` in one commit unless `key` was already committed.
+    pub async fn append(
+        &mut self,
+        key: &FactsKey,
+        rows: &[FactRow],
+    ) -> Result<AppendOutcome, FactsError> {
+        check_rows(key, rows)?;
+        let app_id = key.txn_app_id();
+        let done = txn_version(&mut self.table, &app_id)
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        if done.is_some_and(|v| v >= key.txn_version()) {
+            return Ok(AppendOutcome::AlreadyWritten);
+        }
+        let batch = to_record_batch(rows)?;
+        let properties = CommitProperties::default()
+            .with_application_transaction(Transaction::new(app_id, key.txn_version()));
+        let mut writer = RecordBatchWriter::for_table(&self.table)
+            .map_err(|e| self.delta_error(e))?
+            .with_commit_properties(properties);
+        writer.write(batch).await.map_err(|e| self.delta_error(e))?;
+        let version = writer
+            .flush_and_commit(&mut self.table)
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        Ok(AppendOutcome::Written {
+            version: i64::try_from(version).unwrap_or(i64::MAX),
+        })
+    }
+
+    fn delta_error(&self, source: DeltaTableError) -> FactsError {
+        FactsError::Delta {
+            location: self.location.clone(),
+            source,
+        }
+    }
+}
+
+/// Every row must carry the key's identity, and no (batch_id, event) twice.
+fn check_rows(key: &FactsKey, rows: &[FactRow]) -> Result<(), FactsError> {
+    let fail = |reason: String| FactsError::KeyMismatch {
+        key: format!("{}/{}/{:?}", key.target, key.app_id, key.sequence),
+        reason,
+    };
+    if rows.is_empty() {
+        return Err(fail("no rows".into()));
+    }
+    let mut events: HashSet<Option<FactEvent>> = HashSet::new();
+    for row in rows {
+        if row.target != key.target || row.app_id != key.app_id {
+            return Err(fail(format!("row of {}/{}", row.target, row.app_id)));
+        }
+        let fits = match key.sequence {
+            FactSequence::Batch(id) => {
+                row.batch_id == Some(id) && !row.event.is_some_and(FactEvent::is_snapshot)
+            }
+            FactSequence::Snapshot(_) => {
+                row.batch_id.is_none() && row.event.is_some_and(FactEvent::is_snapshot)
+            }
+        };
+        if !fits {
+            return Err(fail(format!(
+                "row with batch_id {:?} and event {:?} does not belong here",
+                row.batch_id.map(BatchId::get),
+                row.event.map(FactEvent::as_str)
+            )));
+        }
+        if !events.insert(row.event) {
+            return Err(fail(format!(
+                "two rows with event {:?}",
+                row.event.map(FactEvent::as_str)
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "table_tests.rs"]
+mod tests;

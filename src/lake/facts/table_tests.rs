@@ -1,0 +1,232 @@
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::*;
+use crate::lake::facts::schema::COLUMNS;
+use crate::lake::test_support::{query, reopen};
+
+fn at(seconds: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_790_000_000 + seconds, 0)
+        .single()
+        .unwrap()
+}
+
+fn batch_key(target: &str, batch: u64) -> FactsKey {
+    FactsKey {
+        target: target.into(),
+        app_id: "orders-v1".into(),
+        sequence: FactSequence::Batch(BatchId::new(batch).unwrap()),
+    }
+}
+
+fn batch_row(target: &str, batch: u64, event: Option<FactEvent>, rows: u64) -> FactRow {
+    let mut row = FactRow::new(
+        target,
+        "orders-v1",
+        BatchId::new(batch).ok(),
+        event,
+        at(batch as i64),
+    );
+    row.rows = Some(rows);
+    row.end_lsn = "0x0000002A000001F40003".parse().ok();
+    row.end_commit_ts = Some(at(0));
+    row
+}
+
+async fn open(dir: &tempfile::TempDir) -> (FactsTable, StorageLocation) {
+    let location = StorageLocation::parse(dir.path().join("facts").to_str().unwrap()).unwrap();
+    let table = FactsTable::open_or_create(&location, &StorageOptions::default())
+        .await
+        .unwrap();
+    (table, location)
+}
+
+#[tokio::test]
+async fn creates_the_table_with_every_column_and_comment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, location) = open(&dir).await;
+    let table = reopen(&location).await;
+    let schema = table.snapshot().unwrap().schema();
+    let fields: Vec<_> = schema.fields().collect();
+    assert_eq!(fields.len(), COLUMNS.len());
+    for (field, column) in fields.iter().zip(COLUMNS) {
+        assert_eq!(field.name(), column.name);
+        assert_eq!(field.data_type(), &column.kind.delta(), "{}", column.name);
+        assert_eq!(field.is_nullable(), column.nullable, "{}", column.name);
+        let comment = field.metadata().get("comment").map(ToString::to_string);
+        assert_eq!(comment.as_deref(), Some(column.comment), "{}", column.name);
+    }
+}
+
+#[tokio::test]
+async fn opening_twice_keeps_one_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, location) = open(&dir).await;
+    let again = FactsTable::open_or_create(&location, &StorageOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(again.delta_table().version(), Some(0));
+}
+
+#[tokio::test]
+async fn a_replayed_batch_adds_no_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut facts, location) = open(&dir).await;
+    let key = batch_key("bronze.orders", 0);
+    let first = facts
+        .append(&key, &[batch_row("bronze.orders", 0, None, 3)])
+        .await
+        .unwrap();
+    assert!(matches!(first, AppendOutcome::Written { version: 1 }));
+
+    // Same key again, from this process and from a fresh one (a restart).
+    let replay = [batch_row("bronze.orders", 0, None, 99)];
+    assert_eq!(
+        facts.append(&key, &replay).await.unwrap(),
+        AppendOutcome::AlreadyWritten
+    );
+    let (mut restarted, _) = open(&dir).await;
+    assert_eq!(
+        restarted.append(&key, &replay).await.unwrap(),
+        AppendOutcome::AlreadyWritten
+    );
+
+    let rows = query(
+        &reopen(&location).await,
+        "SELECT batch_id, rows, end_lsn, end_commit_ts FROM t",
+    )
+    .await;
+    assert_eq!(
+        rows,
+        vec![vec![
+            "0",
+            "3",
+            "0x0000002A000001F40003",
+            "2026-09-21T14:13:20"
+        ]]
+    );
+}
+
+#[tokio::test]
+async fn a_batch_commits_its_row_and_event_rows_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut facts, location) = open(&dir).await;
+    for batch in 0..3 {
+        let mut rows = vec![batch_row("bronze.orders", batch, None, batch * 10)];
+        if batch == 1 {
+            rows.push(batch_row(
+                "bronze.orders",
+                1,
+                Some(FactEvent::SchemaChange),
+                0,
+            ));
+            rows.push(batch_row(
+                "bronze.orders",
+                1,
+                Some(FactEvent::DataSkipped),
+                0,
+            ));
+        }
+        facts
+            .append(&batch_key("bronze.orders", batch), &rows)
+            .await
+            .unwrap();
+    }
+    // A second stream writing the same batch ids is a different key.
+    facts
+        .append(
+            &batch_key("bronze.customers", 1),
+            &[batch_row("bronze.customers", 1, None, 5)],
+        )
+        .await
+        .unwrap();
+    let rows = query(
+        &reopen(&location).await,
+        "SELECT target, batch_id, coalesce(event, 'batch'), rows FROM t ORDER BY target, batch_id, event NULLS FIRST",
+    )
+    .await;
+    let expected = [
+        ["bronze.customers", "1", "batch", "5"],
+        ["bronze.orders", "0", "batch", "0"],
+        ["bronze.orders", "1", "batch", "10"],
+        ["bronze.orders", "1", "data_skipped", "0"],
+        ["bronze.orders", "1", "schema_change", "0"],
+        ["bronze.orders", "2", "batch", "20"],
+    ];
+    assert_eq!(
+        rows,
+        expected.map(|r| r.map(String::from).to_vec()).to_vec()
+    );
+}
+
+#[tokio::test]
+async fn snapshot_rows_are_keyed_by_snapshot_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut facts, location) = open(&dir).await;
+    let key = |n| FactsKey {
+        target: "bronze.orders".into(),
+        app_id: "orders-v1".into(),
+        sequence: FactSequence::Snapshot(n),
+    };
+    let row = |event| FactRow::new("bronze.orders", "orders-v1", None, Some(event), at(5));
+    let outcomes = [
+        facts
+            .append(&key(0), &[row(FactEvent::Bootstrap)])
+            .await
+            .unwrap(),
+        facts
+            .append(&key(0), &[row(FactEvent::Bootstrap)])
+            .await
+            .unwrap(),
+        facts
+            .append(&key(1), &[row(FactEvent::Resnapshot)])
+            .await
+            .unwrap(),
+    ];
+    assert!(matches!(outcomes[0], AppendOutcome::Written { .. }));
+    assert_eq!(outcomes[1], AppendOutcome::AlreadyWritten);
+    assert!(matches!(outcomes[2], AppendOutcome::Written { .. }));
+    let rows = query(
+        &reopen(&location).await,
+        "SELECT event FROM t ORDER BY event",
+    )
+    .await;
+    assert_eq!(rows, vec![vec!["bootstrap"], vec!["resnapshot"]]);
+}
+
+#[tokio::test]
+async fn rows_that_do_not_fit_the_key_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut facts, location) = open(&dir).await;
+    let key = batch_key("bronze.orders", 4);
+    let cases: Vec<(Vec<FactRow>, &str)> = vec![
+        (vec![], "no rows"),
+        (
+            vec![batch_row("bronze.other", 4, None, 1)],
+            "row of bronze.other/orders-v1",
+        ),
+        (
+            vec![batch_row("bronze.orders", 5, None, 1)],
+            "does not belong here",
+        ),
+        (
+            vec![batch_row("bronze.orders", 4, Some(FactEvent::Bootstrap), 1)],
+            "does not belong here",
+        ),
+        (
+            vec![
+                batch_row("bronze.orders", 4, None, 1),
+                batch_row("bronze.orders", 4, None, 2),
+            ],
+            "two rows with event None",
+        ),
+    ];
+    for (rows, needle) in cases {
+        let err = facts.append(&key, &rows).await.unwrap_err().to_string();
+        assert!(err.contains(needle), "{err}");
+    }
+    assert!(
+        query(&reopen(&location).await, "SELECT * FROM t")
+            .await
+            .is_empty()
+    );
+}

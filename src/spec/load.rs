@@ -1,0 +1,378 @@
+//! Reading a manifest from YAML, with every unknown field reported.
+//!
+//! Unknown fields never change behaviour: they are ignored, and each becomes
+//! an [`UnknownField`] warning (with a "did you mean" from the schema) that the
+//! caller logs and records in the facts `detail`.
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use super::types::{CdcStream, CdcStreamSpec, CdcStreamStatus};
+use super::validate::{API_VERSION, KIND};
+
+/// A parsed manifest and the fields it had that the schema does not know.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The manifest with unknown fields dropped.
+    pub stream: CdcStream,
+    /// One entry per unknown field, in document order.
+    pub unknown_fields: Vec<UnknownField>,
+}
+
+/// A field of the manifest that the schema does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownField {
+    /// Dotted path, e.g. `spec.source.encyrpt`.
+    pub path: String,
+    /// The closest known field at the same place, if one is close.
+    pub suggestion: Option<String>,
+}
+
+impl fmt::Display for UnknownField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown field {} (ignored", self.path)?;
+        match &self.suggestion {
+            Some(name) => write!(f, "; did you mean {name}?)"),
+            None => f.write_str(")"),
+        }
+    }
+}
+
+/// The YAML is not a manifest of the expected shape.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Not YAML, or a field of the wrong type (the message names the field
+    /// and the value).
+    #[error("invalid manifest: {0}")]
+    Yaml(#[source] serde_yaml::Error),
+    /// `apiVersion` or `kind` is missing or names another resource.
+    #[error("{field}: expected {expected}, got {got:?}")]
+    TypeMeta {
+        /// `apiVersion` or `kind`.
+        field: &'static str,
+        /// What this schema is.
+        expected: &'static str,
+        /// What the document says (empty when absent).
+        got: String,
+    },
+}
+
+/// The two fields Kubernetes uses to pick the schema.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TypeMeta {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+/// Parses one `CdcStream` YAML document. Type errors name the field and the
+/// value (serde_yaml reports the path); unknown fields become warnings.
+pub fn load_yaml(text: &str) -> Result<Loaded, LoadError> {
+    let type_meta: TypeMeta = serde_yaml::from_str(text).map_err(LoadError::Yaml)?;
+    for (field, expected, got) in [
+        ("apiVersion", API_VERSION, type_meta.api_version),
+        ("kind", KIND, type_meta.kind),
+    ] {
+        if got != expected {
+            return Err(LoadError::TypeMeta {
+                field,
+                expected,
+                got,
+            });
+        }
+    }
+    let mut paths: Vec<Vec<String>> = Vec::new();
+    let deserializer = serde_yaml::Deserializer::from_str(text);
+    let stream: CdcStream = serde_ignored::deserialize(deserializer, |path| {
+        let mut segments = Vec::new();
+        collect_segments(&path, &mut segments);
+        // apiVersion and kind are checked above; the derived type has no field for them.
+        if !matches!(segments.as_slice(), [one] if one == "apiVersion" || one == "kind") {
+            paths.push(segments);
+        }
+    })
+    .map_err(LoadError::Yaml)?;
+    let unknown_fields = paths.iter().map(|segments| describe(segments)).collect();
+    Ok(Loaded {
+        stream,
+        unknown_fields,
+    })
+}
+
+fn collect_segments(path: &serde_ignored::Path<'_>, out: &mut Vec<String>) {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => {}
+        Path::Seq { parent, index } => {
+            collect_segments(parent, out);
+            out.push(index.to_string());
+        }
+        Path::Map { parent, key } => {
+            collect_segments(parent, out);
+            out.push(key.clone());
+        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => collect_segments(parent, out),
+    }
+}
+
+fn describe(segments: &[String]) -> UnknownField {
+    let path = segments.join(".");
+    let Some((unknown, parent)) = segments.split_last() else {
+        return UnknownField {
+            path,
+            suggestion: None,
+        };
+    };
+    let known = known_fields(parent);
+    let suggestion = known
+        .into_iter()
+        .map(|name| (strsim::damerau_levenshtein(unknown, &name), name))
+        .filter(|(distance, name)| *distance <= (name.len() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name);
+    UnknownField { path, suggestion }
+}
+
+/// Field names the schema knows at `parent` (a path of keys and indices).
+fn known_fields(parent: &[String]) -> Vec<String> {
+    let Some((first, rest)) = parent.split_first() else {
+        return ["apiVersion", "kind", "metadata", "spec", "status"]
+            .map(String::from)
+            .to_vec();
+    };
+    let root = match first.as_str() {
+        "spec" => schemars::schema_for!(CdcStreamSpec),
+        "status" => schemars::schema_for!(CdcStreamStatus),
+        "metadata" => schemars::schema_for!(ObjectMeta),
+        _ => return Vec::new(),
+    };
+    let root = root.as_value();
+    let mut node = root;
+    for segment in rest {
+        match child(root, node, segment) {
+            Some(next) => node = next,
+            None => return Vec::new(),
+        }
+    }
+    let mut names = Vec::new();
+    property_names(root, node, &mut names);
+    names
+}
+
+fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
+    match node.get("$ref").and_then(Value::as_str) {
+        Some(reference) => reference
+            .strip_prefix("#/")
+            .and_then(|pointer| root.pointer(&format!("/{pointer}")))
+            .unwrap_or(node),
+        None => node,
+    }
+}
+
+fn branches(node: &Value) -> impl Iterator<Item = &Value> {
+    ["anyOf", "oneOf", "allOf"]
+        .into_iter()
+        .filter_map(|key| node.get(key).and_then(Value::as_array))
+        .flatten()
+}
+
+fn child<'a>(root: &'a Value, node: &'a Value, segment: &str) -> Option<&'a Value> {
+    let node = resolve(root, node);
+    if let Some(found) = node.get("properties").and_then(|p| p.get(segment)) {
+        return Some(found);
+    }
+    if segment.parse::<usize>().is_ok()
+        && let Some(items) = node.get("items")
+    {
+        return Some(items);
+    }
+    if let Some(values) = node.get("additionalProperties").filter(|v| v.is_object()) {
+        return Some(values);
+    }
+    branches(node).find_map(|branch| child(root, branch, segment))
+}
+
+fn property_names(root: &Value, node: &Value, out: &mut Vec<String>) {
+    let node = resolve(root, node);
+    if let Some(properties) = node.get("properties").and_then(Value::as_object) {
+        out.extend(properties.keys().cloned());
+    }
+    for branch in branches(node) {
+        property_names(root, branch, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+apiVersion: mssql-cdc.io/v1alpha1
+kind: CdcStream
+metadata: {name: orders}
+spec:
+  appId: orders-v1
+  source:
+    host: 127.0.0.1
+    database: shop
+    table: dbo.orders
+    credentials: {username: cdc_reader, passwordFrom: {env: MSSQL_PASSWORD}}
+  target: {name: bronze.orders, location: ./lake/bronze/orders}
+  checkpoint: ./lake/_checkpoints/orders
+  facts: {name: ops.ingestion_facts, location: ./lake/ops/ingestion_facts}
+"#;
+
+    fn with(extra_path: &str, line: &str) -> String {
+        // Inserts `line` right after the line that ends with `extra_path:`.
+        let mut out = String::new();
+        for l in BASE.lines() {
+            out.push_str(l);
+            out.push('\n');
+            if l.trim_end().ends_with(extra_path) {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn reports_unknown_fields_with_suggestions() {
+        let cases = [
+            (
+                "  source:",
+                "    encyrpt: off",
+                "unknown field spec.source.encyrpt (ignored; did you mean encrypt?)",
+            ),
+            (
+                "spec:",
+                "  maxCommitPerBatch: 5",
+                "unknown field spec.maxCommitPerBatch (ignored; did you mean maxCommitsPerBatch?)",
+            ),
+            (
+                "spec:",
+                "  trigger: {procesingTime: 5s}",
+                "unknown field spec.trigger.procesingTime (ignored; did you mean processingTime?)",
+            ),
+            (
+                "spec:",
+                "  snapshot: {chunkrows: 5}",
+                "unknown field spec.snapshot.chunkrows (ignored; did you mean chunkRows?)",
+            ),
+            (
+                "spec:",
+                "  colour: blue",
+                "unknown field spec.colour (ignored)",
+            ),
+            (
+                "kind: CdcStream",
+                "spek: {}",
+                "unknown field spek (ignored; did you mean spec?)",
+            ),
+            ("metadata: {name: orders}", "", ""),
+        ];
+        for (anchor, line, expected) in cases {
+            let loaded = load_yaml(&with(anchor, line)).unwrap();
+            let shown: Vec<String> = loaded
+                .unknown_fields
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let expected: Vec<String> = [expected]
+                .into_iter()
+                .filter(|e| !e.is_empty())
+                .map(String::from)
+                .collect();
+            assert_eq!(shown, expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_do_not_change_behaviour() {
+        let plain = load_yaml(BASE).unwrap().stream;
+        let noisy = load_yaml(&with("  source:", "    encyrpt: off\n    colour: blue")).unwrap();
+        assert_eq!(noisy.stream.spec, plain.spec);
+        assert_eq!(noisy.unknown_fields.len(), 2);
+    }
+
+    #[test]
+    fn reports_nested_unknown_fields_in_credentials() {
+        let text = BASE.replace(
+            "{env: MSSQL_PASSWORD}",
+            "{env: MSSQL_PASSWORD, optional: true}",
+        );
+        let loaded = load_yaml(&text).unwrap();
+        assert_eq!(
+            loaded.unknown_fields.len(),
+            1,
+            "{:?}",
+            loaded.unknown_fields
+        );
+        assert!(
+            loaded.unknown_fields[0]
+                .path
+                .starts_with("spec.source.credentials.passwordFrom")
+        );
+    }
+
+    #[test]
+    fn type_errors_name_the_field_and_value() {
+        let cases = [
+            (
+                "spec:",
+                "  maxCommitsPerBatch: lots",
+                ["maxCommitsPerBatch", "lots"],
+            ),
+            ("  source:", "    encrypt: maybe", ["encrypt", "maybe"]),
+            ("  source:", "    port: 70000", ["port", "70000"]),
+            (
+                "spec:",
+                "  snapshot: {mode: sometimes}",
+                ["mode", "sometimes"],
+            ),
+        ];
+        for (anchor, line, needles) in cases {
+            let err = load_yaml(&with(anchor, line)).unwrap_err().to_string();
+            for needle in needles {
+                assert!(err.contains(needle), "{line}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn checks_api_version_and_kind() {
+        let cases = [
+            (
+                "apiVersion: mssql-cdc.io/v1alpha1",
+                "apiVersion: mssql-cdc.io/v1",
+                "apiVersion: expected mssql-cdc.io/v1alpha1, got \"mssql-cdc.io/v1\"",
+            ),
+            (
+                "kind: CdcStream",
+                "kind: Pod",
+                "kind: expected CdcStream, got \"Pod\"",
+            ),
+            ("kind: CdcStream", "", "kind: expected CdcStream, got \"\""),
+        ];
+        for (from, to, expected) in cases {
+            let err = load_yaml(&BASE.replace(from, to)).unwrap_err();
+            assert_eq!(err.to_string(), expected);
+        }
+    }
+
+    #[test]
+    fn applies_defaults() {
+        let spec = load_yaml(BASE).unwrap().stream.spec;
+        assert_eq!(spec.source.port, 1433);
+        assert_eq!(spec.max_commits_per_batch, 10_000);
+        assert_eq!(spec.snapshot.chunk_rows, 100_000);
+        assert_eq!(spec.source.encrypt, crate::spec::Encrypt::Required);
+        assert!(!spec.source.trust_server_certificate);
+    }
+}

@@ -1,0 +1,23 @@
+//! The `CdcStream` manifest: one schema for local runs and the Kubernetes
+//! resource.
+//!
+//! `types` is the serde/schemars/kube shape users write; `load` reads YAML and
+//! reports unknown fields; `validate` turns a manifest into a trusted
+//! [`StreamConfig`] or errors that name the field and the value;
+//! `credentials` resolves the password without ever showing it.
+
+mod credentials;
+mod load;
+mod types;
+mod validate;
+
+pub use credentials::{CredentialError, PasswordSource, resolve_password};
+pub use load::{LoadError, Loaded, UnknownField, load_yaml};
+pub use types::{
+    CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, PasswordFrom,
+    SecretKeyRef, SnapshotMode, SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
+};
+pub use validate::{
+    API_VERSION, KIND, SourceConfig, SpecError, StreamConfig, TableConfig, TableName, Trigger,
+    ValidationErrors,
+};

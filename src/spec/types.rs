@@ -1,0 +1,201 @@
+//! The manifest as users write it. Field names are camelCase in YAML; defaults
+//! are applied here, checks in `validate`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One stream: a captured SQL Server table into a bronze Delta table, with
+/// one facts row per micro-batch.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "mssql-cdc.io",
+    version = "v1alpha1",
+    kind = "CdcStream",
+    namespaced,
+    shortname = "cdcs",
+    status = "CdcStreamStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CdcStreamSpec {
+    /// Identity of the stream's writes: the Delta `txn` appId of every bronze
+    /// commit. Changing it makes the stream a new writer.
+    pub app_id: String,
+    /// The SQL Server table to read.
+    pub source: SourceSpec,
+    /// The bronze Delta table the changes go to.
+    pub target: TableSpec,
+    /// Directory (path or URI) of the stream's offsets and commits.
+    pub checkpoint: String,
+    /// The shared Delta table of per-batch facts.
+    pub facts: TableSpec,
+    /// object_store options (endpoint, region...) for every location.
+    #[serde(default)]
+    pub storage_options: BTreeMap<String, String>,
+    /// When micro-batches run.
+    #[serde(default)]
+    pub trigger: TriggerSpec,
+    /// Upper bound of source transactions read by one micro-batch.
+    #[serde(default = "default_max_commits_per_batch")]
+    pub max_commits_per_batch: u64,
+    /// Whether and how the current table contents are copied first.
+    #[serde(default)]
+    pub snapshot: SnapshotSpec,
+}
+
+fn default_max_commits_per_batch() -> u64 {
+    10_000
+}
+
+/// Connection and table on the SQL Server side.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceSpec {
+    /// Host name or address of SQL Server.
+    pub host: String,
+    /// TCP port of SQL Server.
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Database holding the table.
+    pub database: String,
+    /// The captured table as `schema.table`.
+    pub table: String,
+    /// Capture instance to read; the table's newest when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_instance: Option<String>,
+    /// Columns to copy; every captured column when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<Vec<String>>,
+    /// Login of the (least-privilege) CDC reader.
+    pub credentials: CredentialsSpec,
+    /// TLS policy of the connection.
+    #[serde(default)]
+    pub encrypt: Encrypt,
+    /// Accept any server certificate (development only).
+    #[serde(default)]
+    pub trust_server_certificate: bool,
+}
+
+fn default_port() -> u16 {
+    1433
+}
+
+/// A SQL login whose password comes from outside the manifest.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsSpec {
+    /// SQL login name.
+    pub username: String,
+    /// Where the password is read from; never the password itself.
+    pub password_from: PasswordFrom,
+}
+
+/// Where the password is read from: exactly one of the three keys.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordFrom {
+    /// An environment variable of the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    /// A file (one trailing newline ignored), e.g. a mounted Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    /// A key of a Kubernetes Secret in the stream's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKeyRef>,
+}
+
+/// A key of a Kubernetes Secret.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct SecretKeyRef {
+    /// Secret name.
+    pub name: String,
+    /// Key within the Secret.
+    pub key: String,
+}
+
+/// TLS policy, as SQL Server clients name it.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Encrypt {
+    /// TLS for the whole session; fail without it.
+    #[default]
+    Required,
+    /// TLS when the server offers it.
+    Optional,
+    /// No TLS at all.
+    Off,
+}
+
+/// A Delta table: its catalog-style name and where it is stored.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct TableSpec {
+    /// Name used in facts rows (`target`) and reports, e.g. `bronze.orders`.
+    pub name: String,
+    /// Path or URI of the table.
+    pub location: String,
+}
+
+/// When micro-batches run: at most one of the two keys.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggerSpec {
+    /// Interval between batch starts, e.g. `10s`, `5m` (default `10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processing_time: Option<String>,
+    /// Read up to the source's current max LSN in batches, then stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_now: Option<bool>,
+}
+
+/// The initial copy of the table's current rows.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotSpec {
+    /// `initial` copies the table before streaming changes; `never` does not.
+    #[serde(default)]
+    pub mode: SnapshotMode,
+    /// Rows per snapshot chunk (one bronze commit each).
+    #[serde(default = "default_chunk_rows")]
+    pub chunk_rows: u64,
+}
+
+impl Default for SnapshotSpec {
+    fn default() -> Self {
+        SnapshotSpec {
+            mode: SnapshotMode::default(),
+            chunk_rows: default_chunk_rows(),
+        }
+    }
+}
+
+fn default_chunk_rows() -> u64 {
+    100_000
+}
+
+/// Whether the stream starts with a snapshot.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotMode {
+    /// Copy the current rows, then stream changes from the snapshot's LSN.
+    #[default]
+    Initial,
+    /// Stream changes only.
+    Never,
+}
+
+/// What the operator and the worker report about a stream.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CdcStreamStatus {
+    /// The spec generation the conditions were computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Health conditions (liveness, retention headroom, lags...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

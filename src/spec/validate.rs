@@ -1,0 +1,395 @@
+//! Turning a manifest into a trusted [`StreamConfig`]. Every check reports the
+//! field path and the offending value; all problems are reported at once.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use super::credentials::PasswordSource;
+use super::types::{CdcStreamSpec, Encrypt, SnapshotMode, TableSpec};
+use crate::lake::StorageLocation;
+use crate::source::CaptureInstance;
+
+/// The `apiVersion` of this schema.
+pub const API_VERSION: &str = "mssql-cdc.io/v1alpha1";
+/// The `kind` of this schema.
+pub const KIND: &str = "CdcStream";
+
+/// Interval between batches when the manifest sets no trigger.
+const DEFAULT_PROCESSING_TIME: Duration = Duration::from_secs(10);
+
+/// One invalid value in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// A required text is empty.
+    #[error("{field}: must not be empty")]
+    Empty {
+        /// Field path.
+        field: String,
+    },
+    /// A count or port that must be positive.
+    #[error("{field}: must be > 0, got {value}")]
+    NotPositive {
+        /// Field path.
+        field: String,
+        /// The value given.
+        value: u64,
+    },
+    /// A two-part SQL Server name without its schema (or with more parts).
+    #[error("{field}: expected schema.table, got {value:?}")]
+    TableName {
+        /// Field path.
+        field: String,
+        /// The value given.
+        value: String,
+    },
+    /// Two keys that cannot be set together.
+    #[error("{field}: {first} and {second} are exclusive")]
+    Exclusive {
+        /// Field path of the parent.
+        field: String,
+        /// One key.
+        first: &'static str,
+        /// The other key.
+        second: &'static str,
+    },
+    /// None or several of a set of alternatives.
+    #[error("{field}: set exactly one of {choices}, got {got}")]
+    ExactlyOne {
+        /// Field path of the parent.
+        field: String,
+        /// The alternatives.
+        choices: &'static str,
+        /// The keys that were set.
+        got: String,
+    },
+    /// Any other invalid value, with the reason.
+    #[error("{field}: {reason}, got {value:?}")]
+    Invalid {
+        /// Field path.
+        field: String,
+        /// The value given.
+        value: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+}
+
+/// Every problem of one manifest, one per line when displayed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationErrors(pub Vec<SpecError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+/// A `schema.table` name on SQL Server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableName {
+    /// Schema, e.g. `dbo`.
+    pub schema: String,
+    /// Table, e.g. `orders`.
+    pub table: String,
+}
+
+/// When batches run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Continuously, one batch per interval.
+    ProcessingTime(Duration),
+    /// Up to the source's max LSN at start, then exit.
+    AvailableNow,
+}
+
+/// A Delta table with a parsed location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableConfig {
+    /// Name written into facts rows.
+    pub name: String,
+    /// Where it is stored.
+    pub location: StorageLocation,
+}
+
+/// The validated source side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceConfig {
+    /// Host name or address.
+    pub host: String,
+    /// TCP port (never 0).
+    pub port: u16,
+    /// Database name.
+    pub database: String,
+    /// The captured table.
+    pub table: TableName,
+    /// Capture instance to read, or the newest when `None`.
+    pub capture_instance: Option<CaptureInstance>,
+    /// Columns to read (non-empty, distinct), or all captured when `None`.
+    pub columns: Option<Vec<String>>,
+    /// SQL login.
+    pub username: String,
+    /// Where the password is.
+    pub password: PasswordSource,
+    /// TLS policy.
+    pub encrypt: Encrypt,
+    /// Whether any server certificate is accepted.
+    pub trust_server_certificate: bool,
+}
+
+/// A manifest that passed every check: what the engine runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamConfig {
+    /// The Delta `txn` appId of bronze commits.
+    pub app_id: String,
+    /// SQL Server side.
+    pub source: SourceConfig,
+    /// Bronze table.
+    pub target: TableConfig,
+    /// Offsets and commits directory.
+    pub checkpoint: StorageLocation,
+    /// Facts table.
+    pub facts: TableConfig,
+    /// object_store options from the manifest.
+    pub storage_options: BTreeMap<String, String>,
+    /// When batches run.
+    pub trigger: Trigger,
+    /// Most source transactions per batch.
+    pub max_commits_per_batch: NonZeroU64,
+    /// Whether the stream snapshots first.
+    pub snapshot_mode: SnapshotMode,
+    /// Rows per snapshot chunk.
+    pub snapshot_chunk_rows: NonZeroU64,
+}
+
+/// Collects errors while checking fields, so one run reports them all.
+#[derive(Default)]
+struct Checker(Vec<SpecError>);
+
+impl Checker {
+    fn text(&mut self, field: &str, value: &str) -> String {
+        if value.trim().is_empty() {
+            self.0.push(SpecError::Empty {
+                field: field.into(),
+            });
+        }
+        value.to_string()
+    }
+
+    fn positive(&mut self, field: &str, value: u64) -> NonZeroU64 {
+        NonZeroU64::new(value).unwrap_or_else(|| {
+            self.0.push(SpecError::NotPositive {
+                field: field.into(),
+                value,
+            });
+            NonZeroU64::MIN
+        })
+    }
+
+    fn location(&mut self, field: &str, value: &str) -> Option<StorageLocation> {
+        StorageLocation::parse(value)
+            .map_err(|e| {
+                self.0.push(SpecError::Invalid {
+                    field: field.into(),
+                    value: value.into(),
+                    reason: match e {
+                        crate::lake::StorageError::Location { reason, .. } => reason,
+                        other => other.to_string(),
+                    },
+                })
+            })
+            .ok()
+    }
+
+    fn table(&mut self, field: &str, spec: &TableSpec) -> Option<TableConfig> {
+        let name = self.text(&format!("{field}.name"), &spec.name);
+        let location = self.location(&format!("{field}.location"), &spec.location)?;
+        Some(TableConfig { name, location })
+    }
+
+    fn table_name(&mut self, field: &str, value: &str) -> Option<TableName> {
+        let parts: Vec<&str> = value
+            .split('.')
+            .map(|p| p.trim_matches(['[', ']']))
+            .collect();
+        match parts.as_slice() {
+            [schema, table] if !schema.trim().is_empty() && !table.trim().is_empty() => {
+                Some(TableName {
+                    schema: schema.to_string(),
+                    table: table.to_string(),
+                })
+            }
+            _ => {
+                self.0.push(SpecError::TableName {
+                    field: field.into(),
+                    value: value.into(),
+                });
+                None
+            }
+        }
+    }
+
+    fn trigger(&mut self, spec: &super::types::TriggerSpec) -> Trigger {
+        match (&spec.processing_time, spec.available_now) {
+            (Some(_), Some(_)) => {
+                self.0.push(SpecError::Exclusive {
+                    field: "spec.trigger".into(),
+                    first: "processingTime",
+                    second: "availableNow",
+                });
+                Trigger::AvailableNow
+            }
+            (None, Some(true)) => Trigger::AvailableNow,
+            (None, Some(false) | None) => Trigger::ProcessingTime(DEFAULT_PROCESSING_TIME),
+            (Some(text), None) => {
+                let field = "spec.trigger.processingTime";
+                match humantime::parse_duration(text) {
+                    Ok(interval) if !interval.is_zero() => Trigger::ProcessingTime(interval),
+                    Ok(_) => self.invalid(field, text, "must be > 0", DEFAULT_PROCESSING_TIME),
+                    Err(e) => self.invalid(field, text, &e.to_string(), DEFAULT_PROCESSING_TIME),
+                }
+            }
+        }
+    }
+
+    fn invalid(&mut self, field: &str, value: &str, reason: &str, fallback: Duration) -> Trigger {
+        self.0.push(SpecError::Invalid {
+            field: field.into(),
+            value: value.into(),
+            reason: reason.into(),
+        });
+        Trigger::ProcessingTime(fallback)
+    }
+
+    fn password(&mut self, spec: &super::types::PasswordFrom) -> Option<PasswordSource> {
+        let field = "spec.source.credentials.passwordFrom";
+        let mut set = Vec::new();
+        if let Some(name) = &spec.env {
+            set.push((
+                "env",
+                PasswordSource::Env(self.text(&format!("{field}.env"), name)),
+            ));
+        }
+        if let Some(path) = &spec.file {
+            self.text(&format!("{field}.file"), &path.to_string_lossy());
+            set.push(("file", PasswordSource::File(path.clone())));
+        }
+        if let Some(reference) = &spec.secret_key_ref {
+            let name = self.text(&format!("{field}.secretKeyRef.name"), &reference.name);
+            let key = self.text(&format!("{field}.secretKeyRef.key"), &reference.key);
+            set.push(("secretKeyRef", PasswordSource::SecretKeyRef { name, key }));
+        }
+        if set.len() == 1 {
+            return set.pop().map(|(_, source)| source);
+        }
+        let got: Vec<&str> = set.iter().map(|(key, _)| *key).collect();
+        self.0.push(SpecError::ExactlyOne {
+            field: field.into(),
+            choices: "env, file, secretKeyRef",
+            got: if got.is_empty() {
+                "none".into()
+            } else {
+                got.join(", ")
+            },
+        });
+        None
+    }
+
+    fn columns(&mut self, columns: &Option<Vec<String>>) -> Option<Vec<String>> {
+        let columns = columns.as_ref()?;
+        let field = "spec.source.columns";
+        if columns.is_empty() {
+            self.0.push(SpecError::Empty {
+                field: field.into(),
+            });
+        }
+        let mut seen = HashSet::new();
+        for (i, column) in columns.iter().enumerate() {
+            let item = format!("{field}[{i}]");
+            self.text(&item, column);
+            // SQL Server compares column names case-insensitively by default.
+            if !seen.insert(column.to_lowercase()) {
+                self.0.push(SpecError::Invalid {
+                    field: item,
+                    value: column.clone(),
+                    reason: "listed twice".into(),
+                });
+            }
+        }
+        Some(columns.clone())
+    }
+}
+
+impl CdcStreamSpec {
+    /// Checks every field; returns the config the engine runs, or every
+    /// problem found.
+    pub fn validate(&self) -> Result<StreamConfig, ValidationErrors> {
+        let mut c = Checker::default();
+        let app_id = c.text("spec.appId", &self.app_id);
+        let s = &self.source;
+        let host = c.text("spec.source.host", &s.host);
+        if s.port == 0 {
+            c.positive("spec.source.port", 0);
+        }
+        let database = c.text("spec.source.database", &s.database);
+        let table = c.table_name("spec.source.table", &s.table);
+        let capture_instance = s.capture_instance.as_ref().and_then(|name| {
+            CaptureInstance::new(name.clone())
+                .map_err(|_| {
+                    c.0.push(SpecError::Invalid {
+                        field: "spec.source.captureInstance".into(),
+                        value: name.clone(),
+                        reason: "expected 1 to 100 printable characters".into(),
+                    })
+                })
+                .ok()
+        });
+        let columns = c.columns(&s.columns);
+        let username = c.text("spec.source.credentials.username", &s.credentials.username);
+        let password = c.password(&s.credentials.password_from);
+        let target = c.table("spec.target", &self.target);
+        let checkpoint = c.location("spec.checkpoint", &self.checkpoint);
+        let facts = c.table("spec.facts", &self.facts);
+        let trigger = c.trigger(&self.trigger);
+        let max_commits_per_batch =
+            c.positive("spec.maxCommitsPerBatch", self.max_commits_per_batch);
+        let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", self.snapshot.chunk_rows);
+
+        match (table, password, target, checkpoint, facts) {
+            (Some(table), Some(password), Some(target), Some(checkpoint), Some(facts))
+                if c.0.is_empty() =>
+            {
+                Ok(StreamConfig {
+                    app_id,
+                    source: SourceConfig {
+                        host,
+                        port: s.port,
+                        database,
+                        table,
+                        capture_instance,
+                        columns,
+                        username,
+                        password,
+                        encrypt: s.encrypt,
+                        trust_server_certificate: s.trust_server_certificate,
+                    },
+                    target,
+                    checkpoint,
+                    facts,
+                    storage_options: self.storage_options.clone(),
+                    trigger,
+                    max_commits_per_batch,
+                    snapshot_mode: self.snapshot.mode,
+                    snapshot_chunk_rows,
+                })
+            }
+            _ => Err(ValidationErrors(c.0)),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;
