@@ -3,6 +3,8 @@
 //! The crate is one library behind one binary. Each top-level module has one
 //! job; see `docs/` and `../shared/design/architecture.md` for the map.
 
+pub mod engine;
+pub mod failpoint;
 pub mod lake;
 pub mod sandbox;
 pub mod source;

@@ -7,6 +7,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use mssql_cdc::sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion, TlsSource};
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "mssql-cdc",
@@ -29,6 +31,14 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Stream the built-in sandbox's demo shop into ./demo-lake/, printing
+    /// each micro-batch (the quickest way to see mssql-cdc work).
+    Demo(cli::demo::DemoArgs),
+    /// Measure throughput and memory: end to end, read-only and write-only
+    /// (a benchmark, not a test).
+    Bench(cli::bench::BenchArgs),
+    /// Run one CdcStream manifest locally.
+    Run(cli::run::RunArgs),
     /// Run the SQL Server sandbox: a TDS server with an in-memory T-SQL
     /// engine, for development and tests.
     Sandbox(SandboxArgs),
@@ -99,7 +109,12 @@ impl From<ProductVersion> for SqlVersion {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
+    // Both ring and aws-lc-rs are linked (tiberius, object stores); pick one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
+        Command::Demo(args) => cli::demo::run_demo(args).await,
+        Command::Bench(args) => cli::bench::run_bench(args).await,
+        Command::Run(args) => cli::run::run_manifest(args).await,
         Command::Sandbox(args) => run_sandbox(args).await,
     }
 }
@@ -143,36 +158,13 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             args.demo_rate
         );
     }
-    shutdown_signal().await;
+    cli::shutdown_signal().await;
     tracing::info!("stopping the sandbox");
     sandbox
         .stop()
         .await
         .context("the sandbox stopped with an error")?;
     Ok(())
-}
-
-/// Ctrl-C, or SIGTERM as Kubernetes sends it.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 fn init_tracing(format: LogFormat) {

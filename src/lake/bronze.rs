@@ -2,13 +2,16 @@
 //! carries `txn(appId, batch_id)`, so a replayed batch is never written twice
 //! (docs/adr/0002-exactly-once.md).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::kernel::Action;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{StructType, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::{Stream, StreamExt};
@@ -31,6 +34,27 @@ pub const BATCH_ID: &str = "_batch_id";
 
 /// Key of the facts row in a bronze commit's commitInfo.
 pub const COMMIT_INFO_FACTS: &str = "mssql_cdc.facts";
+
+/// commitInfo keys naming the commit's `txn`, so its metadata can be found again.
+pub const COMMIT_INFO_TXN_APP_ID: &str = "mssql_cdc.txn_app_id";
+/// See [`COMMIT_INFO_TXN_APP_ID`].
+pub const COMMIT_INFO_TXN_VERSION: &str = "mssql_cdc.txn_version";
+
+/// How many recent commits [`BronzeTable::commit_metadata`] looks through.
+const HISTORY_SEARCH_DEPTH: usize = 200;
+
+/// Parquet files written for one commit and not yet committed.
+pub struct StagedFiles {
+    writer: RecordBatchWriter,
+    rows: u64,
+}
+
+impl StagedFiles {
+    /// Rows in the files.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+}
 
 /// Default size at which the writer rolls to a new Parquet file; it bounds
 /// the memory a batch needs, whatever its row count.
@@ -201,13 +225,22 @@ impl BronzeTable {
 
     /// The newest batch the table holds for this appId.
     pub async fn committed_batch(&mut self) -> Result<Option<BatchId>, BronzeError> {
-        let version = txn_version(&mut self.table, &self.app_id)
-            .await
-            .map_err(|e| self.delta_error(e))?;
+        let app_id = self.app_id.clone();
+        let version = self.committed_version(&app_id).await?;
         version
             .map(BatchId::from_txn_version)
             .transpose()
             .map_err(|e| self.delta_error(DeltaTableError::Generic(e.to_string())))
+    }
+
+    /// The newest `txn.version` committed under `txn_app_id`.
+    pub async fn committed_version(
+        &mut self,
+        txn_app_id: &str,
+    ) -> Result<Option<i64>, BronzeError> {
+        txn_version(&mut self.table, txn_app_id)
+            .await
+            .map_err(|e| self.delta_error(e))
     }
 
     /// Writes one micro-batch as one commit. `batches` are streamed to
@@ -228,13 +261,27 @@ impl BronzeTable {
         {
             return Ok(BronzeOutcome::AlreadyCommitted { committed });
         }
-        let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(&self.app_id, batch_id.txn_version()))
-            .with_metadata([(COMMIT_INFO_FACTS.to_string(), facts.to_json())]);
+        let staged = self.stage(batches).await?;
+        let app_id = self.app_id.clone();
+        self.commit(
+            staged,
+            &app_id,
+            batch_id.txn_version(),
+            vec![(COMMIT_INFO_FACTS.to_string(), facts.to_json())],
+        )
+        .await
+    }
+
+    /// Streams `batches` into Parquet files that no table version references
+    /// yet. Nothing is visible until [`BronzeTable::commit`].
+    pub async fn stage<S, E>(&mut self, batches: S) -> Result<StagedFiles, BronzeError>
+    where
+        S: Stream<Item = Result<RecordBatch, E>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(|e| self.delta_error(e))?
-            .with_target_file_size(self.target_file_size)
-            .with_commit_properties(properties);
+            .with_target_file_size(self.target_file_size);
         let mut rows = 0u64;
         let mut batches = std::pin::pin!(batches);
         while let Some(next) = batches.next().await {
@@ -250,17 +297,92 @@ impl BronzeTable {
                 writer.write(batch).await.map_err(|e| self.delta_error(e))?;
             }
         }
+        Ok(StagedFiles { writer, rows })
+    }
+
+    /// Commits staged files as one table version carrying
+    /// `txn(txn_app_id, version)` and `metadata` in commitInfo. Staged files
+    /// with no rows commit nothing ([`BronzeOutcome::Empty`]).
+    pub async fn commit(
+        &mut self,
+        staged: StagedFiles,
+        txn_app_id: &str,
+        version: i64,
+        metadata: Vec<(String, serde_json::Value)>,
+    ) -> Result<BronzeOutcome, BronzeError> {
+        let StagedFiles { mut writer, rows } = staged;
         if rows == 0 {
+            writer.reset();
             return Ok(BronzeOutcome::Empty);
         }
-        let version = writer
-            .flush_and_commit(&mut self.table)
+        let adds: Vec<Action> = writer
+            .flush()
+            .await
+            .map_err(|e| self.delta_error(e))?
+            .into_iter()
+            .map(Action::Add)
+            .collect();
+        crate::failpoint::hit("before_bronze_commit");
+        let mut metadata = metadata;
+        metadata.push((COMMIT_INFO_TXN_APP_ID.to_string(), txn_app_id.into()));
+        metadata.push((COMMIT_INFO_TXN_VERSION.to_string(), version.into()));
+        let properties = CommitProperties::default()
+            .with_application_transaction(Transaction::new(txn_app_id, version))
+            .with_metadata(metadata);
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        let snapshot = self.table.snapshot().map_err(|e| self.delta_error(e))?;
+        let finalized = CommitBuilder::from(properties)
+            .with_actions(adds)
+            .build(Some(snapshot), self.table.log_store(), operation)
+            .await
+            .map_err(|e| self.delta_error(e.into()))?;
+        let table_version = finalized.version();
+        self.table
+            .update_state()
             .await
             .map_err(|e| self.delta_error(e))?;
         Ok(BronzeOutcome::Committed {
-            version: i64::try_from(version).unwrap_or(i64::MAX),
+            version: i64::try_from(table_version).unwrap_or(i64::MAX),
             rows,
         })
+    }
+
+    /// The commitInfo entries of the commit that recorded
+    /// `txn(txn_app_id, version)`, searched among the newest commits.
+    pub async fn commit_metadata(
+        &mut self,
+        txn_app_id: &str,
+        version: i64,
+    ) -> Result<Option<HashMap<String, serde_json::Value>>, BronzeError> {
+        self.table
+            .update_state()
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        let mut history = self.table.history(Some(HISTORY_SEARCH_DEPTH));
+        while let Some(info) = history.next().await {
+            let info = info.map_err(|e| BronzeError::Delta {
+                location: self.location.clone(),
+                source: e,
+            })?;
+            let matches = info
+                .info
+                .get(COMMIT_INFO_TXN_APP_ID)
+                .and_then(|v| v.as_str())
+                == Some(txn_app_id)
+                && info
+                    .info
+                    .get(COMMIT_INFO_TXN_VERSION)
+                    .and_then(|v| v.as_i64())
+                    == Some(version);
+            if matches {
+                return Ok(Some(info.info));
+            }
+        }
+        Ok(None)
     }
 
     fn delta_error(&self, source: DeltaTableError) -> BronzeError {

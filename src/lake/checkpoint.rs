@@ -20,6 +20,34 @@ use crate::source::{BatchId, CaptureInstance, Lsn};
 
 const OFFSETS: &str = "offsets";
 const COMMITS: &str = "commits";
+const SNAPSHOTS: &str = "snapshots";
+
+/// A snapshot's fixed facts, written before its first chunk is read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedSnapshot {
+    /// Which snapshot of the stream (0 = the bootstrap).
+    pub snapshot: u64,
+    /// The LSN changes are streamed after once the snapshot is done.
+    pub lsn: Lsn,
+    /// The capture instance it belongs to.
+    pub capture_instance: CaptureInstance,
+    /// Commit time of `lsn` (UTC).
+    #[serde(default)]
+    pub commit_ts: Option<DateTime<Utc>>,
+    /// When the snapshot started (UTC).
+    pub started_at: DateTime<Utc>,
+}
+
+/// The marker that a snapshot is complete (its facts row is written).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletedSnapshot {
+    /// Which snapshot.
+    pub snapshot: u64,
+    /// Rows it copied.
+    pub rows: u64,
+    /// When it finished (UTC).
+    pub completed_at: DateTime<Utc>,
+}
 
 /// The range one micro-batch reads, fixed before reading so a replay reads
 /// exactly the same changes.
@@ -33,6 +61,10 @@ pub struct PlannedBatch {
     pub end_lsn: Lsn,
     /// The capture instance read.
     pub capture_instance: CaptureInstance,
+    /// Commit time of `end_lsn` (UTC), kept because cleanup later deletes
+    /// the mapping it came from.
+    #[serde(default)]
+    pub end_commit_ts: Option<DateTime<Utc>>,
     /// When the plan was made (UTC).
     pub planned_at: DateTime<Utc>,
 }
@@ -89,6 +121,17 @@ pub enum CheckpointError {
         location: String,
         /// The batch both tried to plan.
         batch_id: BatchId,
+    },
+    /// Another process planned this snapshot first.
+    #[error(
+        "checkpoint {location}: snapshot {snapshot} is already planned by another process; \
+         only one stream may use a checkpoint (stop the other one)"
+    )]
+    SnapshotAlreadyPlanned {
+        /// The checkpoint.
+        location: String,
+        /// The snapshot both tried to plan.
+        snapshot: u64,
     },
     /// A file exists but is not a valid plan or marker.
     #[error("checkpoint {location}: {file} is not valid: {source}")]
@@ -164,6 +207,47 @@ impl Checkpoint {
         batch_id: BatchId,
     ) -> Result<Option<CommittedBatch>, CheckpointError> {
         self.read(&file(COMMITS, batch_id)).await
+    }
+
+    /// Plans a snapshot: writes `snapshots/<n>` only if nobody has.
+    pub async fn plan_snapshot(&self, plan: &PlannedSnapshot) -> Result<(), CheckpointError> {
+        let path = Path::from(format!("{SNAPSHOTS}/{}", plan.snapshot));
+        match self.put_new(&path, plan).await? {
+            true => Ok(()),
+            false => Err(CheckpointError::SnapshotAlreadyPlanned {
+                location: self.location.clone(),
+                snapshot: plan.snapshot,
+            }),
+        }
+    }
+
+    /// The plan of snapshot `n`.
+    pub async fn planned_snapshot(
+        &self,
+        n: u64,
+    ) -> Result<Option<PlannedSnapshot>, CheckpointError> {
+        self.read(&Path::from(format!("{SNAPSHOTS}/{n}"))).await
+    }
+
+    /// Marks snapshot `n` complete (idempotent).
+    pub async fn complete_snapshot(
+        &self,
+        done: &CompletedSnapshot,
+    ) -> Result<bool, CheckpointError> {
+        self.put_new(
+            &Path::from(format!("{SNAPSHOTS}/{}.done", done.snapshot)),
+            done,
+        )
+        .await
+    }
+
+    /// The completion marker of snapshot `n`.
+    pub async fn completed_snapshot(
+        &self,
+        n: u64,
+    ) -> Result<Option<CompletedSnapshot>, CheckpointError> {
+        self.read(&Path::from(format!("{SNAPSHOTS}/{n}.done")))
+            .await
     }
 
     /// The newest plan and the newest commit marker.

@@ -14,6 +14,7 @@ fn plan(batch: u64, start: &str, end: &str) -> PlannedBatch {
         start_lsn: start.parse().unwrap(),
         end_lsn: end.parse().unwrap(),
         capture_instance: CaptureInstance::new("dbo_orders").unwrap(),
+        end_commit_ts: None,
         planned_at: at(batch as i64),
     }
 }

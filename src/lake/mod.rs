@@ -10,6 +10,7 @@ pub mod bronze;
 pub mod checkpoint;
 mod delta;
 pub mod facts;
+pub mod lease;
 pub mod storage;
 #[cfg(test)]
 mod test_support;

@@ -26,8 +26,12 @@ pub enum BatchIdError {
 }
 
 impl BatchId {
-    /// The first batch of a new checkpoint.
-    pub const FIRST: BatchId = BatchId(0);
+    /// The first micro-batch of a new checkpoint. Batch 0 is reserved: it is
+    /// the `_batch_id` of rows a snapshot wrote.
+    pub const FIRST: BatchId = BatchId(1);
+
+    /// `_batch_id` of snapshot rows in bronze.
+    pub const SNAPSHOT: BatchId = BatchId(0);
 
     /// Checks that `value` fits a Delta transaction version.
     pub fn new(value: u64) -> Result<Self, BatchIdError> {
@@ -184,7 +188,7 @@ mod tests {
         );
         let last = BatchId::new(i64::MAX as u64).unwrap();
         assert!(last.next().is_err());
-        assert_eq!(BatchId::FIRST.next().map(BatchId::get), Ok(1));
+        assert_eq!(BatchId::FIRST.next().map(BatchId::get), Ok(2));
     }
 
     #[test]

@@ -56,6 +56,19 @@ impl Lsn {
         }
         None
     }
+
+    /// The previous LSN (the 80-bit value minus one), `None` for [`Lsn::ZERO`].
+    pub fn checked_prev(self) -> Option<Lsn> {
+        let mut bytes = self.0;
+        for byte in bytes.iter_mut().rev() {
+            let (value, borrow) = byte.overflowing_sub(1);
+            *byte = value;
+            if !borrow {
+                return Some(Lsn(bytes));
+            }
+        }
+        None
+    }
 }
 
 impl TryFrom<&[u8]> for Lsn {

@@ -1,12 +1,20 @@
-//! The SQL Server side of a stream.
-//!
-//! This folder will hold the tiberius connection, the CDC queries, the
-//! snapshot reader, the mapping of SQL Server types to Arrow and the per-batch
-//! read metrics. For now it holds the domain types every other module speaks
-//! in: [`Lsn`], [`BatchId`] and [`CaptureInstance`].
+//! The SQL Server side of a stream: the tiberius session, the CDC queries,
+//! the snapshot reader, the mapping of SQL Server types to Arrow, and the
+//! domain types every other module speaks in ([`Lsn`], [`BatchId`],
+//! [`CaptureInstance`]).
 
+mod arrow_rows;
+pub mod cdc;
+mod connection;
+mod error;
 mod ids;
 mod lsn;
+pub mod reader;
+pub mod snapshot;
+pub mod types;
 
+pub use cdc::CaptureInfo;
+pub use connection::{SqlClient, client_config, connect};
+pub use error::SourceError;
 pub use ids::{BatchId, BatchIdError, CaptureInstance, CaptureInstanceError};
 pub use lsn::{Lsn, LsnError};

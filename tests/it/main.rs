@@ -7,6 +7,10 @@
 
 mod support;
 
+#[cfg(feature = "failpoints")]
+mod engine_crash;
+mod engine_stream;
+
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
 mod sandbox_cdc_demo;

@@ -40,6 +40,19 @@ impl FactEvent {
         }
     }
 
+    /// Parses an `event` value.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            FactEvent::Bootstrap,
+            FactEvent::Resnapshot,
+            FactEvent::SchemaChange,
+            FactEvent::CaptureInstanceSwitched,
+            FactEvent::DataSkipped,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == text)
+    }
+
     /// Snapshot events have no batch id.
     pub fn is_snapshot(self) -> bool {
         matches!(self, FactEvent::Bootstrap | FactEvent::Resnapshot)
@@ -164,6 +177,56 @@ impl FactRow {
             .map(|(column, cell)| (column.name.to_string(), cell.to_json()))
             .collect();
         serde_json::Value::Object(map)
+    }
+
+    /// The row back from [`FactRow::to_json`] (a bronze commit's
+    /// commitInfo), so a batch whose bronze commit survived a crash gets
+    /// the very facts row it was committed with. `None` if it is not one.
+    pub fn from_json(value: &serde_json::Value) -> Option<FactRow> {
+        use serde_json::Value;
+        let field = |name: &str| value.get(name).filter(|v| !v.is_null());
+        let text = |name: &str| field(name).and_then(Value::as_str).map(str::to_string);
+        let long = |name: &str| field(name).and_then(Value::as_i64);
+        let double = |name: &str| field(name).and_then(Value::as_f64);
+        let lsn = |name: &str| {
+            field(name)
+                .and_then(Value::as_str)
+                .and_then(|t| t.parse::<Lsn>().ok())
+        };
+        let ts = |name: &str| {
+            field(name)
+                .and_then(Value::as_str)
+                .and_then(|t| chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f").ok())
+                .map(|t| t.and_utc())
+        };
+        let mut row = FactRow::new(
+            text("target")?,
+            text("app_id")?,
+            long("batch_id").and_then(|v| BatchId::from_txn_version(v).ok()),
+            text("event").as_deref().and_then(FactEvent::parse),
+            ts("written_at")?,
+        );
+        row.rows = long("rows").and_then(|v| u64::try_from(v).ok());
+        row.capture_instance = text("capture_instance").and_then(|v| CaptureInstance::new(v).ok());
+        row.min_lsn = lsn("min_lsn");
+        row.max_lsn = lsn("max_lsn");
+        row.end_lsn = lsn("end_lsn");
+        row.min_commit_ts = ts("min_commit_ts");
+        row.max_commit_ts = ts("max_commit_ts");
+        row.end_commit_ts = ts("end_commit_ts");
+        row.started_at = ts("started_at");
+        row.duration_ms = long("duration_ms");
+        row.read_seconds = double("read_seconds");
+        row.read_mb = double("read_mb");
+        row.source_rtt_ms = double("source_rtt_ms");
+        row.network_wait_ms = long("network_wait_ms");
+        row.retention_headroom_hours = double("retention_headroom_hours");
+        row.ingestion_lag_seconds = double("ingestion_lag_seconds");
+        row.capture_lag_seconds = double("capture_lag_seconds");
+        row.detail = text("detail");
+        row.lost_from_ts = ts("lost_from_ts");
+        row.lost_to_ts = ts("lost_to_ts");
+        Some(row)
     }
 }
 
@@ -318,6 +381,19 @@ mod tests {
     }
 
     #[test]
+    fn json_form_reads_back_to_the_same_row() {
+        let mut row = sample(7);
+        row.event = Some(FactEvent::SchemaChange);
+        row.capture_instance = CaptureInstance::new("dbo_orders").ok();
+        row.retention_headroom_hours = Some(71.5);
+        assert_eq!(FactRow::from_json(&row.to_json()), Some(row));
+        assert_eq!(
+            FactRow::from_json(&serde_json::json!({"target": "x"})),
+            None
+        );
+    }
+
+    #[test]
     fn event_names_match_the_column_values() {
         let cases = [
             (FactEvent::Bootstrap, "bootstrap", true),
@@ -332,6 +408,7 @@ mod tests {
         ];
         for (event, name, snapshot) in cases {
             assert_eq!((event.as_str(), event.is_snapshot()), (name, snapshot));
+            assert_eq!(FactEvent::parse(name), Some(event));
         }
     }
 }

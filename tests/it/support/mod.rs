@@ -2,5 +2,6 @@
 
 pub mod cdc;
 pub mod server;
+pub mod stream;
 
 pub use server::{TestServer, query, run, scalar, server_error};

@@ -15,6 +15,45 @@ pub const TEST_URL_VAR: &str = "MSSQL_CDC_TEST_URL";
 
 const SANDBOX_SA_PASSWORD: &str = "It-Sandbox-Pa55word!";
 
+/// A server address and SQL login, for manifests.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+}
+
+impl Endpoint {
+    /// Reads `Server=tcp:host,port;User Id=...;Password=...` (ADO.NET).
+    fn from_ado(url: &str) -> Self {
+        let mut endpoint = Endpoint {
+            host: "127.0.0.1".into(),
+            port: 1433,
+            user: String::new(),
+            password: String::new(),
+        };
+        for part in url.split(';') {
+            let Some((key, value)) = part.split_once('=') else {
+                continue;
+            };
+            let value = value.trim();
+            match key.trim().to_ascii_lowercase().as_str() {
+                "server" | "data source" | "address" => {
+                    let server = value.trim_start_matches("tcp:");
+                    let (host, port) = server.split_once(',').unwrap_or((server, "1433"));
+                    endpoint.host = host.to_string();
+                    endpoint.port = port.trim().parse().expect("MSSQL_CDC_TEST_URL port");
+                }
+                "user id" | "uid" | "user" => endpoint.user = value.to_string(),
+                "password" | "pwd" => endpoint.password = value.to_string(),
+                _ => {}
+            }
+        }
+        endpoint
+    }
+}
+
 pub struct TestServer {
     target: Target,
 }
@@ -64,6 +103,22 @@ impl TestServer {
         config.encryption(EncryptionLevel::Required);
         config.trust_cert();
         config
+    }
+
+    /// Where the engine under test connects: host, port, login, password.
+    pub fn endpoint(&self) -> Endpoint {
+        match &self.target {
+            Target::Sandbox(sandbox) => {
+                let addr = sandbox.local_addr();
+                Endpoint {
+                    host: addr.ip().to_string(),
+                    port: addr.port(),
+                    user: "sa".into(),
+                    password: SANDBOX_SA_PASSWORD.into(),
+                }
+            }
+            Target::Real(url) => Endpoint::from_ado(url),
+        }
     }
 
     /// A config for another login, same server and TLS settings.

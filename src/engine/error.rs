@@ -1,0 +1,116 @@
+//! The engine's errors: what stopped a stream, and whether retrying can help.
+
+use chrono::{DateTime, Utc};
+
+use crate::lake::bronze::BronzeError;
+use crate::lake::checkpoint::CheckpointError;
+use crate::lake::facts::FactsError;
+use crate::lake::lease::LeaseError;
+use crate::source::{CaptureInstance, Lsn, SourceError};
+use crate::spec::CredentialError;
+
+/// Changes the stream had not read were purged by CDC cleanup.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "DataLossError: CDC cleanup purged changes of {capture_instance} before the stream read them: \
+     LSNs {from_lsn} to {to_lsn} (committed {from}..{to}) are gone. Nothing was written. \
+     Re-snapshot the table into a new target/checkpoint, or raise the CDC retention \
+     (sys.sp_cdc_change_job @retention) so it does not happen again."
+)]
+pub struct DataLossError {
+    /// The capture instance read.
+    pub capture_instance: CaptureInstance,
+    /// The first LSN the stream needed.
+    pub from_lsn: Lsn,
+    /// The lowest LSN still available.
+    pub to_lsn: Lsn,
+    /// Commit time of the stream's position (UTC), if known.
+    pub from_ts: Option<DateTime<Utc>>,
+    /// Commit time of the lowest available LSN (UTC), if known.
+    pub to_ts: Option<DateTime<Utc>>,
+    /// Rendered `from_ts`.
+    pub from: String,
+    /// Rendered `to_ts`.
+    pub to: String,
+}
+
+impl DataLossError {
+    /// Builds the error, rendering the times.
+    pub fn new(
+        capture_instance: CaptureInstance,
+        from_lsn: Lsn,
+        to_lsn: Lsn,
+        from_ts: Option<DateTime<Utc>>,
+        to_ts: Option<DateTime<Utc>>,
+    ) -> Self {
+        let show = |t: Option<DateTime<Utc>>| {
+            t.map_or_else(
+                || "unknown".to_string(),
+                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            )
+        };
+        DataLossError {
+            capture_instance,
+            from_lsn,
+            to_lsn,
+            from: show(from_ts),
+            to: show(to_ts),
+            from_ts,
+            to_ts,
+        }
+    }
+}
+
+/// Why a stream stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The password could not be read.
+    #[error(transparent)]
+    Credentials(#[from] CredentialError),
+    /// SQL Server failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The bronze table failed.
+    #[error(transparent)]
+    Bronze(#[from] BronzeError),
+    /// The facts table failed.
+    #[error(transparent)]
+    Facts(#[from] FactsError),
+    /// The checkpoint failed, or another process planned first.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// Another process holds the checkpoint.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// Changes were purged before they were read.
+    #[error(transparent)]
+    DataLoss(#[from] DataLossError),
+    /// The lease was taken over while running.
+    #[error("checkpoint {0}: another process took over the lease; stopping")]
+    LeaseLost(String),
+    /// The snapshot's progress in bronze does not match the checkpoint.
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
+impl EngineError {
+    /// Whether the same work may succeed if retried after a pause.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EngineError::Source(e) => e.is_transient(),
+            EngineError::Bronze(BronzeError::Source(_)) => true,
+            EngineError::Bronze(BronzeError::Delta { source, .. })
+            | EngineError::Facts(FactsError::Delta { source, .. }) => delta_transient(source),
+            EngineError::Checkpoint(CheckpointError::Store { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+fn delta_transient(error: &deltalake::DeltaTableError) -> bool {
+    use deltalake::DeltaTableError as E;
+    matches!(
+        error,
+        E::ObjectStore { .. } | E::Io { .. } | E::Transaction { .. }
+    )
+}

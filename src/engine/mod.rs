@@ -1,0 +1,17 @@
+//! The ingestion engine: it runs one stream from its manifest.
+//!
+//! `stream` holds the loop (plan → offsets → read → bronze → facts →
+//! commits, see docs/adr/0002-exactly-once.md), `snapshot` the bootstrap
+//! copy, `retry` the backoff for transient errors and `observer` the
+//! progress events the CLI and the demo print.
+
+mod error;
+mod observer;
+mod retry;
+mod snapshot;
+mod stream;
+
+pub use error::{DataLossError, EngineError};
+pub use observer::{Observer, Silent, SnapshotProgress};
+pub use retry::Backoff;
+pub use stream::{RunOptions, RunSummary, run};

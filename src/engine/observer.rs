@@ -1,0 +1,39 @@
+//! What the engine reports while it runs, so the CLI, the demo and the
+//! worker can each show it their own way.
+
+use std::time::Duration;
+
+use crate::lake::facts::FactRow;
+
+use super::EngineError;
+
+/// Where a snapshot stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotProgress {
+    /// Rows copied so far.
+    pub rows: u64,
+    /// The table's estimated row count, when the catalog knows it.
+    pub estimated_rows: Option<u64>,
+    /// Rows per second since the snapshot (or its resumption) started.
+    pub rows_per_second: f64,
+    /// Time left at that rate, when the estimate allows it.
+    pub eta: Option<Duration>,
+}
+
+/// Receives the engine's progress. Every method has a do-nothing default.
+pub trait Observer: Send + Sync {
+    /// A snapshot copied another part of the table.
+    fn snapshot_progress(&self, _progress: &SnapshotProgress) {}
+    /// A snapshot finished; `row` is its facts row.
+    fn snapshot_done(&self, _row: &FactRow) {}
+    /// A micro-batch finished; `row` is its facts row.
+    fn batch_done(&self, _row: &FactRow) {}
+    /// A transient error; the engine retries after `delay`.
+    fn retrying(&self, _error: &EngineError, _attempt: u32, _delay: Duration) {}
+}
+
+/// An observer that shows nothing (the engine still logs through `tracing`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Silent;
+
+impl Observer for Silent {}

@@ -1,0 +1,363 @@
+//! The CDC queries the engine runs: discovery of the capture instance, the
+//! LSN watermarks and their commit times, batch planning and change reads.
+//!
+//! Every query is plain documented T-SQL (`cdc.change_tables`,
+//! `cdc.captured_columns`, `cdc.index_columns`, `cdc.lsn_time_mapping`,
+//! `sys.fn_cdc_*`, `cdc.fn_cdc_get_all_changes_<instance>`), so it runs the
+//! same against SQL Server and the sandbox.
+
+use chrono::{DateTime, Duration, Utc};
+use tiberius::{ColumnData, Row};
+
+use super::arrow_rows::naive_utc;
+use super::connection::SqlClient;
+use super::types::{SqlColumn, quote_ident, quote_literal};
+use super::{CaptureInstance, Lsn, SourceError};
+use crate::spec::TableName;
+
+/// What the engine knows about the capture instance it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureInfo {
+    /// The instance.
+    pub instance: CaptureInstance,
+    /// `cdc.change_tables.object_id` of its change table.
+    pub change_table_id: i32,
+    /// The columns read, in capture order.
+    pub columns: Vec<SqlColumn>,
+    /// The columns identifying a row (the instance's index columns, or the
+    /// table's primary key), in key order; empty when the table has none.
+    pub key_columns: Vec<String>,
+}
+
+/// Minutes the server's local clock is ahead of UTC (CDC commit times are
+/// server-local `datetime` values).
+pub async fn utc_offset_minutes(client: &mut SqlClient) -> Result<i64, SourceError> {
+    let row = single_row(
+        client,
+        "SELECT DATEDIFF(minute, SYSUTCDATETIME(), SYSDATETIME())",
+        &[],
+        "the server's UTC offset",
+    )
+    .await?;
+    let minutes: Option<i32> = row
+        .try_get(0)
+        .map_err(SourceError::sql("the server's UTC offset"))?;
+    Ok(i64::from(minutes.unwrap_or(0)))
+}
+
+/// Finds the capture instance of `table` (the named one, or the newest) and
+/// its captured columns, restricted to `wanted` when given.
+pub async fn discover(
+    client: &mut SqlClient,
+    table: &TableName,
+    named: Option<&CaptureInstance>,
+    wanted: Option<&[String]>,
+) -> Result<CaptureInfo, SourceError> {
+    let qualified = format!(
+        "{}.{}",
+        quote_ident(&table.schema),
+        quote_ident(&table.table)
+    );
+    let sql = format!(
+        "SELECT ct.capture_instance, ct.object_id FROM cdc.change_tables AS ct \
+         WHERE ct.source_object_id = OBJECT_ID({}) ORDER BY ct.create_date DESC, ct.object_id DESC",
+        quote_literal(&qualified)
+    );
+    let context = format!("capture instances of {}.{}", table.schema, table.table);
+    let rows = all_rows(client, &sql, &[], &context).await?;
+    let mut instances = Vec::new();
+    for row in &rows {
+        let name: Option<&str> = row.try_get(0).map_err(SourceError::sql(&context))?;
+        let id: Option<i32> = row.try_get(1).map_err(SourceError::sql(&context))?;
+        if let (Some(name), Some(id)) = (name, id) {
+            instances.push((name.to_string(), id));
+        }
+    }
+    let (name, change_table_id) = match named {
+        Some(want) => instances
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(want.as_str()))
+            .cloned()
+            .ok_or_else(|| {
+                SourceError::NotCaptured(format!(
+                    "spec.source.captureInstance: {want} is not a capture instance of {}.{} (it has: {})",
+                    table.schema,
+                    table.table,
+                    list_or_none(instances.iter().map(|(n, _)| n.as_str()))
+                ))
+            })?,
+        None => instances.first().cloned().ok_or_else(|| {
+            SourceError::NotCaptured(format!(
+                "spec.source.table: {}.{} has no CDC capture instance; enable it with \
+                 sys.sp_cdc_enable_table (and the database with sys.sp_cdc_enable_db)",
+                table.schema, table.table
+            ))
+        })?,
+    };
+    let instance = CaptureInstance::new(name.clone())
+        .map_err(|e| SourceError::NotCaptured(format!("capture instance {name}: {e}")))?;
+
+    let context = format!("captured columns of {name}");
+    let sql = "SELECT cc.column_name, t.name, c.max_length, c.precision, c.scale, c.is_nullable \
+               FROM cdc.captured_columns AS cc \
+               JOIN sys.columns AS c ON c.object_id = cc.object_id AND c.name = cc.column_name \
+               JOIN sys.types AS t ON t.user_type_id = c.user_type_id \
+               WHERE cc.object_id = @P1 ORDER BY cc.column_ordinal";
+    let rows = all_rows(client, sql, &[&change_table_id], &context).await?;
+    let mut captured = Vec::new();
+    for row in &rows {
+        let text = |i: usize| -> Result<String, SourceError> {
+            let v: Option<&str> = row.try_get(i).map_err(SourceError::sql(&context))?;
+            v.map(str::to_string)
+                .ok_or_else(|| SourceError::Missing(context.clone()))
+        };
+        let max_length: Option<i16> = row.try_get(2).map_err(SourceError::sql(&context))?;
+        let precision: Option<u8> = row.try_get(3).map_err(SourceError::sql(&context))?;
+        let scale: Option<u8> = row.try_get(4).map_err(SourceError::sql(&context))?;
+        let nullable: Option<bool> = row.try_get(5).map_err(SourceError::sql(&context))?;
+        captured.push(SqlColumn {
+            name: text(0)?,
+            type_name: text(1)?.to_ascii_lowercase(),
+            max_length: max_length.unwrap_or(0),
+            precision: precision.unwrap_or(0),
+            scale: scale.unwrap_or(0),
+            nullable: nullable.unwrap_or(true),
+        });
+    }
+    if captured.is_empty() {
+        return Err(SourceError::NotCaptured(format!(
+            "capture instance {name} lists no captured columns"
+        )));
+    }
+    let columns = match wanted {
+        None => captured,
+        Some(wanted) => {
+            let mut picked = Vec::new();
+            for want in wanted {
+                let found = captured
+                    .iter()
+                    .find(|c| c.name.eq_ignore_ascii_case(want))
+                    .ok_or_else(|| SourceError::UnknownColumn {
+                        column: want.clone(),
+                        capture_instance: name.clone(),
+                        captured: captured
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })?;
+                picked.push(found.clone());
+            }
+            picked
+        }
+    };
+    for column in &columns {
+        column.kind()?;
+    }
+
+    let context = format!("index columns of {name}");
+    let rows = all_rows(
+        client,
+        "SELECT column_name FROM cdc.index_columns WHERE object_id = @P1 ORDER BY index_ordinal",
+        &[&change_table_id],
+        &context,
+    )
+    .await?;
+    let key_columns = rows
+        .iter()
+        .filter_map(|row| row.try_get::<&str, _>(0).ok().flatten().map(str::to_string))
+        .collect();
+    Ok(CaptureInfo {
+        instance,
+        change_table_id,
+        columns,
+        key_columns,
+    })
+}
+
+/// The highest LSN CDC has mapped (`sys.fn_cdc_get_max_lsn`).
+pub async fn max_lsn(client: &mut SqlClient) -> Result<Lsn, SourceError> {
+    let lsn = lsn_scalar(
+        client,
+        "SELECT sys.fn_cdc_get_max_lsn()",
+        &[],
+        "the max LSN",
+    )
+    .await?;
+    lsn.filter(|l| *l != Lsn::ZERO)
+        .ok_or_else(|| SourceError::NoLsn("the database".into()))
+}
+
+/// The lowest LSN the capture instance still holds (`sys.fn_cdc_get_min_lsn`).
+pub async fn min_lsn(
+    client: &mut SqlClient,
+    instance: &CaptureInstance,
+) -> Result<Lsn, SourceError> {
+    let context = format!("the min LSN of {instance}");
+    let lsn = lsn_scalar(
+        client,
+        "SELECT sys.fn_cdc_get_min_lsn(@P1)",
+        &[&instance.as_str()],
+        &context,
+    )
+    .await?;
+    lsn.filter(|l| *l != Lsn::ZERO)
+        .ok_or_else(|| SourceError::NoLsn(format!("capture instance {instance}")))
+}
+
+/// The commit time (UTC) of `lsn`, or of the nearest mapped LSN before it.
+pub async fn lsn_time(
+    client: &mut SqlClient,
+    lsn: Lsn,
+    utc_offset_minutes: i64,
+) -> Result<Option<DateTime<Utc>>, SourceError> {
+    let bytes = lsn.to_bytes();
+    let row = single_row(
+        client,
+        "SELECT sys.fn_cdc_map_lsn_to_time(@P1)",
+        &[&&bytes[..]],
+        &format!("the commit time of {lsn}"),
+    )
+    .await?;
+    let value = row.into_iter().next();
+    Ok(value
+        .as_ref()
+        .and_then(naive_utc)
+        .map(|t| t - Duration::minutes(utc_offset_minutes)))
+}
+
+/// The commit time (UTC) of the first mapped LSN at or after `lsn`: what a
+/// low-water mark (which need not be a commit of its own) stands for.
+pub async fn first_time_from(
+    client: &mut SqlClient,
+    lsn: Lsn,
+    utc_offset_minutes: i64,
+) -> Result<Option<DateTime<Utc>>, SourceError> {
+    let bytes = lsn.to_bytes();
+    let rows = all_rows(
+        client,
+        "SELECT TOP (1) tran_end_time FROM cdc.lsn_time_mapping WHERE start_lsn >= @P1 ORDER BY start_lsn",
+        &[&&bytes[..]],
+        &format!("the commit time at or after {lsn}"),
+    )
+    .await?;
+    let value = rows
+        .into_iter()
+        .next()
+        .and_then(|row| row.into_iter().next());
+    Ok(value
+        .as_ref()
+        .and_then(naive_utc)
+        .map(|t| t - Duration::minutes(utc_offset_minutes)))
+}
+
+/// The end of the next batch: the last of the first `max_commits` mapped
+/// LSNs in `[start, max]`, or `None` when nothing was committed since.
+pub async fn plan_end(
+    client: &mut SqlClient,
+    start: Lsn,
+    max: Lsn,
+    max_commits: u64,
+) -> Result<Option<Lsn>, SourceError> {
+    if start > max {
+        return Ok(None);
+    }
+    let sql = format!(
+        "SELECT MAX(t.start_lsn) FROM (SELECT TOP ({max_commits}) m.start_lsn \
+         FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn >= @P1 AND m.start_lsn <= @P2 \
+         ORDER BY m.start_lsn) AS t"
+    );
+    let (start, max) = (start.to_bytes(), max.to_bytes());
+    lsn_scalar(
+        client,
+        &sql,
+        &[&&start[..], &&max[..]],
+        "the end of the next batch",
+    )
+    .await
+}
+
+/// The change query of one batch: every change in `[from, to]` in commit
+/// order, each with its commit time.
+pub fn changes_query(info: &CaptureInfo) -> String {
+    let columns: Vec<String> = info
+        .columns
+        .iter()
+        .map(|c| c.select_expr(Some("c")))
+        .collect();
+    format!(
+        "SELECT c.__$start_lsn, c.__$seqval, c.__$operation, m.tran_end_time, {} \
+         FROM cdc.fn_cdc_get_all_changes_{}(@P1, @P2, N'all update old') AS c \
+         JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn \
+         ORDER BY c.__$start_lsn, c.__$seqval, c.__$operation",
+        columns.join(", "),
+        info.instance.as_str()
+    )
+}
+
+/// Reads an LSN from a value.
+pub fn lsn_of(value: &ColumnData<'_>, context: &str) -> Result<Option<Lsn>, SourceError> {
+    match value {
+        ColumnData::Binary(None) => Ok(None),
+        ColumnData::Binary(Some(bytes)) => {
+            Lsn::try_from(bytes.as_ref())
+                .map(Some)
+                .map_err(|_| SourceError::BadLsn {
+                    context: context.into(),
+                })
+        }
+        _ => Err(SourceError::BadLsn {
+            context: context.into(),
+        }),
+    }
+}
+
+async fn lsn_scalar(
+    client: &mut SqlClient,
+    sql: &str,
+    params: &[&dyn tiberius::ToSql],
+    context: &str,
+) -> Result<Option<Lsn>, SourceError> {
+    let row = single_row(client, sql, params, context).await?;
+    match row.into_iter().next() {
+        Some(value) => lsn_of(&value, context),
+        None => Err(SourceError::Missing(context.into())),
+    }
+}
+
+async fn single_row(
+    client: &mut SqlClient,
+    sql: &str,
+    params: &[&dyn tiberius::ToSql],
+    context: &str,
+) -> Result<Row, SourceError> {
+    all_rows(client, sql, params, context)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| SourceError::Missing(context.into()))
+}
+
+async fn all_rows(
+    client: &mut SqlClient,
+    sql: &str,
+    params: &[&dyn tiberius::ToSql],
+    context: &str,
+) -> Result<Vec<Row>, SourceError> {
+    client
+        .query(sql, params)
+        .await
+        .map_err(SourceError::sql(context))?
+        .into_first_result()
+        .await
+        .map_err(SourceError::sql(context))
+}
+
+fn list_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}

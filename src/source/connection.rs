@@ -1,0 +1,72 @@
+//! Opening a tiberius session with the manifest's TLS policy.
+
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use tiberius::{AuthMethod, Config, EncryptionLevel};
+use tokio::net::TcpStream;
+use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
+
+use super::SourceError;
+use crate::spec::{Encrypt, SourceConfig};
+
+/// A connected SQL Server session.
+pub type SqlClient = tiberius::Client<Compat<TcpStream>>;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The tiberius configuration for `source`. `Encrypt::Off` sends no TLS at
+/// all (tiberius' `NotSupported`); `Optional` encrypts the login and the rest
+/// only when the server insists, as SQL Server's own drivers do.
+pub fn client_config(source: &SourceConfig, password: &SecretString) -> Config {
+    let mut config = Config::new();
+    config.host(&source.host);
+    config.port(source.port);
+    config.database(&source.database);
+    config.application_name("mssql-cdc");
+    config.authentication(AuthMethod::sql_server(
+        &source.username,
+        password.expose_secret(),
+    ));
+    config.encryption(match source.encrypt {
+        Encrypt::Required => EncryptionLevel::Required,
+        Encrypt::Optional => EncryptionLevel::Off,
+        Encrypt::Off => EncryptionLevel::NotSupported,
+    });
+    if source.trust_server_certificate {
+        config.trust_cert();
+    }
+    config
+}
+
+/// Connects to the source (bounded by a timeout).
+pub async fn connect(
+    source: &SourceConfig,
+    password: &SecretString,
+) -> Result<SqlClient, SourceError> {
+    let address = format!("{}:{}", source.host, source.port);
+    let config = client_config(source, password);
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&address))
+        .await
+        .map_err(|_| SourceError::ConnectTimeout {
+            address: address.clone(),
+            seconds: CONNECT_TIMEOUT.as_secs(),
+        })?
+        .map_err(|source| SourceError::Connect {
+            address: address.clone(),
+            source,
+        })?;
+    tcp.set_nodelay(true)
+        .map_err(|source| SourceError::Connect {
+            address: address.clone(),
+            source,
+        })?;
+    let connecting = tiberius::Client::connect(config, tcp.compat_write());
+    tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+        .await
+        .map_err(|_| SourceError::ConnectTimeout {
+            address: address.clone(),
+            seconds: CONNECT_TIMEOUT.as_secs(),
+        })?
+        .map_err(SourceError::sql(format!("login to {address}")))
+}

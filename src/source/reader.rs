@@ -1,0 +1,330 @@
+//! Streams a query's rows into bounded Arrow record batches on a task of its
+//! own, so reading from SQL Server overlaps with Parquet encoding and memory
+//! stays at a few batches whatever the result size.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use deltalake::arrow::array::{Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::arrow::record_batch::RecordBatch;
+use futures::{Stream, TryStreamExt};
+use tiberius::ColumnData;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::arrow_rows::{ColumnBuilder, naive_utc};
+use super::cdc::lsn_of;
+use super::connection::SqlClient;
+use super::types::SqlColumn;
+use super::{Lsn, SourceError};
+use crate::lake::bronze::Operation;
+
+/// Rows per Arrow record batch handed to the writer.
+pub const ROWS_PER_RECORD_BATCH: usize = 8192;
+
+/// What the result rows look like.
+#[derive(Debug, Clone)]
+pub enum RowShape {
+    /// `__$start_lsn, __$seqval, __$operation, tran_end_time, columns...`
+    Changes {
+        /// Minutes the server clock is ahead of UTC.
+        utc_offset_minutes: i64,
+    },
+    /// `columns...`, all stamped with the snapshot's LSN and commit time.
+    Snapshot {
+        /// The snapshot LSN.
+        lsn: Lsn,
+        /// Its commit time (UTC).
+        commit_ts: Option<DateTime<Utc>>,
+        /// Positions of the key columns among `columns`.
+        key_positions: Vec<usize>,
+    },
+}
+
+/// One read to run.
+pub struct ReadRequest {
+    /// The query.
+    pub sql: String,
+    /// Its parameters `@P1...`.
+    pub params: Vec<ColumnData<'static>>,
+    /// The captured columns the rows carry.
+    pub columns: Vec<SqlColumn>,
+    /// The bronze schema the batches must have.
+    pub schema: SchemaRef,
+    /// Row layout.
+    pub shape: RowShape,
+    /// `_batch_id` of every row.
+    pub batch_id: i64,
+    /// Called after each record batch is handed over (progress, failpoints).
+    pub on_batch: Option<Box<dyn FnMut(u64) + Send>>,
+}
+
+/// What a read saw: the facts table's read metrics and the rows' range.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadStats {
+    /// Rows read.
+    pub rows: u64,
+    /// Bytes of values received.
+    pub bytes: u64,
+    /// Time spent waiting for SQL Server (not for the writer).
+    pub read_time: Duration,
+    /// Lowest `_lsn` read.
+    pub min_lsn: Option<Lsn>,
+    /// Highest `_lsn` read.
+    pub max_lsn: Option<Lsn>,
+    /// Lowest commit time read.
+    pub min_commit_ts: Option<DateTime<Utc>>,
+    /// Highest commit time read.
+    pub max_commit_ts: Option<DateTime<Utc>>,
+    /// Key values of the last row (snapshots only).
+    pub last_key: Option<Vec<ColumnData<'static>>>,
+}
+
+/// A running read: the batches, then the session back with the stats.
+pub type ReadTask = JoinHandle<(SqlClient, Result<ReadStats, SourceError>)>;
+
+/// Starts `request` on its own task. The stream yields record batches (at
+/// most two are buffered); awaiting the task returns the client and stats.
+pub fn spawn_read(
+    client: SqlClient,
+    request: ReadRequest,
+) -> (
+    impl Stream<Item = Result<RecordBatch, SourceError>> + Send + 'static,
+    ReadTask,
+) {
+    let (sender, receiver) = mpsc::channel::<Result<Chunk, SourceError>>(2);
+    let task = tokio::spawn(async move {
+        let mut client = client;
+        let result = read_rows(&mut client, request, &sender).await;
+        if let Err(e) = &result {
+            // The writer sees the failure in the stream; the caller gets it
+            // in detail from the task.
+            let _ = sender
+                .send(Err(SourceError::Missing(format!("the read failed: {e}"))))
+                .await;
+        }
+        (client, result)
+    });
+    // A stream that ends without `Chunk::End` (the task died) ends in an
+    // error, so a partial batch is never committed.
+    let stream = futures::stream::unfold(Some(receiver), |receiver| async move {
+        let mut receiver = receiver?;
+        match receiver.recv().await {
+            Some(Ok(Chunk::Rows(batch))) => Some((Ok(batch), Some(receiver))),
+            Some(Ok(Chunk::End)) => None,
+            Some(Err(e)) => Some((Err(e), None)),
+            None => Some((
+                Err(SourceError::Missing(
+                    "the read task (it stopped early)".into(),
+                )),
+                None,
+            )),
+        }
+    });
+    (stream, task)
+}
+
+/// What the read task hands the writer.
+enum Chunk {
+    Rows(RecordBatch),
+    End,
+}
+
+async fn read_rows(
+    client: &mut SqlClient,
+    mut request: ReadRequest,
+    sender: &mpsc::Sender<Result<Chunk, SourceError>>,
+) -> Result<ReadStats, SourceError> {
+    let mut stats = ReadStats::default();
+    let started = Instant::now();
+    let params: Vec<&dyn tiberius::ToSql> = request
+        .params
+        .iter()
+        .map(|p| p as &dyn tiberius::ToSql)
+        .collect();
+    let context = "reading changes";
+    let mut rows = client
+        .query(request.sql.as_str(), &params)
+        .await
+        .map_err(SourceError::sql(context))?
+        .into_row_stream();
+    stats.read_time += started.elapsed();
+    let mut batch = BatchBuilder::new(&request)?;
+    loop {
+        let waited = Instant::now();
+        let next = rows.try_next().await.map_err(SourceError::sql(context))?;
+        stats.read_time += waited.elapsed();
+        let Some(row) = next else { break };
+        batch.push(row, &request, &mut stats)?;
+        if batch.len >= ROWS_PER_RECORD_BATCH {
+            let record_batch = batch.finish(&request)?;
+            if sender.send(Ok(Chunk::Rows(record_batch))).await.is_err() {
+                // The writer stopped; it reports why.
+                return Ok(stats);
+            }
+            if let Some(on_batch) = request.on_batch.as_mut() {
+                on_batch(stats.rows);
+            }
+        }
+    }
+    if batch.len > 0 {
+        let record_batch = batch.finish(&request)?;
+        let _ = sender.send(Ok(Chunk::Rows(record_batch))).await;
+        if let Some(on_batch) = request.on_batch.as_mut() {
+            on_batch(stats.rows);
+        }
+    }
+    let _ = sender.send(Ok(Chunk::End)).await;
+    Ok(stats)
+}
+
+struct BatchBuilder {
+    columns: Vec<ColumnBuilder>,
+    lsn: StringBuilder,
+    seqval: StringBuilder,
+    operation: StringBuilder,
+    commit_ts: TimestampMicrosecondBuilder,
+    batch_id: Int64Builder,
+    len: usize,
+}
+
+impl BatchBuilder {
+    fn new(request: &ReadRequest) -> Result<Self, SourceError> {
+        let capacity = ROWS_PER_RECORD_BATCH;
+        let columns = request
+            .columns
+            .iter()
+            .map(|c| ColumnBuilder::new(c.kind()?, capacity))
+            .collect::<Result<_, _>>()?;
+        Ok(BatchBuilder {
+            columns,
+            lsn: StringBuilder::with_capacity(capacity, capacity * 22),
+            seqval: StringBuilder::with_capacity(capacity, capacity * 22),
+            operation: StringBuilder::with_capacity(capacity, capacity * 8),
+            commit_ts: TimestampMicrosecondBuilder::with_capacity(capacity),
+            batch_id: Int64Builder::with_capacity(capacity),
+            len: 0,
+        })
+    }
+
+    fn push(
+        &mut self,
+        row: tiberius::Row,
+        request: &ReadRequest,
+        stats: &mut ReadStats,
+    ) -> Result<(), SourceError> {
+        let mut values = row.into_iter();
+        let (lsn, seqval, operation, commit_ts) = match &request.shape {
+            RowShape::Changes { utc_offset_minutes } => {
+                let lsn = next_value(&mut values, "__$start_lsn")?;
+                let lsn = lsn_of(&lsn, "__$start_lsn")?.ok_or_else(|| missing("__$start_lsn"))?;
+                let seqval = next_value(&mut values, "__$seqval")?;
+                let seqval = lsn_of(&seqval, "__$seqval")?.ok_or_else(|| missing("__$seqval"))?;
+                let code = match next_value(&mut values, "__$operation")? {
+                    ColumnData::I32(Some(code)) => code,
+                    ColumnData::I16(Some(code)) => i32::from(code),
+                    ColumnData::U8(Some(code)) => i32::from(code),
+                    other => {
+                        return Err(SourceError::UnexpectedValue {
+                            column: "__$operation".into(),
+                            sql_type: "int".into(),
+                            value: format!("{other:?}"),
+                        });
+                    }
+                };
+                let operation =
+                    Operation::from_cdc_code(code).ok_or_else(|| SourceError::UnexpectedValue {
+                        column: "__$operation".into(),
+                        sql_type: "int".into(),
+                        value: code.to_string(),
+                    })?;
+                let time = next_value(&mut values, "tran_end_time")?;
+                let commit_ts =
+                    naive_utc(&time).map(|t| t - chrono::Duration::minutes(*utc_offset_minutes));
+                (lsn, seqval, operation, commit_ts)
+            }
+            RowShape::Snapshot { lsn, commit_ts, .. } => {
+                (*lsn, *lsn, Operation::Snapshot, *commit_ts)
+            }
+        };
+        let mut key = Vec::new();
+        for (position, (column, builder)) in request
+            .columns
+            .iter()
+            .zip(self.columns.iter_mut())
+            .enumerate()
+        {
+            let value = next_value(&mut values, &column.name)?;
+            stats.bytes += value_bytes(&value);
+            if let RowShape::Snapshot { key_positions, .. } = &request.shape
+                && key_positions.contains(&position)
+            {
+                key.push(value.clone());
+            }
+            builder.append(value, &column.name, &column.type_name)?;
+        }
+        if !key.is_empty() {
+            stats.last_key = Some(key);
+        }
+        self.lsn.append_value(lsn.to_string());
+        self.seqval.append_value(seqval.to_string());
+        self.operation.append_value(operation.as_str());
+        self.commit_ts
+            .append_option(commit_ts.map(|t| t.timestamp_micros()));
+        self.batch_id.append_value(request.batch_id);
+        self.len += 1;
+        stats.rows += 1;
+        stats.bytes += 30;
+        stats.min_lsn = Some(stats.min_lsn.map_or(lsn, |m| m.min(lsn)));
+        stats.max_lsn = Some(stats.max_lsn.map_or(lsn, |m| m.max(lsn)));
+        if let Some(ts) = commit_ts {
+            stats.min_commit_ts = Some(stats.min_commit_ts.map_or(ts, |m| m.min(ts)));
+            stats.max_commit_ts = Some(stats.max_commit_ts.map_or(ts, |m| m.max(ts)));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, request: &ReadRequest) -> Result<RecordBatch, SourceError> {
+        let mut arrays: Vec<_> = self.columns.iter_mut().map(ColumnBuilder::finish).collect();
+        arrays.push(Arc::new(self.lsn.finish()));
+        arrays.push(Arc::new(self.seqval.finish()));
+        arrays.push(Arc::new(self.operation.finish()));
+        arrays.push(Arc::new(self.commit_ts.finish()));
+        arrays.push(Arc::new(self.batch_id.finish()));
+        self.len = 0;
+        Ok(RecordBatch::try_new(request.schema.clone(), arrays)?)
+    }
+}
+
+fn next_value(
+    values: &mut impl Iterator<Item = ColumnData<'static>>,
+    column: &str,
+) -> Result<ColumnData<'static>, SourceError> {
+    values.next().ok_or_else(|| missing(column))
+}
+
+fn missing(column: &str) -> SourceError {
+    SourceError::Missing(format!("column {column} of a change row"))
+}
+
+/// Bytes a value took on the wire, near enough for `read_mb`.
+fn value_bytes(value: &ColumnData<'_>) -> u64 {
+    match value {
+        ColumnData::U8(_) | ColumnData::Bit(_) => 1,
+        ColumnData::I16(_) => 2,
+        ColumnData::I32(_) | ColumnData::F32(_) | ColumnData::Date(_) => 4,
+        ColumnData::I64(_) | ColumnData::F64(_) | ColumnData::DateTime(_) => 8,
+        ColumnData::SmallDateTime(_) => 4,
+        ColumnData::Guid(_) | ColumnData::Numeric(_) => 17,
+        ColumnData::Time(_) => 5,
+        ColumnData::DateTime2(_) => 8,
+        ColumnData::DateTimeOffset(_) => 10,
+        ColumnData::String(s) => s.as_ref().map_or(0, |s| s.len() as u64 * 2),
+        ColumnData::Binary(b) => b.as_ref().map_or(0, |b| b.len() as u64),
+        ColumnData::Xml(x) => x
+            .as_ref()
+            .map_or(0, |x| x.as_ref().to_string().len() as u64 * 2),
+    }
+}

@@ -1,0 +1,229 @@
+//! SQL Server column types and their lossless Arrow/Delta counterparts.
+//!
+//! Delta has no unsigned, time-of-day or 100-ns timestamp types, so:
+//! `tinyint` widens to Int16, `time` becomes text (`HH:MM:SS.fffffff`), and
+//! `datetime2(7)`/`time(7)` keep microseconds in timestamps (the text form of
+//! `time` keeps all seven digits). `money` is read as `decimal(19,4)` because
+//! tiberius decodes money through f64.
+
+use std::sync::Arc;
+
+use deltalake::arrow::datatypes::{DataType, Field, TimeUnit};
+
+use super::SourceError;
+
+/// One column as SQL Server describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlColumn {
+    /// Column name.
+    pub name: String,
+    /// Type name from `sys.types` (lower case), e.g. `nvarchar`.
+    pub type_name: String,
+    /// `sys.columns.max_length` (-1 for `max`).
+    pub max_length: i16,
+    /// `sys.columns.precision`.
+    pub precision: u8,
+    /// `sys.columns.scale`.
+    pub scale: u8,
+    /// Whether NULL is allowed.
+    pub nullable: bool,
+}
+
+/// How a column's values are turned into Arrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// bit
+    Bool,
+    /// tinyint (widened), smallint
+    Int16,
+    /// int
+    Int32,
+    /// bigint
+    Int64,
+    /// real
+    Float32,
+    /// float
+    Float64,
+    /// decimal, numeric, money, smallmoney
+    Decimal {
+        /// Total digits.
+        precision: u8,
+        /// Digits after the point.
+        scale: u8,
+    },
+    /// character and XML types
+    Text,
+    /// uniqueidentifier, as upper-case text like SQL Server prints it
+    Guid,
+    /// binary types and rowversion
+    Binary,
+    /// date
+    Date,
+    /// time, as text with all fractional digits
+    Time,
+    /// datetime, smalldatetime, datetime2: local wall-clock time
+    TimestampNtz,
+    /// datetimeoffset: an instant, stored in UTC
+    TimestampUtc,
+}
+
+impl ValueKind {
+    /// The Arrow type of the bronze column.
+    pub fn arrow_type(self) -> DataType {
+        match self {
+            ValueKind::Bool => DataType::Boolean,
+            ValueKind::Int16 => DataType::Int16,
+            ValueKind::Int32 => DataType::Int32,
+            ValueKind::Int64 => DataType::Int64,
+            ValueKind::Float32 => DataType::Float32,
+            ValueKind::Float64 => DataType::Float64,
+            ValueKind::Decimal { precision, scale } => {
+                DataType::Decimal128(precision, i8::try_from(scale).unwrap_or(i8::MAX))
+            }
+            ValueKind::Text | ValueKind::Guid | ValueKind::Time => DataType::Utf8,
+            ValueKind::Binary => DataType::Binary,
+            ValueKind::Date => DataType::Date32,
+            ValueKind::TimestampNtz => DataType::Timestamp(TimeUnit::Microsecond, None),
+            ValueKind::TimestampUtc => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from("UTC")))
+            }
+        }
+    }
+}
+
+impl SqlColumn {
+    /// The value kind, or why the type cannot be streamed.
+    pub fn kind(&self) -> Result<ValueKind, SourceError> {
+        let unsupported = |reason: &str| SourceError::UnsupportedType {
+            column: self.name.clone(),
+            sql_type: self.type_name.clone(),
+            reason: reason.to_string(),
+        };
+        Ok(match self.type_name.as_str() {
+            "bit" => ValueKind::Bool,
+            "tinyint" | "smallint" => ValueKind::Int16,
+            "int" => ValueKind::Int32,
+            "bigint" => ValueKind::Int64,
+            "real" => ValueKind::Float32,
+            "float" => ValueKind::Float64,
+            "decimal" | "numeric" => ValueKind::Decimal {
+                precision: self.precision.clamp(1, 38),
+                scale: self.scale.min(self.precision.clamp(1, 38)),
+            },
+            "money" => ValueKind::Decimal {
+                precision: 19,
+                scale: 4,
+            },
+            "smallmoney" => ValueKind::Decimal {
+                precision: 10,
+                scale: 4,
+            },
+            "char" | "varchar" | "nchar" | "nvarchar" | "text" | "ntext" | "xml" | "sysname" => {
+                ValueKind::Text
+            }
+            "uniqueidentifier" => ValueKind::Guid,
+            "binary" | "varbinary" | "image" | "timestamp" | "rowversion" => ValueKind::Binary,
+            "date" => ValueKind::Date,
+            "time" => ValueKind::Time,
+            "datetime" | "smalldatetime" | "datetime2" => ValueKind::TimestampNtz,
+            "datetimeoffset" => ValueKind::TimestampUtc,
+            "sql_variant" => {
+                return Err(unsupported(
+                    "a value's type varies per row; leave the column out of spec.source.columns",
+                ));
+            }
+            "geography" | "geometry" | "hierarchyid" => {
+                return Err(unsupported(
+                    "CLR types arrive as opaque bytes; leave the column out of spec.source.columns or capture a computed text column",
+                ));
+            }
+            other => {
+                return Err(unsupported(&format!(
+                    "unknown type {other}; leave the column out of spec.source.columns"
+                )));
+            }
+        })
+    }
+
+    /// The bronze field (always nullable: deletes and schema changes can
+    /// leave any column empty).
+    pub fn field(&self) -> Result<Field, SourceError> {
+        Ok(Field::new(&self.name, self.kind()?.arrow_type(), true))
+    }
+
+    /// The select-list expression that reads the column losslessly.
+    pub fn select_expr(&self, alias: Option<&str>) -> String {
+        let column = match alias {
+            Some(alias) => format!("{alias}.{}", quote_ident(&self.name)),
+            None => quote_ident(&self.name),
+        };
+        match self.type_name.as_str() {
+            "money" => format!("CAST({column} AS decimal(19,4))"),
+            "smallmoney" => format!("CAST({column} AS decimal(10,4))"),
+            _ => column,
+        }
+    }
+}
+
+/// Quotes an identifier as `[name]`, doubling `]`.
+pub fn quote_ident(name: &str) -> String {
+    format!("[{}]", name.replace(']', "]]"))
+}
+
+/// Quotes a string as an N'...' literal, doubling `'`.
+pub fn quote_literal(text: &str) -> String {
+    format!("N'{}'", text.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(type_name: &str, precision: u8, scale: u8) -> SqlColumn {
+        SqlColumn {
+            name: "c".into(),
+            type_name: type_name.into(),
+            max_length: 8,
+            precision,
+            scale,
+            nullable: true,
+        }
+    }
+
+    #[test]
+    fn decimals_keep_precision_and_money_is_exact() {
+        assert_eq!(
+            column("decimal", 38, 10).kind().ok(),
+            Some(ValueKind::Decimal {
+                precision: 38,
+                scale: 10
+            })
+        );
+        assert_eq!(
+            column("money", 19, 4)
+                .field()
+                .map(|f| f.data_type().clone())
+                .ok(),
+            Some(DataType::Decimal128(19, 4))
+        );
+        assert_eq!(
+            column("money", 19, 4).select_expr(Some("c")),
+            "CAST(c.[c] AS decimal(19,4))"
+        );
+    }
+
+    #[test]
+    fn unsupported_types_name_the_column() {
+        let err = column("sql_variant", 0, 0)
+            .kind()
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("column c") && e.contains("sql_variant")));
+    }
+
+    #[test]
+    fn identifiers_and_literals_are_quoted() {
+        assert_eq!(quote_ident("a]b"), "[a]]b]");
+        assert_eq!(quote_literal("o'neil"), "N'o''neil'");
+    }
+}

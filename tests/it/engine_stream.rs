@@ -1,0 +1,403 @@
+//! The engine end to end against the sandbox (or `MSSQL_CDC_TEST_URL`):
+//! bootstrap, every operation, every supported type, empty batches, batch
+//! splitting, data loss and fencing.
+
+use mssql_cdc::engine::EngineError;
+use mssql_cdc::lake::StorageLocation;
+use mssql_cdc::lake::lease::{CheckpointLease, DEFAULT_LEASE_TTL};
+
+use crate::support::cdc::{
+    enable_db, lsn_literal, max_lsn, min_lsn, wait_for_capture, wait_for_max_lsn_past,
+};
+use crate::support::server::{TestServer, run};
+use crate::support::stream::StreamFixture;
+
+const ORDERS: &str =
+    "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)";
+
+async fn orders_stream(
+    server: &TestServer,
+    extra: &str,
+    seed_rows: i32,
+) -> (crate::support::server::Client, StreamFixture) {
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, ORDERS).await.expect("create table");
+    for id in 1..=seed_rows {
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.orders VALUES ({id}, N'seed {id}', {id})"),
+        )
+        .await
+        .expect("seed row");
+    }
+    enable_db(&mut client).await;
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL",
+    )
+    .await
+    .expect("enable table");
+    // The capture instance is usable once CDC has an LSN.
+    wait_for_max_lsn_past(&mut client, None).await;
+    let fixture = StreamFixture::new(server, &db, extra);
+    (client, fixture)
+}
+
+fn count(rows: &[Vec<String>]) -> i64 {
+    rows.first()
+        .and_then(|r| r.first())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1)
+}
+
+#[tokio::test]
+async fn bootstrap_then_changes_of_every_operation_land_exactly_once() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders_stream(&server, "", 3).await;
+
+    let first = stream.run_once().await.expect("first run");
+    assert_eq!(first.snapshot_rows, 3);
+    let snapshot = stream
+        .bronze_query("SELECT id, note, qty, _operation, _batch_id FROM t ORDER BY id")
+        .await;
+    assert_eq!(
+        snapshot,
+        vec![
+            vec!["1", "seed 1", "1", "snapshot", "0"],
+            vec!["2", "seed 2", "2", "snapshot", "0"],
+            vec!["3", "seed 3", "3", "snapshot", "0"],
+        ]
+    );
+
+    let before = max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.orders VALUES (4, N'new', 4)")
+        .await
+        .expect("insert");
+    run(&mut client, "UPDATE dbo.orders SET qty = 20 WHERE id = 2")
+        .await
+        .expect("update");
+    run(&mut client, "DELETE FROM dbo.orders WHERE id = 3")
+        .await
+        .expect("delete");
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 4).await;
+
+    let second = stream.run_once().await.expect("second run");
+    assert_eq!(second.rows, 4, "{second:?}");
+    let changes = stream
+        .bronze_query(
+            "SELECT id, qty, _operation FROM t WHERE _operation <> 'snapshot' ORDER BY _lsn, _seqval, _operation DESC",
+        )
+        .await;
+    assert_eq!(
+        changes,
+        vec![
+            vec!["4", "4", "insert"],
+            vec!["2", "2", "update_before"],
+            vec!["2", "20", "update_after"],
+            vec!["3", "3", "delete"],
+        ]
+    );
+
+    // A third run has nothing to do and writes nothing.
+    let third = stream.run_once().await.expect("third run");
+    assert_eq!((third.batches, third.rows), (0, 0));
+    assert_eq!(
+        count(&stream.bronze_query("SELECT COUNT(*) FROM t").await),
+        7
+    );
+
+    let facts = stream
+        .facts_query(
+            "SELECT coalesce(event, 'batch'), rows, end_lsn IS NOT NULL, retention_headroom_hours IS NOT NULL, \
+             capture_instance FROM t ORDER BY written_at",
+        )
+        .await;
+    assert_eq!(
+        facts[0],
+        vec!["bootstrap", "3", "true", "false", "dbo_orders"]
+    );
+    let batch_rows: i64 = facts[1..]
+        .iter()
+        .map(|f| {
+            assert_eq!(f[0], "batch");
+            assert_eq!(f[2..], ["true", "true", "dbo_orders"]);
+            f[1].parse::<i64>().expect("rows")
+        })
+        .sum();
+    assert_eq!(batch_rows, 4);
+    let ids = stream
+        .facts_query("SELECT COUNT(*), COUNT(DISTINCT batch_id) FROM t WHERE event IS NULL")
+        .await;
+    assert_eq!(ids[0][0], ids[0][1], "one facts row per batch id");
+}
+
+#[tokio::test]
+async fn every_supported_type_round_trips_into_bronze() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    run(
+        &mut client,
+        "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, \
+         c_bit bit, c_tiny tinyint, c_small smallint, c_big bigint, c_real real, c_float float, \
+         c_dec decimal(18,4), c_wide decimal(38,10), c_money money, c_smallmoney smallmoney, \
+         c_char char(5), c_varchar varchar(50), c_nchar nchar(3), c_nvarchar nvarchar(50), c_max nvarchar(max), \
+         c_guid uniqueidentifier, c_bin binary(4), c_varbin varbinary(50), \
+         c_date date, c_time time(7), c_dt datetime, c_sdt smalldatetime, c_dt2 datetime2(7), c_dto datetimeoffset(7))",
+    )
+    .await
+    .expect("create table");
+    enable_db(&mut client).await;
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL",
+    )
+    .await
+    .expect("enable table");
+    let before = wait_for_max_lsn_past(&mut client, None).await;
+    run(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (1, 1, 255, -32768, 9223372036854775807, 1.5, -2.25, \
+         12345678901234.5678, 1234567890123456789012345678.0123456789, 922337203685477.5807, -214748.3648, \
+         'ab', 'varchar', N'äöü', N'nvarchar ✓', REPLICATE(CAST(N'x' AS nvarchar(max)), 5000), \
+         '6F9619FF-8B86-D011-B42D-00C04FC964FF', 0x01020304, 0xDEADBEEF, \
+         '2024-02-29', '23:59:59.1234567', '2024-01-02 03:04:05.997', '2024-01-02 03:04:00', \
+         '2024-01-02 03:04:05.1234567', '2024-01-02 03:04:05.1234567 +02:00')",
+    )
+    .await
+    .expect("insert every type");
+    run(&mut client, "INSERT INTO dbo.orders (id) VALUES (2)")
+        .await
+        .expect("insert nulls");
+    wait_for_capture(&mut client, "dbo_orders", Some(&before), 2).await;
+
+    let stream = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
+    let summary = stream.run_once().await.expect("run");
+    assert_eq!(summary.rows, 2);
+
+    let types = stream
+        .bronze_query(
+            "SELECT arrow_typeof(c_bit), arrow_typeof(c_tiny), arrow_typeof(c_big), arrow_typeof(c_real), \
+             arrow_typeof(c_dec), arrow_typeof(c_wide), arrow_typeof(c_money), arrow_typeof(c_guid), \
+             arrow_typeof(c_bin), arrow_typeof(c_date), arrow_typeof(c_time), arrow_typeof(c_dt2), \
+             arrow_typeof(c_dto), arrow_typeof(_commit_ts) FROM t LIMIT 1",
+        )
+        .await;
+    // DataFusion reads Delta strings and binaries as view arrays.
+    let types: Vec<String> = types[0].iter().map(|t| t.replace("View", "")).collect();
+    assert_eq!(
+        types,
+        vec![
+            "Boolean",
+            "Int16",
+            "Int64",
+            "Float32",
+            "Decimal128(18, 4)",
+            "Decimal128(38, 10)",
+            "Decimal128(19, 4)",
+            "Utf8",
+            "Binary",
+            "Date32",
+            "Utf8",
+            "Timestamp(µs)",
+            "Timestamp(µs, \"UTC\")",
+            "Timestamp(µs)",
+        ]
+    );
+    let values = stream
+        .bronze_query(
+            "SELECT c_bit, c_tiny, c_small, c_big, c_real, c_float, c_dec, c_wide, c_money, c_smallmoney, \
+             c_char, c_varchar, c_nchar, c_nvarchar, length(c_max), c_guid, c_bin, c_varbin, \
+             c_date, c_time, c_dt, c_sdt, c_dt2, c_dto FROM t WHERE id = 1",
+        )
+        .await;
+    assert_eq!(
+        values[0],
+        vec![
+            "true",
+            "255",
+            "-32768",
+            "9223372036854775807",
+            "1.5",
+            "-2.25",
+            "12345678901234.5678",
+            "1234567890123456789012345678.0123456789",
+            "922337203685477.5807",
+            "-214748.3648",
+            "ab   ",
+            "varchar",
+            "äöü",
+            "nvarchar ✓",
+            "5000",
+            "6F9619FF-8B86-D011-B42D-00C04FC964FF",
+            "01020304",
+            "deadbeef",
+            "2024-02-29",
+            "23:59:59.1234567",
+            "2024-01-02T03:04:05.996666",
+            "2024-01-02T03:04:00",
+            "2024-01-02T03:04:05.123456",
+            "2024-01-02T01:04:05.123456Z",
+        ]
+    );
+    let nulls = stream
+        .bronze_query("SELECT COUNT(*) FROM t WHERE id = 2 AND c_bit IS NULL AND c_dto IS NULL AND c_max IS NULL")
+        .await;
+    assert_eq!(count(&nulls), 1);
+}
+
+#[tokio::test]
+async fn batches_past_other_tables_commits_have_no_rows_but_a_fact_row() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders_stream(&server, "", 1).await;
+    stream.run_once().await.expect("bootstrap");
+    run(
+        &mut client,
+        "CREATE TABLE dbo.other (id int NOT NULL PRIMARY KEY)",
+    )
+    .await
+    .expect("other table");
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'other', @role_name = NULL",
+    )
+    .await
+    .expect("enable other");
+    let before = max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.other VALUES (1)")
+        .await
+        .expect("insert other");
+    wait_for_capture(&mut client, "dbo_other", before.as_deref(), 1).await;
+    let bronze_before = stream.bronze().await;
+
+    let summary = stream.run_once().await.expect("run");
+    assert!(summary.batches >= 1, "{summary:?}");
+    assert_eq!(summary.rows, 0);
+    assert_eq!(stream.bronze().await, bronze_before, "bronze untouched");
+    let facts = stream
+        .facts_query("SELECT rows, end_lsn FROM t WHERE event IS NULL ORDER BY batch_id")
+        .await;
+    assert!(!facts.is_empty());
+    assert!(facts.iter().all(|f| f[0] == "0"), "{facts:?}");
+}
+
+#[tokio::test]
+async fn max_commits_per_batch_splits_the_work() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders_stream(&server, "  maxCommitsPerBatch: 2\n", 0).await;
+    stream.run_once().await.expect("bootstrap");
+    let before = max_lsn(&mut client).await;
+    for id in 1..=5 {
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.orders VALUES ({id}, NULL, {id})"),
+        )
+        .await
+        .expect("insert");
+    }
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 5).await;
+    let summary = stream.run_once().await.expect("run");
+    assert_eq!(summary.rows, 5);
+    assert!(
+        summary.batches >= 3,
+        "5 commits at 2 per batch: {summary:?}"
+    );
+    let per_batch = stream
+        .bronze_query("SELECT _batch_id, COUNT(*) FROM t GROUP BY _batch_id ORDER BY _batch_id")
+        .await;
+    assert!(
+        per_batch
+            .iter()
+            .all(|r| r[1].parse::<i64>().unwrap_or(9) <= 2),
+        "{per_batch:?}"
+    );
+    assert_eq!(
+        count(
+            &stream
+                .bronze_query("SELECT COUNT(DISTINCT id) FROM t")
+                .await
+        ),
+        5
+    );
+}
+
+#[tokio::test]
+async fn purged_changes_stop_the_stream_with_the_lost_window() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders_stream(&server, "", 1).await;
+    stream.run_once().await.expect("bootstrap");
+    let before = max_lsn(&mut client).await;
+    run(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (10, N'lost', 1)",
+    )
+    .await
+    .expect("insert");
+    let lost = wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
+    run(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (11, N'kept', 1)",
+    )
+    .await
+    .expect("insert");
+    let kept = wait_for_capture(&mut client, "dbo_orders", Some(&lost), 1).await;
+    run(
+        &mut client,
+        &format!(
+            "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_orders', @low_water_mark = {}, @threshold = 5000",
+            lsn_literal(&kept)
+        ),
+    )
+    .await
+    .expect("cleanup");
+    let low = min_lsn(&mut client, "dbo_orders")
+        .await
+        .expect("low water mark");
+    let bronze_before = stream.bronze().await;
+    let facts_before = stream.facts_query("SELECT COUNT(*) FROM t").await;
+
+    let error = stream
+        .run_once()
+        .await
+        .expect_err("data loss stops the stream");
+    let EngineError::DataLoss(loss) = &error else {
+        panic!("expected DataLossError, got {error}");
+    };
+    assert_eq!(lsn_literal(&loss.to_lsn.to_bytes()), lsn_literal(&low));
+    assert!(loss.from_lsn.to_bytes().as_slice() <= lost.as_slice());
+    assert!(loss.from_ts.is_some() && loss.to_ts.is_some());
+    let message = error.to_string();
+    assert!(
+        message.contains("DataLossError") && message.contains("dbo_orders"),
+        "{message}"
+    );
+    assert_eq!(stream.bronze().await, bronze_before, "bronze untouched");
+    assert_eq!(
+        stream.facts_query("SELECT COUNT(*) FROM t").await,
+        facts_before,
+        "facts untouched"
+    );
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_checkpoint_fails_fast_and_writes_nothing() {
+    let server = TestServer::start().await;
+    let (_client, stream) = orders_stream(&server, "", 2).await;
+    let location = StorageLocation::parse(stream.path("checkpoint").to_str().expect("utf-8"))
+        .expect("checkpoint location");
+    let _held = CheckpointLease::acquire(&location, &Default::default(), DEFAULT_LEASE_TTL)
+        .await
+        .expect("first holder");
+    let error = stream
+        .run_once()
+        .await
+        .expect_err("second holder is refused");
+    assert!(matches!(error, EngineError::Lease(_)), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("in use by another mssql-cdc process"),
+        "{error}"
+    );
+    assert!(!stream.path("bronze").exists(), "nothing written to bronze");
+    assert!(!stream.path("facts").exists(), "nothing written to facts");
+}
