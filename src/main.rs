@@ -108,7 +108,10 @@ impl From<ProductVersion> for SqlVersion {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
+    init_tracing(
+        cli.log_format,
+        matches!(cli.command, Command::Demo(_) | Command::Bench(_)),
+    );
     // Both ring and aws-lc-rs are linked (tiberius, object stores); pick one.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
@@ -167,9 +170,17 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_tracing(format: LogFormat) {
+/// Logs go to stderr. The Delta kernel reports expected events (a table
+/// that does not exist yet) at INFO and ERROR, so it is off by default (our
+/// own errors carry what matters); the demo also quiets its in-process
+/// sandbox. `RUST_LOG` overrides all of this.
+fn init_tracing(format: LogFormat, quiet_sandbox: bool) {
+    let mut default = String::from("info,buoyant_kernel=off,delta_kernel=off,deltalake_core=warn");
+    if quiet_sandbox {
+        default.push_str(",mssql_cdc::sandbox=warn");
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

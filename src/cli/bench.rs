@@ -47,14 +47,14 @@ pub struct BenchArgs {
 
 /// Runs the benchmark and prints its figures.
 pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
-    if args.rows == 0 || args.rows % ROWS_PER_COMMIT != 0 {
+    if args.rows == 0 || !args.rows.is_multiple_of(ROWS_PER_COMMIT) {
         bail!(
             "--rows must be a positive multiple of {ROWS_PER_COMMIT}, got {}",
             args.rows
         );
     }
     for per_batch in &args.rows_per_batch {
-        if *per_batch == 0 || per_batch % ROWS_PER_COMMIT != 0 {
+        if *per_batch == 0 || !per_batch.is_multiple_of(ROWS_PER_COMMIT) {
             bail!(
                 "--rows-per-batch must be a positive multiple of {ROWS_PER_COMMIT}, got {per_batch}"
             );
@@ -188,15 +188,16 @@ async fn prepare_source(address: std::net::SocketAddr, rows: u64) -> anyhow::Res
     source.database = "master".into();
     let password = SecretString::from(SA_PASSWORD);
     let mut client = connect(&source, &password).await?;
-    let script = format!(
-        "CREATE DATABASE bench;
-         USE bench;
-         CREATE TABLE dbo.seed (id bigint NOT NULL PRIMARY KEY, v int NOT NULL, s varchar(20) NOT NULL);
-         CREATE TABLE dbo.events (id bigint NOT NULL PRIMARY KEY, v int NOT NULL, s varchar(20) NOT NULL);
-         EXEC sys.sp_cdc_enable_db;
-         EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'events', @role_name = NULL;"
-    );
-    client.simple_query(script).await?.into_results().await?;
+    for batch in [
+        "CREATE DATABASE bench",
+        "USE bench",
+        "CREATE TABLE dbo.seed (id bigint NOT NULL PRIMARY KEY, v int NOT NULL, s varchar(20) NOT NULL);
+         CREATE TABLE dbo.events (id bigint NOT NULL PRIMARY KEY, v int NOT NULL, s varchar(20) NOT NULL)",
+        "EXEC sys.sp_cdc_enable_db",
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'events', @role_name = NULL",
+    ] {
+        client.simple_query(batch).await?.into_results().await?;
+    }
     // A seed of ROWS_PER_COMMIT rows, doubled into place (not captured).
     client
         .simple_query("INSERT INTO dbo.seed VALUES (0, 0, 'event-0')")

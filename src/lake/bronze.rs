@@ -170,7 +170,7 @@ pub enum BronzeError {
         /// The table location.
         location: String,
         /// deltalake's error.
-        source: DeltaTableError,
+        source: Box<DeltaTableError>,
     },
 }
 
@@ -194,7 +194,7 @@ impl BronzeTable {
     ) -> Result<Self, BronzeError> {
         let delta_error = |source| BronzeError::Delta {
             location: location.to_string(),
-            source,
+            source: Box::new(source),
         };
         let kernel: StructType = schema
             .try_into_kernel()
@@ -339,7 +339,7 @@ impl BronzeTable {
             .with_actions(adds)
             .build(Some(snapshot), self.table.log_store(), operation)
             .await
-            .map_err(|e| self.delta_error(e.into()))?;
+            .map_err(|e| self.delta_error(e))?;
         let table_version = finalized.version();
         self.table
             .update_state()
@@ -366,7 +366,7 @@ impl BronzeTable {
         while let Some(info) = history.next().await {
             let info = info.map_err(|e| BronzeError::Delta {
                 location: self.location.clone(),
-                source: e,
+                source: Box::new(e),
             })?;
             let matches = info
                 .info
@@ -388,7 +388,7 @@ impl BronzeTable {
     fn delta_error(&self, source: DeltaTableError) -> BronzeError {
         BronzeError::Delta {
             location: self.location.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 }

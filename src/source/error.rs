@@ -98,6 +98,8 @@ impl SourceError {
     /// timeouts, server restarts), as opposed to a wrong spec or schema.
     pub fn is_transient(&self) -> bool {
         match self {
+            // The capture job has not run yet: it will.
+            SourceError::NoLsn(_) => true,
             SourceError::Connect { .. } | SourceError::ConnectTimeout { .. } => true,
             SourceError::Sql { source, .. } => match source {
                 tiberius::error::Error::Io { .. } => true,

@@ -401,3 +401,102 @@ async fn a_second_process_on_the_checkpoint_fails_fast_and_writes_nothing() {
     assert!(!stream.path("bronze").exists(), "nothing written to bronze");
     assert!(!stream.path("facts").exists(), "nothing written to facts");
 }
+
+/// Records what the engine reports, for tests that wait on it.
+struct Events(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl mssql_cdc::engine::Observer for Events {
+    fn batch_done(&self, row: &mssql_cdc::lake::facts::FactRow) {
+        let _ = self.0.send(format!("batch {}", row.rows.unwrap_or(0)));
+    }
+    fn retrying(&self, error: &EngineError, _attempt: u32, _delay: std::time::Duration) {
+        let _ = self.0.send(format!("retry {error}"));
+    }
+}
+
+/// Waits for an event starting with `prefix` (and, for batches, with rows).
+async fn wait_event(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    want: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = std::time::Duration::from_secs(60);
+    loop {
+        let event = tokio::time::timeout(deadline, events.recv())
+            .await
+            .expect("the engine reports within a minute")
+            .expect("the engine is running");
+        if want(&event) {
+            return event;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_cut_connection_is_retried_and_the_stream_resumes_where_it_was() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, ORDERS).await.expect("create table");
+    enable_db(&mut client).await;
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL",
+    )
+    .await
+    .expect("enable table");
+    wait_for_max_lsn_past(&mut client, None).await;
+    let mut endpoint = server.endpoint();
+    let target: std::net::SocketAddr = format!("{}:{}", endpoint.host, endpoint.port)
+        .parse()
+        .expect("server address");
+    let proxy = crate::support::proxy::CuttableProxy::start(target).await;
+    endpoint.host = proxy.addr.ip().to_string();
+    endpoint.port = proxy.addr.port();
+    let stream = StreamFixture::with_endpoint(endpoint, &db, "");
+    let mut manifest = stream.config();
+    manifest.trigger =
+        mssql_cdc::spec::Trigger::ProcessingTime(std::time::Duration::from_millis(100));
+
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let mut options = stream.options();
+    options.once = false;
+    options.observer = std::sync::Arc::new(Events(sender));
+    options.backoff = mssql_cdc::engine::Backoff::new(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(1),
+    );
+    let stop = options.stop.clone();
+    let running = tokio::spawn(mssql_cdc::engine::run(manifest, options));
+
+    let before = max_lsn(&mut client).await;
+    run(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (1, N'before the cut', 1)",
+    )
+    .await
+    .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
+    wait_event(&mut events, |e| e == "batch 1").await;
+
+    proxy.cut();
+    let before = max_lsn(&mut client).await;
+    run(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (2, N'after the cut', 2)",
+    )
+    .await
+    .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
+    let retry = wait_event(&mut events, |e| e.starts_with("retry")).await;
+    assert!(retry.contains("SQL Server"), "{retry}");
+    wait_event(&mut events, |e| e == "batch 1").await;
+
+    stop.cancel();
+    running
+        .await
+        .expect("engine task")
+        .expect("the stream stops cleanly");
+    let rows = stream
+        .bronze_query("SELECT id, _operation FROM t ORDER BY id")
+        .await;
+    assert_eq!(rows, vec![vec!["1", "insert"], vec!["2", "insert"]]);
+}

@@ -95,7 +95,7 @@ pub enum FactsError {
         /// The table location.
         location: String,
         /// deltalake's error.
-        source: DeltaTableError,
+        source: Box<DeltaTableError>,
     },
 }
 
@@ -116,7 +116,7 @@ impl FactsTable {
             .await
             .map_err(|source| FactsError::Delta {
                 location: location.to_string(),
-                source,
+                source: Box::new(source),
             })?;
         Ok(FactsTable {
             table,
@@ -162,7 +162,7 @@ impl FactsTable {
     fn delta_error(&self, source: DeltaTableError) -> FactsError {
         FactsError::Delta {
             location: self.location.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 }

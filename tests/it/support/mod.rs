@@ -1,6 +1,7 @@
 //! Shared set-up for the integration tests.
 
 pub mod cdc;
+pub mod proxy;
 pub mod server;
 pub mod stream;
 

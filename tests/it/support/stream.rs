@@ -12,7 +12,7 @@ use deltalake::datafusion::prelude::SessionContext;
 use mssql_cdc::engine::{EngineError, RunOptions, RunSummary, Silent};
 use mssql_cdc::spec::{StreamConfig, load_yaml};
 
-use super::server::TestServer;
+use super::server::{Endpoint, TestServer};
 
 /// The variable the manifests name for the password.
 pub const PASSWORD_ENV: &str = "MSSQL_CDC_IT_PASSWORD";
@@ -28,8 +28,12 @@ impl StreamFixture {
     /// `extra` is appended to the spec (indented two spaces), e.g.
     /// `"  maxCommitsPerBatch: 2\n"`.
     pub fn new(server: &TestServer, database: &str, extra: &str) -> Self {
+        Self::with_endpoint(server.endpoint(), database, extra)
+    }
+
+    /// Like [`StreamFixture::new`], through another address (a proxy).
+    pub fn with_endpoint(endpoint: Endpoint, database: &str, extra: &str) -> Self {
         let lake = tempfile::tempdir().expect("temporary lake");
-        let endpoint = server.endpoint();
         let path = |rel: &str| lake.path().join(rel).display().to_string();
         let manifest = format!(
             r#"apiVersion: mssql-cdc.io/v1alpha1
