@@ -3,10 +3,13 @@
 //!
 //! Tests run against the built-in sandbox by default, and against a real SQL
 //! Server when `MSSQL_CDC_TEST_URL` holds an ADO.NET connection string for a
-//! login that may create databases (see docs/testing.md).
+//! login that may create databases (see docs/testing.md). The lake tests
+//! start moto and Azurite, and read tables back with DuckDB, all installed
+//! by `scripts/test`.
 
 mod support;
 
+mod lake_stores;
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
 mod sandbox_cdc_demo;

@@ -1,6 +1,9 @@
 //! Shared set-up for the integration tests.
 
 pub mod cdc;
+pub mod duckdb;
+pub mod objectstores;
 pub mod server;
+pub mod tools;
 
 pub use server::{TestServer, query, run, scalar, server_error};
