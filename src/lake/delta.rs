@@ -1,6 +1,7 @@
 //! Small helpers over deltalake shared by the bronze and facts writers.
 
 use deltalake::kernel::StructField;
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
@@ -25,17 +26,29 @@ pub(crate) async fn open_or_create(
     if table.version().is_some() {
         return Ok(table);
     }
+    // No retries: deltalake would commit a create that lost the race for
+    // version 0 again as version 1 (a second protocol and metadata, with no
+    // conflict check). With none it fails instead, and we open the winner's.
     let created = table
         .create()
         .with_columns(fields)
         .with_comment(comment)
         .with_save_mode(SaveMode::Ignore)
+        .with_commit_properties(CommitProperties::default().with_max_retries(0))
         .await;
     match created {
         Ok(table) => Ok(table),
         // Lost a creation race: the other writer's table is the table.
-        Err(DeltaTableError::VersionAlreadyExists(_)) => {
-            DeltaTable::try_from_url_with_storage_options(url, options.to_map()).await
+        Err(
+            error
+            @ (DeltaTableError::VersionAlreadyExists(_) | DeltaTableError::Transaction { .. }),
+        ) => {
+            let table =
+                DeltaTable::try_from_url_with_storage_options(url, options.to_map()).await?;
+            match table.version() {
+                Some(_) => Ok(table),
+                None => Err(error),
+            }
         }
         Err(other) => Err(other),
     }

@@ -3,7 +3,9 @@
 //!
 //! Tests run against the built-in sandbox by default, and against a real SQL
 //! Server when `MSSQL_CDC_TEST_URL` holds an ADO.NET connection string for a
-//! login that may create databases (see docs/testing.md).
+//! login that may create databases (see docs/testing.md). The lake tests
+//! start moto and Azurite, and read tables back with DuckDB, all installed
+//! by `scripts/test`.
 
 mod support;
 
@@ -11,6 +13,7 @@ mod support;
 mod engine_crash;
 mod engine_stream;
 
+mod lake_stores;
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
 mod sandbox_cdc_demo;

@@ -1,8 +1,11 @@
 //! Shared set-up for the integration tests.
 
 pub mod cdc;
+pub mod duckdb;
+pub mod objectstores;
 pub mod proxy;
 pub mod server;
 pub mod stream;
+pub mod tools;
 
 pub use server::{TestServer, query, run, scalar, server_error};
