@@ -104,10 +104,17 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         summary: RunSummary::default(),
         once_target: None,
     };
+    let result = run_loop(&mut stream, &options).await;
+    let StreamRun { lease, summary, .. } = stream;
+    lease.release().await;
+    result.map(|()| summary)
+}
+
+async fn run_loop(stream: &mut StreamRun, options: &RunOptions) -> Result<(), EngineError> {
     let mut backoff = options.backoff.clone();
     loop {
-        match stream.advance(&options).await {
-            Ok(Step::Done) => return Ok(stream.summary),
+        match stream.advance(options).await {
+            Ok(Step::Done) => return Ok(()),
             Ok(Step::Progress) => backoff.reset(),
             Ok(Step::Idle) => {
                 backoff.reset();
@@ -116,7 +123,7 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
                     Trigger::AvailableNow => Duration::ZERO,
                 };
                 tokio::select! {
-                    () = options.stop.cancelled() => return Ok(stream.summary),
+                    () = options.stop.cancelled() => return Ok(()),
                     () = tokio::time::sleep(wait) => {}
                 }
             }
@@ -126,14 +133,14 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
                 tracing::warn!(%error, attempt, delay_s = delay.as_secs_f64(), "transient error; retrying");
                 options.observer.retrying(&error, attempt, delay);
                 tokio::select! {
-                    () = options.stop.cancelled() => return Ok(stream.summary),
+                    () = options.stop.cancelled() => return Ok(()),
                     () = tokio::time::sleep(delay) => {}
                 }
             }
             Err(error) => return Err(error),
         }
         if options.stop.is_cancelled() {
-            return Ok(stream.summary);
+            return Ok(());
         }
     }
 }

@@ -54,16 +54,16 @@ async fn plans_and_commits_are_read_back() {
     ckpt.plan(&plan(1, B, C)).await.unwrap();
 
     assert_eq!(
-        ckpt.planned(BatchId::FIRST).await.unwrap(),
+        ckpt.planned(BatchId::new(0).unwrap()).await.unwrap(),
         Some(plan(0, A, B))
     );
     assert_eq!(
-        ckpt.committed(BatchId::FIRST).await.unwrap(),
+        ckpt.committed(BatchId::new(0).unwrap()).await.unwrap(),
         Some(commit(0))
     );
     let state = ckpt.state().await.unwrap();
     assert_eq!(state.latest_planned, Some(plan(1, B, C)));
-    assert_eq!(state.latest_committed, Some(BatchId::FIRST));
+    assert_eq!(state.latest_committed, Some(BatchId::new(0).unwrap()));
     assert_eq!(
         state.pending(),
         Some(&plan(1, B, C)),
@@ -110,7 +110,7 @@ async fn commit_markers_are_idempotent() {
     replay.bronze_version = None;
     assert!(!ckpt.commit(&replay).await.unwrap());
     assert_eq!(
-        ckpt.committed(BatchId::FIRST).await.unwrap(),
+        ckpt.committed(BatchId::new(0).unwrap()).await.unwrap(),
         Some(commit(0))
     );
 }

@@ -85,6 +85,7 @@ pub struct CheckpointLease {
     _file: Option<File>,
     lost: Arc<AtomicBool>,
     renewal: Option<tokio::task::JoinHandle<()>>,
+    remote: Option<(Arc<dyn ObjectStore>, Path)>,
 }
 
 impl CheckpointLease {
@@ -103,6 +104,20 @@ impl CheckpointLease {
         match location.kind() {
             StorageKind::Local => lock_local(location, &me),
             _ => lease_remote(location, options, me, ttl).await,
+        }
+    }
+
+    /// Gives the checkpoint up at a clean stop, so the next run need not
+    /// wait for a remote lease to expire. (A crash leaves it to expire.)
+    pub async fn release(mut self) {
+        if let Some(task) = self.renewal.take() {
+            task.abort();
+        }
+        if let Some((store, path)) = self.remote.take()
+            && !self.is_lost()
+            && let Err(e) = store.delete(&path).await
+        {
+            tracing::warn!(error = %e, "could not release the checkpoint lease; it expires by itself");
         }
     }
 
@@ -163,6 +178,7 @@ fn lock_local(location: &StorageLocation, me: &Holder) -> Result<CheckpointLease
         _file: Some(file),
         lost: Arc::new(AtomicBool::new(false)),
         renewal: None,
+        remote: None,
     })
 }
 
@@ -229,6 +245,7 @@ async fn lease_remote(
         }
     };
     let lost = Arc::new(AtomicBool::new(false));
+    let remote = Some((store.clone(), path.clone()));
     let renewal = tokio::spawn(renew(
         store,
         path,
@@ -242,6 +259,7 @@ async fn lease_remote(
         _file: None,
         lost,
         renewal: Some(renewal),
+        remote,
     })
 }
 

@@ -243,7 +243,7 @@ mod tests {
             date_days(d),
             unix_days(NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default())
         );
-        let dt = SqlDateTime::new(45_291, 300); // 2024-01-01 00:00:01
+        let dt = SqlDateTime::new(45_290, 300); // 2024-01-01 00:00:01
         let ts = naive_utc(&ColumnData::DateTime(Some(dt))).map(|t| t.to_rfc3339());
         assert_eq!(ts.as_deref(), Some("2024-01-01T00:00:01+00:00"));
     }

@@ -6,7 +6,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use crate::support::cdc::{enable_db, max_lsn, wait_for_capture, wait_for_max_lsn_past};
+use crate::support::cdc::{capture_table, max_lsn, wait_for_capture};
 use crate::support::server::{TestServer, run};
 use crate::support::stream::{PASSWORD_ENV, StreamFixture};
 
@@ -31,14 +31,7 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
         .await
         .expect("seed");
     }
-    enable_db(&mut client).await;
-    run(
-        &mut client,
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL",
-    )
-    .await
-    .expect("enable table");
-    wait_for_max_lsn_past(&mut client, None).await;
+    capture_table(&mut client, "orders").await;
     let stream = StreamFixture::new(
         &server,
         &db,

@@ -190,8 +190,10 @@ async fn exercise(store: &dyn TestStore) {
     let mut other_plan = plan(0);
     other_plan.end_lsn = plan(1).end_lsn;
     match intruder.plan(&other_plan).await {
-        Err(CheckpointError::AlreadyPlanned { batch_id, .. }) => {
-            assert_eq!(batch_id, BatchId::FIRST, "{where_}")
+        Err(CheckpointError::AlreadyPlanned {
+            batch_id: refused, ..
+        }) => {
+            assert_eq!(refused, batch_id(0), "{where_}")
         }
         other => {
             panic!("second plan of batch 0 on {where_}: expected AlreadyPlanned, got {other:?}")
@@ -205,7 +207,7 @@ async fn exercise(store: &dyn TestStore) {
         "{where_}: the same planner may not plan a batch twice either"
     );
     assert_eq!(
-        checkpoint.planned(BatchId::FIRST).await.expect("read plan"),
+        checkpoint.planned(batch_id(0)).await.expect("read plan"),
         Some(plan0.clone()),
         "{where_}"
     );
@@ -226,7 +228,7 @@ async fn exercise(store: &dyn TestStore) {
         "{where_}"
     );
     let replayed = BronzeOutcome::AlreadyCommitted {
-        committed: BatchId::FIRST,
+        committed: batch_id(0),
     };
     let replay = write_batch0(&mut bronze, &schema, &where_).await;
     assert_eq!(replay, replayed, "{where_}: replay");
@@ -271,7 +273,7 @@ async fn exercise(store: &dyn TestStore) {
         "{where_}: a second commit marker must not replace the first"
     );
     let state = checkpoint.state().await.expect("state after batch 0");
-    assert_eq!(state.latest_committed, Some(BatchId::FIRST), "{where_}");
+    assert_eq!(state.latest_committed, Some(batch_id(0)), "{where_}");
     assert_eq!(state.pending(), None, "{where_}");
     let next = state.next_batch_id().expect("next batch id");
     assert_eq!(next.get(), 1, "{where_}");
@@ -319,7 +321,7 @@ async fn write_batch0(bronze: &mut BronzeTable, schema: &SchemaRef, where_: &str
     });
     let rows = BATCH0_ROWS.iter().sum::<i64>();
     bronze
-        .write_batch(BatchId::FIRST, ok_stream(batches), &fact(0, rows))
+        .write_batch(batch_id(0), ok_stream(batches), &fact(0, rows))
         .await
         .unwrap_or_else(|e| panic!("bronze batch 0 on {where_}: {e}"))
 }
@@ -421,6 +423,7 @@ fn plan(batch: i64) -> PlannedBatch {
         start_lsn: lsn(batch * 100).parse().expect("an LSN"),
         end_lsn: end_lsn(batch).parse().expect("an LSN"),
         capture_instance: CaptureInstance::new("dbo_orders").expect("a capture instance"),
+        end_commit_ts: None,
         planned_at: at(batch),
     }
 }

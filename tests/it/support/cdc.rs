@@ -162,3 +162,18 @@ pub async fn advance_clock(client: &mut Client, seconds: i64) {
     .await
     .expect("sandbox.sp_advance_clock runs");
 }
+
+/// Enables CDC on the current database and on `dbo.<table>` (no gating
+/// role), then waits until CDC has an LSN: the state a stream starts from.
+pub async fn capture_table(client: &mut Client, table: &str) {
+    enable_db(client).await;
+    run(
+        client,
+        &format!(
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'{table}', @role_name = NULL"
+        ),
+    )
+    .await
+    .expect("sys.sp_cdc_enable_table runs");
+    wait_for_max_lsn_past(client, None).await;
+}
