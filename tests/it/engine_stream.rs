@@ -480,3 +480,24 @@ async fn a_cut_connection_is_retried_and_the_stream_resumes_where_it_was() {
         .await;
     assert_eq!(rows, vec![vec!["1", "insert"], vec!["2", "insert"]]);
 }
+
+#[tokio::test]
+async fn manifest_warnings_are_recorded_in_the_first_facts_row_of_a_run() {
+    let server = TestServer::start().await;
+    let (_client, stream) = orders_stream(&server, "", 1).await;
+    let mut options = stream.options();
+    options.warnings =
+        vec!["unknown field spec.source.encyrpt (ignored; did you mean encrypt?)".into()];
+    mssql_cdc::engine::run(stream.config(), options)
+        .await
+        .expect("run");
+    let details = stream
+        .facts_query("SELECT detail FROM t WHERE detail IS NOT NULL")
+        .await;
+    assert_eq!(details.len(), 1, "{details:?}");
+    let detail: serde_json::Value = serde_json::from_str(&details[0][0]).expect("detail is JSON");
+    assert_eq!(
+        detail["warnings"][0],
+        "unknown field spec.source.encyrpt (ignored; did you mean encrypt?)"
+    );
+}
