@@ -15,6 +15,11 @@ pub type SqlClient = tiberius::Client<Compat<TcpStream>>;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a query may go without sending its next part. A large batch's
+/// change query sorts before its first row arrives, so tiberius' default of
+/// 30 s is too short; a server silent for this long is treated as gone.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The tiberius configuration for `source`. `Encrypt::Off` sends no TLS at
 /// all (tiberius' `NotSupported`); `Optional` encrypts the login and the rest
 /// only when the server insists, as SQL Server's own drivers do.
@@ -36,6 +41,7 @@ pub fn client_config(source: &SourceConfig, password: &SecretString) -> Config {
     if source.trust_server_certificate {
         config.trust_cert();
     }
+    config.command_timeout(Some(COMMAND_TIMEOUT));
     config
 }
 

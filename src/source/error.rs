@@ -65,6 +65,9 @@ pub enum SourceError {
         /// The value, shortened.
         value: String,
     },
+    /// The read task failed; the task's own error says why.
+    #[error("{0}")]
+    ReadFailed(String),
     /// A result lacked a value the query always returns.
     #[error("SQL Server: {0} returned no value")]
     Missing(String),

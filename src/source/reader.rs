@@ -102,7 +102,7 @@ pub fn spawn_read(
             // The writer sees the failure in the stream; the caller gets it
             // in detail from the task.
             let _ = sender
-                .send(Err(SourceError::Missing(format!("the read failed: {e}"))))
+                .send(Err(SourceError::ReadFailed(e.to_string())))
                 .await;
         }
         (client, result)
