@@ -19,7 +19,7 @@ use super::stream::{Position, RunOptions, StreamRun};
 use crate::failpoint;
 use crate::lake::checkpoint::{CompletedSnapshot, PlannedSnapshot};
 use crate::lake::facts::{FactEvent, FactRow, FactSequence, FactsKey};
-use crate::source::reader::{ReadRequest, RowShape, spawn_read};
+use crate::source::reader::{ReadRequest, RowShape};
 use crate::source::snapshot::{chunk_query, estimated_rows, key_from_json, key_to_json};
 use crate::source::types::ValueKind;
 use crate::source::{BatchId, Lsn, cdc};
@@ -139,10 +139,6 @@ impl StreamRun {
                 chunk_rows,
                 after.as_deref(),
             );
-            let client = self
-                .client
-                .take()
-                .ok_or_else(|| EngineError::Inconsistent("not connected".into()))?;
             let request = ReadRequest {
                 sql,
                 params: after.clone().unwrap_or_default(),
@@ -156,14 +152,7 @@ impl StreamRun {
                 batch_id: BatchId::SNAPSHOT.txn_version(),
                 on_batch: None,
             };
-            let (batches, task) = spawn_read(client, request);
-            let staged = self.tables()?.bronze.stage(batches).await;
-            let (client, stats) = task
-                .await
-                .map_err(|e| EngineError::Inconsistent(format!("the read task failed: {e}")))?;
-            let stats = stats?;
-            let staged = staged?;
-            self.client = Some(client);
+            let (staged, stats) = self.read_into_bronze(request).await?;
             read_time += stats.read_time;
             read_bytes += stats.bytes;
             rows += stats.rows;

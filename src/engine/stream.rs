@@ -15,11 +15,11 @@ use super::retry::Backoff;
 use super::{DataLossError, EngineError};
 use crate::failpoint;
 use crate::lake::StorageOptions;
-use crate::lake::bronze::{self, BronzeOutcome, BronzeTable};
+use crate::lake::bronze::{self, BronzeOutcome, BronzeTable, StagedFiles};
 use crate::lake::checkpoint::{Checkpoint, CommittedBatch, PlannedBatch};
 use crate::lake::facts::{FactRow, FactSequence, FactsKey, FactsTable};
 use crate::lake::lease::{CheckpointLease, DEFAULT_LEASE_TTL};
-use crate::source::reader::{ReadRequest, RowShape, spawn_read};
+use crate::source::reader::{ReadRequest, ReadStats, RowShape, spawn_read};
 use crate::source::{CaptureInfo, Lsn, SourceError, SqlClient, cdc};
 use crate::spec::{SnapshotMode, StreamConfig, Trigger, resolve_password};
 
@@ -376,6 +376,28 @@ impl StreamRun {
         Some(serde_json::json!({ "warnings": warnings }).to_string())
     }
 
+    /// Runs `request` on the session's read task while bronze stages what it
+    /// yields; the session comes back when both are done. A read error wins
+    /// over the writer's (which only says the stream broke).
+    pub(super) async fn read_into_bronze(
+        &mut self,
+        request: ReadRequest,
+    ) -> Result<(StagedFiles, ReadStats), EngineError> {
+        let client = self
+            .client
+            .take()
+            .ok_or_else(|| EngineError::Inconsistent("not connected".into()))?;
+        let (batches, task) = spawn_read(client, request);
+        let staged = self.tables()?.bronze.stage(batches).await;
+        let (client, stats) = task
+            .await
+            .map_err(|e| EngineError::Inconsistent(format!("the read task failed: {e}")))?;
+        let stats = stats?;
+        let staged = staged?;
+        self.client = Some(client);
+        Ok((staged, stats))
+    }
+
     /// Runs (or replays) one planned batch to its commit marker.
     async fn run_batch(
         &mut self,
@@ -407,10 +429,6 @@ impl StreamRun {
 
         let info = self.info()?.clone();
         let schema = self.tables()?.schema.clone();
-        let client = self
-            .client
-            .take()
-            .ok_or_else(|| EngineError::Inconsistent("not connected".into()))?;
         let request = ReadRequest {
             sql: cdc::changes_query(&info),
             params: vec![
@@ -425,14 +443,7 @@ impl StreamRun {
             batch_id: plan.batch_id.txn_version(),
             on_batch: Some(Box::new(|_rows| failpoint::hit("mid_read"))),
         };
-        let (batches, task) = spawn_read(client, request);
-        let staged = self.tables()?.bronze.stage(batches).await;
-        let (client, stats) = task
-            .await
-            .map_err(|e| EngineError::Inconsistent(format!("the read task failed: {e}")))?;
-        let stats = stats?;
-        let staged = staged?;
-        self.client = Some(client);
+        let (staged, stats) = self.read_into_bronze(request).await?;
 
         let end_commit_ts = match plan.end_commit_ts {
             Some(ts) => Some(ts),

@@ -219,11 +219,7 @@ pub async fn lsn_time(
         &format!("the commit time of {lsn}"),
     )
     .await?;
-    let value = row.into_iter().next();
-    Ok(value
-        .as_ref()
-        .and_then(naive_utc)
-        .map(|t| t - Duration::minutes(utc_offset_minutes)))
+    Ok(commit_time(row.into_iter().next(), utc_offset_minutes))
 }
 
 /// The commit time (UTC) of the first mapped LSN at or after `lsn`: what a
@@ -245,10 +241,15 @@ pub async fn first_time_from(
         .into_iter()
         .next()
         .and_then(|row| row.into_iter().next());
-    Ok(value
+    Ok(commit_time(value, utc_offset_minutes))
+}
+
+/// A server-local `datetime` from CDC's time mapping, as UTC.
+fn commit_time(value: Option<ColumnData<'_>>, utc_offset_minutes: i64) -> Option<DateTime<Utc>> {
+    value
         .as_ref()
         .and_then(naive_utc)
-        .map(|t| t - Duration::minutes(utc_offset_minutes)))
+        .map(|t| t - Duration::minutes(utc_offset_minutes))
 }
 
 /// The end of the next batch: the last of the first `max_commits` mapped
