@@ -121,9 +121,14 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
 
         let rate = |d: Duration| args.rows as f64 / d.as_secs_f64().max(1e-9);
         let line = format!(
-            "rows/batch {per_batch:>9}: end-to-end {:>9.0} rows/s ({} batches, peak RSS {e2e_rss:.0} MB) | read-only {:>9.0} rows/s (peak RSS {read_rss:.0} MB) | write-only {:>9.0} rows/s (peak RSS {write_rss:.0} MB) | ratio end-to-end/read-only {:.2}",
+            "rows/batch {per_batch:>9}: end-to-end {:>9.0} rows/s ({} {}, peak RSS {e2e_rss:.0} MB) | read-only {:>9.0} rows/s (peak RSS {read_rss:.0} MB) | write-only {:>9.0} rows/s (peak RSS {write_rss:.0} MB) | ratio end-to-end/read-only {:.2}",
             rate(e2e),
             summary.batches,
+            if summary.batches == 1 {
+                "batch"
+            } else {
+                "batches"
+            },
             rate(read),
             rate(write),
             read.as_secs_f64() / e2e.as_secs_f64().max(1e-9),

@@ -11,6 +11,8 @@ use deltalake::kernel::Action;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{StructType, Transaction};
+use deltalake::parquet::basic::Compression;
+use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
@@ -56,9 +58,22 @@ impl StagedFiles {
     }
 }
 
-/// Default size at which the writer rolls to a new Parquet file; it bounds
-/// the memory a batch needs, whatever its row count.
+/// Default size at which the writer rolls to a new Parquet file.
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 * 1024 * 1024;
+
+/// Rows per Parquet row group. The writer streams files to storage but
+/// keeps the open row group in memory, so this (not the batch size) bounds
+/// what a batch holds; the Parquet default of about a million rows would
+/// let memory grow with batches up to that size.
+pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+
+fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_created_by(format!("mssql-cdc {}", env!("CARGO_PKG_VERSION")))
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .build()
+}
 
 /// The kind of a bronze row (`_operation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,7 +296,8 @@ impl BronzeTable {
     {
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(|e| self.delta_error(e))?
-            .with_target_file_size(self.target_file_size);
+            .with_target_file_size(self.target_file_size)
+            .with_writer_properties(writer_properties());
         let mut rows = 0u64;
         let mut batches = std::pin::pin!(batches);
         while let Some(next) = batches.next().await {

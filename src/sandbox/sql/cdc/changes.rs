@@ -129,8 +129,8 @@ fn run(
         .map(|t| {
             t.data
                 .iter()
+                .filter(|(_, r)| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to))
                 .map(|(_, r)| r.to_vec())
-                .filter(|r| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to))
                 .collect()
         })
         .unwrap_or_default();

@@ -1,21 +1,27 @@
 //! The FROM clause: table scans (with the WHERE pushed into single-table
 //! scans so only matching rows are copied), catalog views, derived tables
-//! and nested-loop joins.
+//! and joins: hash joins for a single equality between key-like columns
+//! of the two sides (as the capture job's change queries need), nested
+//! loops otherwise.
 //!
 //! For UPDATE and DELETE the target table's scan also carries a hidden
 //! column locating each row, so changes can be applied after evaluation.
 
-use sqlparser::ast::{Expr, Join, JoinConstraint, JoinOperator, TableFactor, TableWithJoins};
+use std::collections::HashMap;
+
+use sqlparser::ast::{
+    BinaryOperator, Expr, Join, JoinConstraint, JoinOperator, TableFactor, TableWithJoins,
+};
 
 use super::context::{Ctx, blocked};
 use super::relation::{ColMeta, Relation};
 use super::resolve::{Resolved, check_table_permission, database_for, names_table, resolve};
-use super::scope::{RowScope, check_names};
+use super::scope::{RowScope, check_names, find_column};
 use crate::sandbox::sql::catalog::QualifiedName;
 use crate::sandbox::sql::catalog::Table;
 use crate::sandbox::sql::error::{SqlError, SqlResult};
 use crate::sandbox::sql::expr::{self, Scope, is_true};
-use crate::sandbox::sql::storage::RowKey;
+use crate::sandbox::sql::storage::{KeyPart, RowKey};
 use crate::sandbox::sql::types::{DataType, Value};
 
 /// The table an UPDATE/DELETE changes, found while building FROM.
@@ -141,10 +147,28 @@ impl<'c> FromBuilder<'c> {
         }));
         let mut rows = Vec::new();
         let mut right_matched = vec![false; right.rows.len()];
+        let equi = on.and_then(|e| equi_join_columns(e, &cols, left.cols.len()));
+        let right_index = equi.map(|(_, r)| hash_index(&right.rows, r));
+        let all_right: Vec<usize> = if right_index.is_some() {
+            Vec::new()
+        } else {
+            (0..right.rows.len()).collect()
+        };
         for l in &left.rows {
             self.ctx.cancel.check()?;
             let mut matched = false;
-            for (ri, r) in right.rows.iter().enumerate() {
+            let candidates: &[usize] = match (&right_index, equi) {
+                (Some(index), Some((lcol, _))) => l
+                    .get(lcol)
+                    .filter(|v| !v.is_null())
+                    .and_then(|v| index.get(&KeyPart::from_value(v)))
+                    .map_or(&[], Vec::as_slice),
+                _ => &all_right,
+            };
+            for &ri in candidates {
+                let Some(r) = right.rows.get(ri) else {
+                    continue;
+                };
                 let mut combined = Vec::with_capacity(cols.len());
                 combined.extend_from_slice(l);
                 combined.extend_from_slice(r);
@@ -389,4 +413,69 @@ enum JoinKind {
     Right,
     Full,
     Cross,
+}
+
+/// The two columns of an ON clause that is a single equality between a
+/// left-side and a right-side column whose types compare exactly by
+/// [`KeyPart`] (integers, binary, uniqueidentifier), as (left, right
+/// index within its side). Anything else runs as a nested loop.
+fn equi_join_columns(on: &Expr, cols: &[ColMeta], left_len: usize) -> Option<(usize, usize)> {
+    let Expr::BinaryOp {
+        left,
+        op: BinaryOperator::Eq,
+        right,
+    } = strip_nested(on)
+    else {
+        return None;
+    };
+    let a = column_index(left, cols)?;
+    let b = column_index(right, cols)?;
+    let (l, r) = match (a < left_len, b < left_len) {
+        (true, false) => (a, b),
+        (false, true) => (b, a),
+        _ => return None,
+    };
+    let same_family = key_family(cols.get(l)?.ty)? == key_family(cols.get(r)?.ty)?;
+    same_family.then_some((l, r - left_len))
+}
+
+fn strip_nested(e: &Expr) -> &Expr {
+    match e {
+        Expr::Nested(inner) => strip_nested(inner),
+        other => other,
+    }
+}
+
+fn column_index(e: &Expr, cols: &[ColMeta]) -> Option<usize> {
+    let parts = match strip_nested(e) {
+        Expr::Identifier(id) => std::slice::from_ref(id),
+        Expr::CompoundIdentifier(parts) => parts.as_slice(),
+        _ => return None,
+    };
+    find_column(cols, parts).ok().flatten()
+}
+
+/// Types whose SQL equality is exactly [`KeyPart`] equality.
+fn key_family(ty: DataType) -> Option<u8> {
+    match ty {
+        DataType::Bit
+        | DataType::TinyInt
+        | DataType::SmallInt
+        | DataType::Int
+        | DataType::BigInt => Some(0),
+        DataType::Binary(_) | DataType::VarBinary(_) => Some(1),
+        DataType::UniqueIdentifier => Some(2),
+        _ => None,
+    }
+}
+
+/// Right-side row positions by join key; NULL keys match nothing.
+fn hash_index(rows: &[Vec<Value>], col: usize) -> HashMap<KeyPart, Vec<usize>> {
+    let mut index: HashMap<KeyPart, Vec<usize>> = HashMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        if let Some(v) = row.get(col).filter(|v| !v.is_null()) {
+            index.entry(KeyPart::from_value(v)).or_default().push(i);
+        }
+    }
+    index
 }
