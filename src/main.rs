@@ -39,6 +39,9 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Run one CdcStream manifest locally.
     Run(cli::run::RunArgs),
+    /// Delete old micro-batch facts rows, compact (z-order) and vacuum the
+    /// facts table, and bronze tables when given.
+    Maintain(cli::maintain::MaintainArgs),
     /// Run the SQL Server sandbox: a TDS server with an in-memory T-SQL
     /// engine, for development and tests.
     Sandbox(SandboxArgs),
@@ -118,6 +121,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Demo(args) => cli::demo::run_demo(args).await,
         Command::Bench(args) => cli::bench::run_bench(args).await,
         Command::Run(args) => cli::run::run_manifest(args).await,
+        Command::Maintain(args) => cli::maintain::run_maintain(args).await,
         Command::Sandbox(args) => run_sandbox(args).await,
     }
 }

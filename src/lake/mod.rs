@@ -11,6 +11,7 @@ pub mod checkpoint;
 mod delta;
 pub mod facts;
 pub mod lease;
+pub mod maintenance;
 pub mod storage;
 #[cfg(test)]
 mod test_support;

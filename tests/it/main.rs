@@ -13,6 +13,7 @@ mod support;
 mod engine_crash;
 mod engine_stores;
 mod engine_stream;
+mod facts_maintenance;
 
 mod lake_stores;
 mod sandbox_cdc_capture;
