@@ -77,14 +77,7 @@ impl StreamRun {
                 );
                 Ok(Purged::Skipped {
                     resume: min,
-                    event: skipped_event(
-                        instance,
-                        start,
-                        min,
-                        position.commit_ts,
-                        min_time,
-                        true,
-                    ),
+                    event: skipped_event(instance, start, min, position.commit_ts, min_time, true),
                 })
             }
         }

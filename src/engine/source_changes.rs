@@ -126,7 +126,11 @@ impl StreamRun {
         Ok(instances
             .into_iter()
             .filter(|i| i.name != current)
-            .filter_map(|InstanceEntry { name, start_lsn, .. }| Some((name, start_lsn?)))
+            .filter_map(
+                |InstanceEntry {
+                     name, start_lsn, ..
+                 }| Some((name, start_lsn?)),
+            )
             .filter(|(_, start)| current_start.is_none_or(|c| *start > c))
             .max_by_key(|(_, start)| *start))
     }

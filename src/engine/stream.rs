@@ -11,12 +11,12 @@ use secrecy::SecretString;
 use tiberius::ColumnData;
 use tokio_util::sync::CancellationToken;
 
+use super::EngineError;
 use super::data_loss::Purged;
 use super::observer::Observer;
+use super::retry::Backoff;
 use super::source_changes;
 use super::warnings::Warnings;
-use super::retry::Backoff;
-use super::EngineError;
 use crate::failpoint;
 use crate::lake::StorageOptions;
 use crate::lake::bronze::{self, BronzeOutcome, BronzeTable, StagedFiles};
@@ -426,7 +426,10 @@ impl StreamRun {
 
         self.use_instance(&plan.capture_instance).await?;
         let mut events = plan.events.clone();
-        let read_from = match self.purged_past(&plan.capture_instance, plan.start_lsn).await? {
+        let read_from = match self
+            .purged_past(&plan.capture_instance, plan.start_lsn)
+            .await?
+        {
             Some(min) => {
                 self.purged_while_reading(plan, min, &mut events).await?;
                 min
@@ -562,7 +565,10 @@ impl StreamRun {
 
     /// The facts rows a batch's bronze commit carried: its row, then its
     /// event rows.
-    async fn recover_fact_rows(&mut self, plan: &PlannedBatch) -> Result<Vec<FactRow>, EngineError> {
+    async fn recover_fact_rows(
+        &mut self,
+        plan: &PlannedBatch,
+    ) -> Result<Vec<FactRow>, EngineError> {
         let app_id = self.config.app_id.clone();
         let metadata = self
             .tables()?
@@ -573,7 +579,11 @@ impl StreamRun {
             .as_ref()
             .and_then(|m| m.get(COMMIT_INFO_EVENTS))
             .and_then(serde_json::Value::as_array)
-            .map(|rows| rows.iter().filter_map(FactRow::from_json).collect::<Vec<_>>())
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(FactRow::from_json)
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default();
         metadata
             .as_ref()

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use deltalake::arrow::array::{new_null_array, Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
+use deltalake::arrow::array::{
+    Int64Builder, StringBuilder, TimestampMicrosecondBuilder, new_null_array,
+};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::arrow::record_batch::RecordBatch;
 use futures::{Stream, TryStreamExt};
@@ -303,8 +305,8 @@ impl BatchBuilder {
             .chain(cdc.iter().map(|f| f.name().as_str()))
             .collect();
         let fields = request.schema.fields();
-        let in_order = fields.len() == names.len()
-            && fields.iter().zip(&names).all(|(f, n)| f.name() == n);
+        let in_order =
+            fields.len() == names.len() && fields.iter().zip(&names).all(|(f, n)| f.name() == n);
         if in_order {
             return Ok(RecordBatch::try_new(request.schema.clone(), arrays)?);
         }

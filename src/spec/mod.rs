@@ -18,6 +18,6 @@ pub use types::{
     PasswordFrom, SecretKeyRef, SnapshotMode, SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
-    API_VERSION, HeartbeatConfig, KIND, SourceConfig, SpecError, StreamConfig, TableConfig, TableName, Trigger,
-    ValidationErrors,
+    API_VERSION, HeartbeatConfig, KIND, SourceConfig, SpecError, StreamConfig, TableConfig,
+    TableName, Trigger, ValidationErrors,
 };

@@ -157,3 +157,70 @@ async fn crash_mid_snapshot() {
 async fn crash_after_snapshot_fact_row() {
     crash_at("after_snapshot_facts", false).await;
 }
+
+/// Kills a run whose stream reads `id, note` of a table that also has `qty`
+/// (a warning) at `point` in its first batch, makes another change, and
+/// restarts: the restarted run records the warning in its first batch row
+/// unless the crashed run had already written that batch's row, then in
+/// the next one. Returns the batch ids whose rows carry the warning.
+async fn warnings_after_crash_at(point: &str) -> Vec<String> {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)")
+        .await
+        .expect("create table");
+    capture_table(&mut client, "orders").await;
+    let mut stream = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
+    stream.manifest = stream.manifest.replace(
+        "    table: dbo.orders\n",
+        "    table: dbo.orders\n    columns: [id, note]\n",
+    );
+    for id in [1, 2] {
+        let before = max_lsn(&mut client).await;
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.orders VALUES ({id}, N'x', 1)"),
+        )
+        .await
+        .expect("insert");
+        wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
+        if id == 2 {
+            break;
+        }
+        let manifest = stream.manifest_file();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+            .args(["run", "--once", "-f"])
+            .arg(&manifest)
+            .env(PASSWORD_ENV, &stream.password)
+            .env(mssql_cdc::failpoint::ENV, point)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(Duration::from_secs(120), child)
+            .await
+            .expect("the armed run ends")
+            .expect("the binary runs");
+        assert_eq!(output.status.signal(), Some(9), "{point}: {output:?}");
+    }
+    stream.run_once().await.expect("the restarted run");
+    let rows = stream
+        .facts_query("SELECT batch_id, detail FROM t WHERE event IS NULL ORDER BY batch_id")
+        .await;
+    assert_eq!(rows.len(), 2, "{point}: one row per batch: {rows:?}");
+    rows.into_iter()
+        .filter(|row| row[1].contains("leaves out: qty"))
+        .map(|row| row[0].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn warnings_after_a_crash_before_the_first_row_go_to_the_replayed_batch() {
+    assert_eq!(warnings_after_crash_at("after_offsets").await, vec!["1"]);
+}
+
+#[tokio::test]
+async fn warnings_after_a_crash_after_the_first_row_go_to_the_next_batch() {
+    // The crashed run wrote batch 1's row with its warnings; the restarted
+    // run's first batch replays it, so its warnings go to batch 2.
+    assert_eq!(warnings_after_crash_at("after_facts").await, vec!["1", "2"]);
+}

@@ -71,8 +71,20 @@ async fn skip_continues_from_the_oldest_kept_change_and_records_the_window() {
     let server = TestServer::start().await;
     let (mut client, stream) = orders(&server, "  onDataLoss: skip\n", 1).await;
     stream.run_once().await.expect("bootstrap");
-    let lost = change(&mut client, "dbo_orders", "INSERT INTO dbo.orders VALUES (10, N'lost', 1)", 1).await;
-    let kept = change(&mut client, "dbo_orders", "INSERT INTO dbo.orders VALUES (11, N'kept', 1)", 1).await;
+    let lost = change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (10, N'lost', 1)",
+        1,
+    )
+    .await;
+    let kept = change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (11, N'kept', 1)",
+        1,
+    )
+    .await;
     cleanup(&mut client, &kept).await;
     let low = min_lsn(&mut client, "dbo_orders").await.expect("min LSN");
 
@@ -140,11 +152,25 @@ async fn skip_marks_the_gap_uncertain_when_cleanup_runs_during_the_read() {
     let server = TestServer::start().await;
     let (mut client, stream) = orders(&server, "  onDataLoss: skip\n", 1).await;
     stream.run_once().await.expect("bootstrap");
-    change(&mut client, "dbo_orders", "INSERT INTO dbo.orders VALUES (10, N'a', 1)", 1).await;
-    let second = change(&mut client, "dbo_orders", "INSERT INTO dbo.orders VALUES (11, N'b', 1)", 1).await;
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (10, N'a', 1)",
+        1,
+    )
+    .await;
+    let second = change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (11, N'b', 1)",
+        1,
+    )
+    .await;
 
     let observer = Arc::new(CleanupWhileReading {
-        client: Mutex::new(Some(server.connect_to(&stream.config().source.database).await)),
+        client: Mutex::new(Some(
+            server.connect_to(&stream.config().source.database).await,
+        )),
         low_water_mark: second.clone(),
         done: Mutex::new(Vec::new()),
     });
@@ -170,9 +196,27 @@ async fn resnapshot_takes_a_new_snapshot_and_streams_on() {
     let server = TestServer::start().await;
     let (mut client, stream) = orders(&server, "  onDataLoss: resnapshot\n", 2).await;
     stream.run_once().await.expect("bootstrap");
-    change(&mut client, "dbo_orders", "INSERT INTO dbo.orders VALUES (10, N'lost', 1)", 1).await;
-    change(&mut client, "dbo_orders", "DELETE FROM dbo.orders WHERE id = 1", 1).await;
-    let kept = change(&mut client, "dbo_orders", "UPDATE dbo.orders SET qty = 7 WHERE id = 2", 2).await;
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (10, N'lost', 1)",
+        1,
+    )
+    .await;
+    change(
+        &mut client,
+        "dbo_orders",
+        "DELETE FROM dbo.orders WHERE id = 1",
+        1,
+    )
+    .await;
+    let kept = change(
+        &mut client,
+        "dbo_orders",
+        "UPDATE dbo.orders SET qty = 7 WHERE id = 2",
+        2,
+    )
+    .await;
     cleanup(&mut client, &kept).await;
 
     let summary = stream.run_once().await.expect("resnapshot");
@@ -183,11 +227,7 @@ async fn resnapshot_takes_a_new_snapshot_and_streams_on() {
              lost_from_ts < lost_to_ts, min_lsn FROM t WHERE event = 'resnapshot'",
         )
         .await;
-    assert_eq!(
-        resnapshots.len(),
-        1,
-        "one resnapshot row: {resnapshots:?}"
-    );
+    assert_eq!(resnapshots.len(), 1, "one resnapshot row: {resnapshots:?}");
     assert_eq!(resnapshots[0][..5], ["true", "2", "true", "true", "true"]);
     let snapshot_lsn = resnapshots[0][5].clone();
 
@@ -205,7 +245,13 @@ async fn resnapshot_takes_a_new_snapshot_and_streams_on() {
         vec![vec!["0"]]
     );
 
-    change(&mut client, "dbo_orders", "INSERT INTO dbo.orders VALUES (12, N'after', 1)", 1).await;
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (12, N'after', 1)",
+        1,
+    )
+    .await;
     let after = stream.run_once().await.expect("streams on");
     assert_eq!((after.rows, after.snapshot_rows), (1, 0), "{after:?}");
     let changes = stream
@@ -219,10 +265,19 @@ async fn a_schema_change_then_a_new_capture_instance_are_recorded_and_followed()
     let server = TestServer::start().await;
     let (mut client, stream) = orders(&server, "  maxCommitsPerBatch: 1\n", 1).await;
     stream.run_once().await.expect("bootstrap");
-    change(&mut client, "dbo_orders", "INSERT INTO dbo.orders VALUES (2, N'old', 2)", 1).await;
-    run(&mut client, "ALTER TABLE dbo.orders ADD extra nvarchar(20) NULL")
-        .await
-        .expect("alter table");
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (2, N'old', 2)",
+        1,
+    )
+    .await;
+    run(
+        &mut client,
+        "ALTER TABLE dbo.orders ADD extra nvarchar(20) NULL",
+    )
+    .await
+    .expect("alter table");
     change(
         &mut client,
         "dbo_orders",
@@ -276,10 +331,21 @@ async fn a_schema_change_then_a_new_capture_instance_are_recorded_and_followed()
     let (ddl, switch) = (&events[0], &events[1]);
     assert_eq!(ddl[0], "schema_change");
     assert_eq!(ddl[2], "0");
-    assert_eq!(ddl[3..6], [lsn_literal(&ddl_lsn), lsn_literal(&ddl_lsn), lsn_literal(&ddl_lsn)]);
+    assert_eq!(
+        ddl[3..6],
+        [
+            lsn_literal(&ddl_lsn),
+            lsn_literal(&ddl_lsn),
+            lsn_literal(&ddl_lsn)
+        ]
+    );
     assert_eq!(ddl[6], "dbo_orders");
     let detail = json(&ddl[7]);
-    assert!(detail["command"].as_str().is_some_and(|c| c.contains("extra")));
+    assert!(
+        detail["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("extra"))
+    );
     assert_eq!(
         detail["columns_added"],
         serde_json::json!([{"column": "extra", "captured": false}])
@@ -291,7 +357,10 @@ async fn a_schema_change_then_a_new_capture_instance_are_recorded_and_followed()
     let detail = json(&switch[7]);
     assert_eq!(detail["from_capture_instance"], "dbo_orders");
     assert_eq!(detail["to_capture_instance"], "dbo_orders_v2");
-    assert_eq!(detail["from_columns"], serde_json::json!(["id", "note", "qty"]));
+    assert_eq!(
+        detail["from_columns"],
+        serde_json::json!(["id", "note", "qty"])
+    );
     assert_eq!(
         detail["to_columns"],
         serde_json::json!(["id", "note", "qty", "extra"])
@@ -307,7 +376,10 @@ async fn a_schema_change_then_a_new_capture_instance_are_recorded_and_followed()
     let switch_batch = batch(&stream, &switch[1]).await;
     assert_eq!(switch_batch[0][1], "dbo_orders_v2");
     let previous: i64 = switch[1].parse::<i64>().expect("batch id") - 1;
-    assert_eq!(batch(&stream, &previous.to_string()).await[0][1], "dbo_orders");
+    assert_eq!(
+        batch(&stream, &previous.to_string()).await[0][1],
+        "dbo_orders"
+    );
 
     // Bronze gained the column from the switch on; nothing lost or doubled.
     let rows = stream
