@@ -50,7 +50,7 @@ impl StreamRun {
         if start > upper || start >= min {
             return Ok(Purged::No);
         }
-        let offset = self.utc_offset_minutes;
+        let offset = self.utc_offset_minutes();
         let min_time = cdc::first_time_from(self.client()?, min, offset).await?;
         match self.config.on_data_loss {
             OnDataLoss::Fail => {
@@ -105,7 +105,7 @@ impl StreamRun {
         min: Lsn,
         events: &mut Vec<PlannedEvent>,
     ) -> Result<(), EngineError> {
-        let offset = self.utc_offset_minutes;
+        let offset = self.utc_offset_minutes();
         let min_time = cdc::first_time_from(self.client()?, min, offset).await?;
         let from_ts = match plan.start_lsn.checked_prev() {
             Some(before) => self.lsn_time(before).await?,

@@ -7,11 +7,13 @@
 
 mod data_loss;
 mod error;
+mod heartbeat;
 mod observer;
 mod retry;
 mod snapshot;
 mod source_changes;
 mod stream;
+mod time_zone;
 mod warnings;
 
 pub use error::{DataLossError, EngineError};

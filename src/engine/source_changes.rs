@@ -217,7 +217,7 @@ impl StreamRun {
             return Ok((upper, Vec::new()));
         }
         let id = self.info()?.change_table_id;
-        let offset = self.utc_offset_minutes;
+        let offset = self.utc_offset_minutes();
         let mut events = cdc::ddl_events(self.client()?, id, start, upper, offset).await?;
         let upper = match events.get(1).and_then(|second| second.lsn.checked_prev()) {
             Some(before_second) => before_second.max(start),

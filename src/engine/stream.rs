@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::EngineError;
 use super::data_loss::Purged;
+use super::heartbeat::Heartbeat;
 use super::observer::Observer;
 use super::retry::Backoff;
 use super::source_changes;
@@ -90,6 +91,14 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         CheckpointLease::acquire(&config.checkpoint, &checkpoint_options, options.lease_ttl)
             .await?;
     let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options)?;
+    let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
+        Heartbeat::start(
+            config.source.clone(),
+            password.clone(),
+            heartbeat,
+            config.app_id.clone(),
+        )
+    });
     let mut stream = StreamRun {
         target_options: config
             .target
@@ -106,7 +115,8 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         tables: None,
         client: None,
         info: None,
-        utc_offset_minutes: 0,
+        utc_offset: None,
+        server_major_version: None,
         warnings: Warnings::new(&options.warnings),
         summary: RunSummary::default(),
         once_target: None,
@@ -192,7 +202,8 @@ pub(super) struct StreamRun {
     pub tables: Option<Tables>,
     pub client: Option<SqlClient>,
     pub info: Option<CaptureInfo>,
-    pub utc_offset_minutes: i64,
+    pub utc_offset: Option<i64>,
+    pub server_major_version: Option<u32>,
     pub warnings: Warnings,
     pub summary: RunSummary,
     pub once_target: Option<Lsn>,
@@ -218,6 +229,7 @@ impl StreamRun {
         if let Some(instance) = &position.instance {
             self.use_instance(instance).await?;
         }
+        self.refresh_utc_offset().await?;
         let marks = self.watermarks().await?;
         if options.once || self.config.trigger == Trigger::AvailableNow {
             self.once_target.get_or_insert(marks.max_lsn);
@@ -290,7 +302,6 @@ impl StreamRun {
     async fn prepare(&mut self) -> Result<(), EngineError> {
         if self.client.is_none() {
             let mut client = crate::source::connect(&self.config.source, &self.password).await?;
-            self.utc_offset_minutes = cdc::utc_offset_minutes(&mut client).await?;
             let info = cdc::discover(
                 &mut client,
                 &self.config.source.table,
@@ -309,7 +320,9 @@ impl StreamRun {
                 self.info = Some(info);
             }
             self.client = Some(client);
+            self.refresh_utc_offset().await?;
             self.check_columns().await?;
+            self.check_heartbeat().await?;
         }
         if self.tables.is_none() {
             let info = self.info()?;
@@ -356,7 +369,7 @@ impl StreamRun {
         &mut self,
         lsn: Lsn,
     ) -> Result<Option<DateTime<Utc>>, EngineError> {
-        let offset = self.utc_offset_minutes;
+        let offset = self.utc_offset_minutes();
         Ok(cdc::lsn_time(self.client()?, lsn, offset).await?)
     }
 
@@ -364,7 +377,7 @@ impl StreamRun {
         let instance = self.info()?.instance.clone();
         let max_lsn = cdc::max_lsn(self.client()?).await?;
         let min_lsn = cdc::min_lsn(self.client()?, &instance).await?;
-        let offset = self.utc_offset_minutes;
+        let offset = self.utc_offset_minutes();
         let min_time = cdc::first_time_from(self.client()?, min_lsn, offset).await?;
         Ok(Watermarks {
             max_time: self.lsn_time(max_lsn).await?,
@@ -449,7 +462,7 @@ impl StreamRun {
                 columns: info.columns.clone(),
                 schema: self.read_schema()?,
                 shape: RowShape::Changes {
-                    utc_offset_minutes: self.utc_offset_minutes,
+                    utc_offset_minutes: self.utc_offset_minutes(),
                 },
                 batch_id: plan.batch_id.txn_version(),
                 on_batch: Some(Box::new(move |rows| {

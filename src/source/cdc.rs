@@ -45,6 +45,21 @@ pub async fn utc_offset_minutes(client: &mut SqlClient) -> Result<i64, SourceErr
     Ok(i64::from(minutes.unwrap_or(0)))
 }
 
+/// The server's major version (15 = SQL Server 2019, 16 = 2022).
+pub async fn product_major_version(client: &mut SqlClient) -> Result<u32, SourceError> {
+    let context = "the server's product version";
+    let row = single_row(
+        client,
+        "SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS nvarchar(128))",
+        &[],
+        context,
+    )
+    .await?;
+    let text: Option<&str> = row.try_get(0).map_err(SourceError::sql(context))?;
+    text.and_then(|t| t.trim().parse().ok())
+        .ok_or_else(|| SourceError::Missing(context.into()))
+}
+
 /// Finds the capture instance of `table` (the named one, or the newest) and
 /// its captured columns, restricted to `wanted` when given.
 pub async fn discover(

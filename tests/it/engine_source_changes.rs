@@ -458,3 +458,191 @@ async fn warnings_are_recorded_once_per_run_in_the_first_batch_row() {
     let second = json(&details[1][1]);
     assert_eq!(second["warnings"].as_array().map(Vec::len), Some(1));
 }
+
+/// One insert into `dbo.orders` on a sandbox emulating SQL Server 2019 in
+/// Europe/Oslo, streamed with `source_field` added to `spec.source`;
+/// returns the stream after its run and the commit time CDC mapped
+/// (server-local). `None` against a real server.
+async fn oslo_2019(source_field: &str) -> Option<(StreamFixture, chrono::NaiveDateTime)> {
+    let server = TestServer::sandbox_with(|options| {
+        options.sql_version = mssql_cdc::sandbox::SqlVersion::Sql2019;
+        options.time_zone = "Europe/Oslo".into();
+    })
+    .await?;
+    let (mut client, stream) = orders(&server, "  snapshot: {mode: never}\n", 0).await;
+    let manifest = stream.manifest.replace(
+        "    table: dbo.orders\n",
+        &format!("    table: dbo.orders\n{source_field}"),
+    );
+    let stream = StreamFixture { manifest, ..stream };
+    let lsn = change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (1, N'x', 1)",
+        1,
+    )
+    .await;
+    let rows = run(
+        &mut client,
+        &format!(
+            "SELECT tran_end_time FROM cdc.lsn_time_mapping WHERE start_lsn = {}",
+            lsn_literal(&lsn)
+        ),
+    )
+    .await
+    .expect("lsn_time_mapping");
+    let local = rows
+        .into_iter()
+        .flatten()
+        .next()
+        .and_then(|r| r.get::<chrono::NaiveDateTime, _>(0))
+        .expect("a commit time");
+    stream.run_once().await.expect("run");
+    Some((stream, local))
+}
+
+async fn bronze_commit_ts(stream: &StreamFixture) -> chrono::NaiveDateTime {
+    let ts = stream
+        .bronze_query("SELECT CAST(_commit_ts AS STRING) FROM t")
+        .await;
+    chrono::NaiveDateTime::parse_from_str(&ts[0][0], "%Y-%m-%dT%H:%M:%S%.f").expect("a timestamp")
+}
+
+async fn details(stream: &StreamFixture) -> Vec<Vec<String>> {
+    stream
+        .facts_query("SELECT detail FROM t WHERE detail IS NOT NULL")
+        .await
+}
+
+#[tokio::test]
+async fn commit_times_use_the_server_offset_before_2022_with_a_warning() {
+    use chrono::{Offset, TimeZone};
+    let Some((stream, local)) = oslo_2019("").await else {
+        return;
+    };
+    let offset = chrono_tz::Europe::Oslo
+        .offset_from_utc_datetime(&chrono::Utc::now().naive_utc())
+        .fix()
+        .local_minus_utc();
+    let expected = local - chrono::Duration::seconds(i64::from(offset));
+    let got = bronze_commit_ts(&stream).await;
+    assert!(
+        (got - expected).num_milliseconds().abs() < 5,
+        "{got} vs {expected}"
+    );
+    let details = details(&stream).await;
+    assert_eq!(details.len(), 1, "{details:?}");
+    let taken = format!(
+        "server's offset +0{}:00, taken from the server at",
+        offset / 3600
+    );
+    assert!(details[0][0].contains(&taken), "{details:?}");
+}
+
+#[tokio::test]
+async fn an_explicit_source_time_zone_overrides_the_server() {
+    let Some((stream, local)) = oslo_2019("    sourceTimeZone: UTC\n").await else {
+        return;
+    };
+    let got = bronze_commit_ts(&stream).await;
+    assert!(
+        (got - local).num_milliseconds().abs() < 5,
+        "{got} vs {local}"
+    );
+    assert_eq!(
+        details(&stream).await,
+        Vec::<Vec<String>>::new(),
+        "no offset warning"
+    );
+}
+
+/// Hands every batch's facts row to the test.
+struct Rows(tokio::sync::mpsc::UnboundedSender<mssql_cdc::lake::facts::FactRow>);
+
+impl Observer for Rows {
+    fn batch_done(&self, row: &mssql_cdc::lake::facts::FactRow) {
+        let _ = self.0.send(row.clone());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_keeps_a_quiet_stream_current() {
+    let Some(server) = TestServer::sandbox_with(|o| o.cdc_idle_interval_secs = 3600).await else {
+        return;
+    };
+    let (mut client, stream) = orders(&server, "", 0).await;
+    run(
+        &mut client,
+        "CREATE TABLE dbo.mssql_cdc_heartbeat (app_id nvarchar(200) NOT NULL PRIMARY KEY, \
+         beat_at datetime2 NOT NULL)",
+    )
+    .await
+    .expect("heartbeat table");
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', \
+         @source_name = N'mssql_cdc_heartbeat', @role_name = NULL",
+    )
+    .await
+    .expect("capture the heartbeat table");
+    let manifest = format!(
+        "{}  heartbeat: {{table: dbo.mssql_cdc_heartbeat, interval: 100ms}}\n",
+        stream.manifest
+    );
+    let stream = StreamFixture { manifest, ..stream };
+    let mut config = stream.config();
+    config.trigger =
+        mssql_cdc::spec::Trigger::ProcessingTime(std::time::Duration::from_millis(100));
+    let (sender, mut rows) = tokio::sync::mpsc::unbounded_channel();
+    let mut options = stream.options();
+    options.once = false;
+    options.observer = Arc::new(Rows(sender));
+    let stop = options.stop.clone();
+    let running = tokio::spawn(mssql_cdc::engine::run(config, options));
+
+    // Ten quiet minutes of server time, in capture-job steps: without the
+    // heartbeat the max LSN would move only with the idle entries (every
+    // five minutes); with it, it stays a few seconds behind the clock.
+    for _ in 0..120 {
+        crate::support::cdc::advance_clock(&mut client, 5).await;
+    }
+    let now = crate::support::server::scalar::<chrono::NaiveDateTime>(
+        &mut client,
+        "SELECT SYSUTCDATETIME()",
+    )
+    .await
+    .expect("server time");
+    let current = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            let row = rows.recv().await.expect("the engine runs");
+            if row
+                .end_commit_ts
+                .is_some_and(|ts| (now - ts.naive_utc()).num_seconds() <= 10)
+            {
+                return row;
+            }
+        }
+    })
+    .await
+    .expect("a batch reads up to the last seconds of server time");
+    stop.cancel();
+    running
+        .await
+        .expect("engine task")
+        .expect("the stream stops cleanly");
+    assert_eq!(current.rows, Some(0), "the table stayed quiet");
+    let lag = current
+        .ingestion_lag_seconds
+        .expect("ingestion lag measured");
+    assert!(lag < 10.0, "ingestion lag {lag} s");
+    let beats = crate::support::server::scalar::<i32>(
+        &mut client,
+        "SELECT COUNT(*) FROM cdc.dbo_mssql_cdc_heartbeat_CT",
+    )
+    .await
+    .unwrap_or(0);
+    assert!(
+        beats > 1,
+        "the worker wrote the heartbeat table ({beats} changes)"
+    );
+}
