@@ -267,6 +267,15 @@ impl StreamRun {
     }
 }
 
+/// Crash point `<name>_of_switch`, hit only by the batch that moves to a
+/// newer capture instance (crash tests of the switch).
+pub(super) fn switch_failpoint(plan: &PlannedBatch, name: &str) {
+    let switched = FactEvent::CaptureInstanceSwitched.as_str();
+    if plan.events.iter().any(|e| e.event == switched) {
+        crate::failpoint::hit(&format!("{name}_of_switch"));
+    }
+}
+
 /// The event rows a batch records, from its plan.
 pub(super) fn event_rows(
     plan: &PlannedBatch,

@@ -289,6 +289,7 @@ impl StreamRun {
         };
         self.checkpoint.plan(&plan).await?;
         failpoint::hit("after_offsets");
+        source_changes::switch_failpoint(&plan, "after_offsets");
         self.run_batch(&plan, &marks, options).await?;
         let caught_up = end >= upper;
         Ok(match (self.once_target, caught_up) {
@@ -302,10 +303,17 @@ impl StreamRun {
     async fn prepare(&mut self) -> Result<(), EngineError> {
         if self.client.is_none() {
             let mut client = crate::source::connect(&self.config.source, &self.password).await?;
+            // After a reconnect, the instance the stream was reading.
+            let named = self
+                .config
+                .source
+                .capture_instance
+                .as_ref()
+                .or(self.info.as_ref().map(|info| &info.instance));
             let info = cdc::discover(
                 &mut client,
                 &self.config.source.table,
-                self.config.source.capture_instance.as_ref(),
+                named,
                 self.config.source.columns.as_deref(),
             )
             .await?;
@@ -530,6 +538,7 @@ impl StreamRun {
             )
             .await?;
         failpoint::hit("after_bronze_commit");
+        source_changes::switch_failpoint(plan, "after_bronze_commit");
         let version = match outcome {
             BronzeOutcome::Committed { version, .. } => {
                 self.warnings.recorded(rows[0].detail.as_deref());

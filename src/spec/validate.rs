@@ -275,7 +275,7 @@ impl Checker {
 
     fn heartbeat(&mut self, spec: Option<&HeartbeatSpec>) -> Option<HeartbeatConfig> {
         let spec = spec?;
-        let table = self.table_name("spec.heartbeat.table", &spec.table)?;
+        let table = self.table_name("spec.heartbeat.table", &spec.table);
         let interval = match &spec.interval {
             None => DEFAULT_HEARTBEAT_INTERVAL,
             Some(text) => match humantime::parse_duration(text) {
@@ -290,7 +290,10 @@ impl Checker {
                 }
             },
         };
-        Some(HeartbeatConfig { table, interval })
+        Some(HeartbeatConfig {
+            table: table?,
+            interval,
+        })
     }
 
     fn time_zone(&mut self, value: Option<&String>) -> Option<chrono_tz::Tz> {
