@@ -233,6 +233,9 @@ fn crd_is_generated_from_the_same_types() {
         "passwordFrom",
         "secretKeyRef",
         "maxCommitsPerBatch",
+        "onDataLoss",
+        "heartbeat",
+        "sourceTimeZone",
     ] {
         assert!(yaml.contains(field), "CRD schema lacks {field}");
     }
