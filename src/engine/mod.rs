@@ -5,11 +5,16 @@
 //! copy, `retry` the backoff for transient errors and `observer` the
 //! progress events the CLI and the demo print.
 
+mod data_loss;
 mod error;
+mod heartbeat;
 mod observer;
 mod retry;
 mod snapshot;
+mod source_changes;
 mod stream;
+mod time_zone;
+mod warnings;
 
 pub use error::{DataLossError, EngineError};
 pub use observer::{Observer, Silent, SnapshotProgress};

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::lake::facts::FactRow;
+use crate::source::BatchId;
 
 use super::EngineError;
 
@@ -26,6 +27,9 @@ pub trait Observer: Send + Sync {
     fn snapshot_progress(&self, _progress: &SnapshotProgress) {}
     /// A snapshot finished; `row` is its facts row.
     fn snapshot_done(&self, _row: &FactRow) {}
+    /// A micro-batch's read handed `rows` rows (so far) to bronze; called
+    /// on the read task while the read goes on.
+    fn batch_reading(&self, _batch_id: BatchId, _rows: u64) {}
     /// A micro-batch finished; `row` is its facts row.
     fn batch_done(&self, _row: &FactRow) {}
     /// A transient error; the engine retries after `delay`.

@@ -45,6 +45,37 @@ pub struct CdcStreamSpec {
     /// Whether and how the current table contents are copied first.
     #[serde(default)]
     pub snapshot: SnapshotSpec,
+    /// What to do when CDC cleanup purged changes the stream had not read.
+    #[serde(default)]
+    pub on_data_loss: OnDataLoss,
+    /// A table on the source the worker writes to, so the max LSN keeps
+    /// moving on a quiet database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatSpec>,
+}
+
+/// The policy for changes purged before the stream read them.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDataLoss {
+    /// Stop with DataLossError; nothing is written.
+    #[default]
+    Fail,
+    /// Take a new snapshot, then stream on from it.
+    Resnapshot,
+    /// Stream on from the oldest change still kept, recording the gap.
+    Skip,
+}
+
+/// The heartbeat table: one row the worker updates every `interval`.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatSpec {
+    /// The CDC-enabled table as `schema.table` (created by the DBA).
+    pub table: String,
+    /// Time between two writes, e.g. `10s` (default `10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
 }
 
 fn default_max_commits_per_batch() -> u64 {
@@ -70,6 +101,10 @@ pub struct SourceSpec {
     /// Columns to copy; every captured column when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<String>>,
+    /// Time zone of the server's clock (IANA name such as `Europe/Oslo`, or
+    /// `UTC`); taken from the server when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_time_zone: Option<String>,
     /// Login of the (least-privilege) CDC reader.
     pub credentials: CredentialsSpec,
     /// TLS policy of the connection.

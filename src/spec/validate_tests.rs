@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::lake::StorageKind;
 use crate::spec::CdcStream;
-use crate::spec::{PasswordFrom, SecretKeyRef, load_yaml};
+use crate::spec::{HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, load_yaml};
 
 const ORDERS: &str = include_str!("../../tests/fixtures/manifests/orders.yaml");
 const INVOICES: &str = include_str!("../../tests/fixtures/manifests/minimal-s3.yaml");
@@ -233,7 +233,68 @@ fn crd_is_generated_from_the_same_types() {
         "passwordFrom",
         "secretKeyRef",
         "maxCommitsPerBatch",
+        "onDataLoss",
+        "heartbeat",
+        "sourceTimeZone",
     ] {
         assert!(yaml.contains(field), "CRD schema lacks {field}");
+    }
+}
+
+#[test]
+fn source_change_options_default_and_validate() {
+    let config = spec(ORDERS).validate().unwrap();
+    assert_eq!(config.on_data_loss, OnDataLoss::Fail);
+    assert_eq!(config.heartbeat, None);
+    assert_eq!(config.source.source_time_zone, None);
+
+    let mut s = spec(ORDERS);
+    s.on_data_loss = OnDataLoss::Skip;
+    s.source.source_time_zone = Some("Europe/Oslo".into());
+    s.heartbeat = Some(HeartbeatSpec {
+        table: "dbo.mssql_cdc_heartbeat".into(),
+        interval: None,
+    });
+    let config = s.validate().unwrap();
+    assert_eq!(config.on_data_loss, OnDataLoss::Skip);
+    assert_eq!(
+        config.source.source_time_zone,
+        Some(chrono_tz::Europe::Oslo)
+    );
+    let heartbeat = config.heartbeat.expect("a heartbeat");
+    assert_eq!(heartbeat.table.table, "mssql_cdc_heartbeat");
+    assert_eq!(heartbeat.interval, Duration::from_secs(10));
+
+    let errors = errors(|s| {
+        s.source.source_time_zone = Some("Mars/Olympus".into());
+        s.heartbeat = Some(HeartbeatSpec {
+            table: "heartbeat".into(),
+            interval: Some("0s".into()),
+        });
+    });
+    assert_eq!(
+        errors,
+        vec![
+            "spec.source.sourceTimeZone: expected an IANA time zone name such as Europe/Oslo, or UTC, got \"Mars/Olympus\"",
+            "spec.heartbeat.table: expected schema.table, got \"heartbeat\"",
+            "spec.heartbeat.interval: must be > 0, got \"0s\"",
+        ]
+    );
+    let errors = errors_of_interval("soon");
+    assert!(
+        errors[0].starts_with("spec.heartbeat.interval:"),
+        "{errors:?}"
+    );
+}
+
+fn errors_of_interval(interval: &'static str) -> Vec<String> {
+    let mut s = spec(ORDERS);
+    s.heartbeat = Some(HeartbeatSpec {
+        table: "dbo.heartbeat".into(),
+        interval: Some(interval.into()),
+    });
+    match s.validate() {
+        Ok(_) => Vec::new(),
+        Err(e) => e.0.iter().map(ToString::to_string).collect(),
     }
 }
