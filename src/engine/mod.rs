@@ -2,16 +2,20 @@
 //!
 //! `stream` holds the loop (plan → offsets → read → bronze → facts →
 //! commits, see docs/adr/0002-exactly-once.md), `snapshot` the bootstrap
-//! copy, `retry` the backoff for transient errors and `observer` the
-//! progress events the CLI and the demo print.
+//! copy, `read_metrics` the reader session's own metrics, `finalize` the
+//! target's row in the finalization control table, `retry` the backoff for
+//! transient errors and `observer` the progress events the CLI, the demo
+//! and the metrics endpoint consume.
 
 mod error;
+mod finalize;
 mod observer;
+mod read_metrics;
 mod retry;
 mod snapshot;
 mod stream;
 
 pub use error::{DataLossError, EngineError};
-pub use observer::{Observer, Silent, SnapshotProgress};
+pub use observer::{Fanout, Observer, Silent, SnapshotProgress};
 pub use retry::Backoff;
 pub use stream::{RunOptions, RunSummary, run};

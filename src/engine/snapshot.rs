@@ -70,6 +70,7 @@ impl StreamRun {
         {
             return Ok(position);
         }
+        self.hold_verdict(plan.lsn).await?;
         let txn_app_id = format!("{}/snapshot/{BOOTSTRAP}", self.config.app_id);
         let resumed = self.snapshot_progress(&txn_app_id).await?;
         let info = self.info()?.clone();
@@ -234,6 +235,7 @@ impl StreamRun {
             })
             .await?;
         tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
+        self.advance_verdict(commit_ts).await?;
         self.summary.snapshot_rows += rows;
         options.observer.snapshot_done(&row);
         Ok(position)

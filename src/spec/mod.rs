@@ -14,10 +14,11 @@ mod validate;
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
 pub use load::{LoadError, Loaded, UnknownField, load_yaml};
 pub use types::{
-    CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, PasswordFrom,
-    SecretKeyRef, SnapshotMode, SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
+    CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
+    Granularity, PasswordFrom, SecretKeyRef, SnapshotMode, SnapshotSpec, SourceSpec, TableSpec,
+    TriggerSpec,
 };
 pub use validate::{
-    API_VERSION, KIND, SourceConfig, SpecError, StreamConfig, TableConfig, TableName, Trigger,
-    ValidationErrors,
+    API_VERSION, FinalizationConfig, KIND, SourceConfig, SpecError, StreamConfig, TableConfig,
+    TableName, Trigger, ValidationErrors,
 };

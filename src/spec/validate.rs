@@ -7,7 +7,9 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use super::credentials::PasswordSource;
-use super::types::{CdcStreamSpec, Encrypt, SnapshotMode, TableSpec};
+use super::types::{
+    CdcStreamSpec, Encrypt, FinalizationSpec, Granularity, SnapshotMode, TableSpec,
+};
 use crate::lake::StorageLocation;
 use crate::source::CaptureInstance;
 
@@ -114,6 +116,15 @@ pub struct TableConfig {
     pub location: StorageLocation,
 }
 
+/// The validated finalization control table of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizationConfig {
+    /// The control table.
+    pub table: TableConfig,
+    /// The period verdicts are rounded down to.
+    pub granularity: Granularity,
+}
+
 /// The validated source side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceConfig {
@@ -162,6 +173,8 @@ pub struct StreamConfig {
     pub snapshot_mode: SnapshotMode,
     /// Rows per snapshot chunk.
     pub snapshot_chunk_rows: NonZeroU64,
+    /// The finalization control table, when the manifest names one.
+    pub finalization: Option<FinalizationConfig>,
 }
 
 /// Collects errors while checking fields, so one run reports them all.
@@ -207,6 +220,21 @@ impl Checker {
         let name = self.text(&format!("{field}.name"), &spec.name);
         let location = self.location(&format!("{field}.location"), &spec.location)?;
         Some(TableConfig { name, location })
+    }
+
+    fn finalization(&mut self, spec: Option<&FinalizationSpec>) -> Option<FinalizationConfig> {
+        let spec = spec?;
+        let table = self.table(
+            "spec.finalization",
+            &TableSpec {
+                name: spec.name.clone(),
+                location: spec.location.clone(),
+            },
+        )?;
+        Some(FinalizationConfig {
+            table,
+            granularity: spec.granularity,
+        })
     }
 
     fn table_name(&mut self, field: &str, value: &str) -> Option<TableName> {
@@ -356,6 +384,7 @@ impl CdcStreamSpec {
         let max_commits_per_batch =
             c.positive("spec.maxCommitsPerBatch", self.max_commits_per_batch);
         let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", self.snapshot.chunk_rows);
+        let finalization = c.finalization(self.finalization.as_ref());
 
         match (table, password, target, checkpoint, facts) {
             (Some(table), Some(password), Some(target), Some(checkpoint), Some(facts))
@@ -383,6 +412,7 @@ impl CdcStreamSpec {
                     max_commits_per_batch,
                     snapshot_mode: self.snapshot.mode,
                     snapshot_chunk_rows,
+                    finalization,
                 })
             }
             _ => Err(ValidationErrors(c.0)),
