@@ -4,8 +4,8 @@
 //! offsets/commits log that plans and fences batches; `bronze` writes one
 //! batch as one Delta commit carrying a `txn` action; `facts` is the shared
 //! table with one row per batch and event; `finalization` the control table
-//! saying up to which instant each target is complete. Exactly-once rests on the `txn`
-//! idea described in `docs/adr/0002-exactly-once.md`.
+//! saying up to which instant each target is complete. Exactly-once rests
+//! on the `txn` idea described in `docs/adr/0002-exactly-once.md`.
 
 pub mod bronze;
 pub mod checkpoint;

@@ -1,8 +1,7 @@
 //! The SQL Server side of a stream: the tiberius session, the CDC queries,
 //! the snapshot reader, the session's own read metrics (`session_stats`),
-//! the mapping of SQL Server types to Arrow, and the
-//! domain types every other module speaks in ([`Lsn`], [`BatchId`],
-//! [`CaptureInstance`]).
+//! the mapping of SQL Server types to Arrow, and the domain types every
+//! other module speaks in ([`Lsn`], [`BatchId`], [`CaptureInstance`]).
 
 mod arrow_rows;
 pub mod cdc;
