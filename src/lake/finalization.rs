@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use deltalake::arrow::array::{ArrayRef, StringArray, TimestampMicrosecondArray};
 use deltalake::arrow::record_batch::RecordBatch;
-use deltalake::datafusion::prelude::SessionContext;
+use deltalake::datafusion::prelude::{DataFrame, SessionContext};
 use deltalake::kernel::transaction::{CommitProperties, TransactionError};
 use deltalake::{DeltaTable, DeltaTableError};
 
@@ -170,10 +170,19 @@ impl FinalizationTable {
     /// with another writer reloads the table and merges again, a bounded
     /// number of times.
     pub async fn upsert(&mut self, update: &VerdictUpdate) -> Result<(), FinalizationError> {
+        let encode_error =
+            |source: Box<dyn std::error::Error + Send + Sync>| FinalizationError::Encode {
+                location: self.location.clone(),
+                source,
+            };
+        let batch = source_batch(update).map_err(|e| encode_error(Box::new(e)))?;
+        let source = SessionContext::new()
+            .read_batch(batch)
+            .map_err(|e| encode_error(Box::new(e)))?;
         let mut pause = FIRST_PAUSE;
         let mut attempt = 1;
         loop {
-            match self.merge(update).await {
+            match self.merge(source.clone()).await {
                 Ok(table) => {
                     self.table = table;
                     return Ok(());
@@ -193,11 +202,9 @@ impl FinalizationTable {
         }
     }
 
-    async fn merge(&mut self, update: &VerdictUpdate) -> Result<DeltaTable, DeltaTableError> {
+    /// One MERGE of the one-row `source` against the latest version.
+    async fn merge(&mut self, source: DataFrame) -> Result<DeltaTable, DeltaTableError> {
         self.table.update_state().await?;
-        let source = SessionContext::new()
-            .read_batch(source_batch(update).map_err(|e| DeltaTableError::Generic(e.to_string()))?)
-            .map_err(|e| DeltaTableError::Generic(e.to_string()))?;
         let kept_or_newer = "CASE \
              WHEN source.finalized_until IS NULL THEN target.finalized_until \
              WHEN target.finalized_until IS NULL THEN source.finalized_until \
