@@ -179,9 +179,12 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
 /// own errors carry what matters); the demo also quiets its in-process
 /// sandbox. `RUST_LOG` overrides all of this.
 fn init_tracing(format: LogFormat, quiet_sandbox: bool) {
-    // tiberius logs every server error at ERROR; ours carry them where they matter.
+    // tiberius logs every server error at ERROR; ours carry them where they
+    // matter. deltalake's MERGE warns on every finalization upsert about a
+    // file metric it derives itself.
     let mut default = String::from(
-        "info,buoyant_kernel=off,delta_kernel=off,deltalake_core=warn,tiberius::tds::stream::token=off",
+        "info,buoyant_kernel=off,delta_kernel=off,deltalake_core=warn,\
+         deltalake_core::operations::merge=error,tiberius::tds::stream::token=off",
     );
     if quiet_sandbox {
         default.push_str(",mssql_cdc::sandbox=warn");

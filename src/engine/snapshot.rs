@@ -134,6 +134,7 @@ impl StreamRun {
         if self.checkpoint.completed_snapshot(n).await?.is_some() {
             return Ok(position);
         }
+        self.hold_verdict(plan.lsn).await?;
         let txn_app_id = format!("{}/snapshot/{n}", self.config.app_id);
         let resumed = self.snapshot_progress(&txn_app_id).await?;
         let info = self.info()?.clone();
@@ -303,6 +304,7 @@ impl StreamRun {
             })
             .await?;
         tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
+        self.advance_verdict(commit_ts).await?;
         self.summary.snapshot_rows += rows;
         options.observer.snapshot_done(&row);
         Ok(position)

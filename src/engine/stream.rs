@@ -15,6 +15,7 @@ use super::EngineError;
 use super::data_loss::Purged;
 use super::heartbeat::Heartbeat;
 use super::observer::Observer;
+use super::read_metrics::WaitAccess;
 use super::retry::Backoff;
 use super::source_changes;
 use super::warnings::Warnings;
@@ -23,6 +24,7 @@ use crate::lake::StorageOptions;
 use crate::lake::bronze::{self, BronzeOutcome, BronzeTable, StagedFiles};
 use crate::lake::checkpoint::{Checkpoint, CommittedBatch, PlannedBatch, PlannedEvent};
 use crate::lake::facts::{AppendOutcome, FactRow, FactSequence, FactsKey, FactsTable};
+use crate::lake::finalization::FinalizationTable;
 use crate::lake::lease::{CheckpointLease, DEFAULT_LEASE_TTL};
 use crate::source::reader::{ReadRequest, ReadStats, RowShape, spawn_read};
 use crate::source::{CaptureInfo, CaptureInstance, Lsn, SourceError, SqlClient, cdc};
@@ -108,6 +110,13 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
             .facts
             .location
             .options(&config.storage_options, env()),
+        finalization_options: config
+            .finalization
+            .as_ref()
+            .map(|f| f.table.location.options(&config.storage_options, env()))
+            .unwrap_or_default(),
+        finalization: None,
+        wait_access: WaitAccess::default(),
         config,
         password,
         checkpoint,
@@ -122,6 +131,9 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         once_target: None,
     };
     let result = run_loop(&mut stream, &options).await;
+    if let Err(error) = &result {
+        options.observer.failed(error);
+    }
     let StreamRun { lease, summary, .. } = stream;
     lease.release().await;
     result.map(|()| summary)
@@ -189,6 +201,8 @@ pub(super) struct Position {
 pub(super) struct Watermarks {
     pub max_lsn: Lsn,
     pub max_time: Option<DateTime<Utc>>,
+    /// When the watermarks were read (UTC, local clock).
+    pub observed_at: DateTime<Utc>,
     pub min_time: Option<DateTime<Utc>>,
 }
 
@@ -199,6 +213,9 @@ pub(super) struct StreamRun {
     pub lease: CheckpointLease,
     pub target_options: StorageOptions,
     pub facts_options: StorageOptions,
+    pub finalization_options: StorageOptions,
+    pub finalization: Option<FinalizationTable>,
+    pub wait_access: WaitAccess,
     pub tables: Option<Tables>,
     pub client: Option<SqlClient>,
     pub info: Option<CaptureInfo>,
@@ -388,6 +405,7 @@ impl StreamRun {
         let offset = self.utc_offset_minutes();
         let min_time = cdc::first_time_from(self.client()?, min_lsn, offset).await?;
         Ok(Watermarks {
+            observed_at: Utc::now(),
             max_time: self.lsn_time(max_lsn).await?,
             min_time,
             max_lsn,
@@ -457,6 +475,7 @@ impl StreamRun {
             }
             None => plan.start_lsn,
         };
+        let probe = self.probe_before_read().await?;
         let (staged, stats) = if read_from <= plan.end_lsn {
             let info = self.info()?.clone();
             let observer = options.observer.clone();
@@ -484,6 +503,7 @@ impl StreamRun {
             let staged = self.tables()?.bronze.stage(nothing).await?;
             (staged, ReadStats::default())
         };
+        let session = self.probe_after_read(probe).await?;
         if let Some(min) = self.purged_past(&plan.capture_instance, read_from).await? {
             self.purged_while_reading(plan, min, &mut events).await?;
         }
@@ -511,9 +531,11 @@ impl StreamRun {
         row.duration_ms = Some(i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX));
         row.read_seconds = Some(stats.read_time.as_secs_f64());
         row.read_mb = Some(stats.bytes as f64 / 1_000_000.0);
+        row.source_rtt_ms = Some(session.source_rtt_ms);
+        row.network_wait_ms = session.network_wait_ms;
         row.retention_headroom_hours = hours_between(marks.min_time, end_commit_ts);
         row.ingestion_lag_seconds = seconds_between(end_commit_ts, marks.max_time);
-        row.capture_lag_seconds = seconds_between(marks.max_time, Some(Utc::now()));
+        row.capture_lag_seconds = seconds_between(marks.max_time, Some(marks.observed_at));
         row.detail = self.warnings.detail();
         let mut rows = vec![row];
         rows.extend(source_changes::event_rows(
@@ -562,6 +584,7 @@ impl StreamRun {
         options: &RunOptions,
     ) -> Result<(), EngineError> {
         failpoint::hit("after_facts");
+        self.advance_verdict(row.end_commit_ts).await?;
         self.checkpoint
             .commit(&CommittedBatch {
                 batch_id: plan.batch_id,

@@ -45,6 +45,10 @@ pub struct CdcStreamSpec {
     /// Whether and how the current table contents are copied first.
     #[serde(default)]
     pub snapshot: SnapshotSpec,
+    /// The control table that says up to which instant the target is
+    /// complete; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalization: Option<FinalizationSpec>,
     /// What to do when CDC cleanup purged changes the stream had not read.
     #[serde(default)]
     pub on_data_loss: OnDataLoss,
@@ -221,6 +225,44 @@ pub enum SnapshotMode {
     Initial,
     /// Stream changes only.
     Never,
+}
+
+/// The finalization control table a stream keeps its target's row in.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct FinalizationSpec {
+    /// Name of the control table in reports, e.g. `ops.table_finalization`.
+    pub name: String,
+    /// Path or URI of the control table (shared by many streams).
+    pub location: String,
+    /// The period verdicts are rounded down to: `minute`, `hour` (default)
+    /// or `day`.
+    #[serde(default)]
+    pub granularity: Granularity,
+}
+
+/// The unit a finalization verdict moves in: consumers wait for whole
+/// periods, so the verdict is the start of the period in progress.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Granularity {
+    /// Whole minutes.
+    Minute,
+    /// Whole hours.
+    #[default]
+    Hour,
+    /// Whole days (UTC).
+    Day,
+}
+
+impl Granularity {
+    /// The value stored in the control table's `granularity` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Minute => "minute",
+            Granularity::Hour => "hour",
+            Granularity::Day => "day",
+        }
+    }
 }
 
 /// What the operator and the worker report about a stream.

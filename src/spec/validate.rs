@@ -7,7 +7,10 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use super::credentials::PasswordSource;
-use super::types::{CdcStreamSpec, Encrypt, HeartbeatSpec, OnDataLoss, SnapshotMode, TableSpec};
+use super::types::{
+    CdcStreamSpec, Encrypt, FinalizationSpec, Granularity, HeartbeatSpec, OnDataLoss, SnapshotMode,
+    TableSpec,
+};
 use crate::lake::StorageLocation;
 use crate::source::CaptureInstance;
 
@@ -117,6 +120,15 @@ pub struct TableConfig {
     pub location: StorageLocation,
 }
 
+/// The validated finalization control table of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizationConfig {
+    /// The control table.
+    pub table: TableConfig,
+    /// The period verdicts are rounded down to.
+    pub granularity: Granularity,
+}
+
 /// The validated source side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceConfig {
@@ -181,6 +193,8 @@ pub struct StreamConfig {
     pub on_data_loss: OnDataLoss,
     /// The heartbeat, if any.
     pub heartbeat: Option<HeartbeatConfig>,
+    /// The finalization control table, when the manifest names one.
+    pub finalization: Option<FinalizationConfig>,
 }
 
 /// Collects errors while checking fields, so one run reports them all.
@@ -226,6 +240,21 @@ impl Checker {
         let name = self.text(&format!("{field}.name"), &spec.name);
         let location = self.location(&format!("{field}.location"), &spec.location)?;
         Some(TableConfig { name, location })
+    }
+
+    fn finalization(&mut self, spec: Option<&FinalizationSpec>) -> Option<FinalizationConfig> {
+        let spec = spec?;
+        let table = self.table(
+            "spec.finalization",
+            &TableSpec {
+                name: spec.name.clone(),
+                location: spec.location.clone(),
+            },
+        )?;
+        Some(FinalizationConfig {
+            table,
+            granularity: spec.granularity,
+        })
     }
 
     fn table_name(&mut self, field: &str, value: &str) -> Option<TableName> {
@@ -414,6 +443,7 @@ impl CdcStreamSpec {
         let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", self.snapshot.chunk_rows);
         let source_time_zone = c.time_zone(s.source_time_zone.as_ref());
         let heartbeat = c.heartbeat(self.heartbeat.as_ref());
+        let finalization = c.finalization(self.finalization.as_ref());
 
         match (table, password, target, checkpoint, facts) {
             (Some(table), Some(password), Some(target), Some(checkpoint), Some(facts))
@@ -444,6 +474,7 @@ impl CdcStreamSpec {
                     snapshot_chunk_rows,
                     on_data_loss: self.on_data_loss,
                     heartbeat,
+                    finalization,
                 })
             }
             _ => Err(ValidationErrors(c.0)),

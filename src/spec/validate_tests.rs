@@ -298,3 +298,59 @@ fn errors_of_interval(interval: &'static str) -> Vec<String> {
         Err(e) => e.0.iter().map(ToString::to_string).collect(),
     }
 }
+#[test]
+fn finalization_defaults_to_hours_and_names_bad_values() {
+    let with =
+        |finalization: &str| ORDERS.replace("  facts:", &format!("{finalization}\n  facts:"));
+    let config = spec(&with(
+        "  finalization: {name: ops.table_finalization, location: /lake/ops/finalization}",
+    ))
+    .validate()
+    .unwrap();
+    let finalization = config.finalization.expect("finalization is configured");
+    assert_eq!(finalization.granularity, Granularity::Hour);
+    assert_eq!(finalization.table.name, "ops.table_finalization");
+    assert_eq!(spec(ORDERS).validate().unwrap().finalization, None);
+
+    let daily = spec(&with(
+        "  finalization: {name: ops.f, location: /lake/f, granularity: day}",
+    ));
+    assert_eq!(
+        daily
+            .validate()
+            .unwrap()
+            .finalization
+            .map(|f| f.granularity),
+        Some(Granularity::Day)
+    );
+
+    let weekly = load_yaml(&with(
+        "  finalization: {name: ops.f, location: /lake/f, granularity: weekly}",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        weekly.contains("spec.finalization.granularity") && weekly.contains("weekly"),
+        "{weekly}"
+    );
+
+    let empty = errors(|s| {
+        s.finalization = Some(FinalizationSpec {
+            name: " ".into(),
+            location: "ftp://nowhere/f".into(),
+            granularity: Granularity::Minute,
+        });
+    });
+    assert!(
+        empty
+            .iter()
+            .any(|e| e.starts_with("spec.finalization.name")),
+        "{empty:?}"
+    );
+    assert!(
+        empty
+            .iter()
+            .any(|e| e.starts_with("spec.finalization.location") && e.contains("ftp://nowhere/f")),
+        "{empty:?}"
+    );
+}

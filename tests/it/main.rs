@@ -11,6 +11,7 @@ mod support;
 
 #[cfg(feature = "failpoints")]
 mod engine_crash;
+mod engine_monitoring;
 mod engine_source_changes;
 mod engine_stores;
 mod engine_stream;
