@@ -5,7 +5,9 @@
 
 pub mod engine;
 pub mod failpoint;
+pub mod health;
 pub mod lake;
+pub mod query;
 pub mod sandbox;
 pub mod source;
 pub mod spec;

@@ -1,9 +1,14 @@
-//! The binary's commands that run streams, and how they print progress.
+//! The binary's commands: running streams (and how they print progress)
+//! and querying the lake (`sql`, `health`, `freshness`).
 
 pub mod bench;
 pub mod console;
 pub mod demo;
+pub mod freshness;
+pub mod health;
+pub mod lake_query;
 pub mod run;
+pub mod sql;
 
 /// Ctrl-C, or SIGTERM as Kubernetes sends it.
 pub async fn shutdown_signal() {
