@@ -3,6 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{Array, Float64Array, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::{DataType, TimeUnit};
 use deltalake::arrow::record_batch::RecordBatch;
 
 use super::session::{QueryError, SparkSession};
@@ -69,13 +71,13 @@ pub async fn latest_batches(session: &SparkSession) -> Result<Vec<LatestBatch>, 
         let ingestion = t.doubles("ingestion_lag_seconds")?;
         let capture = t.doubles("capture_lag_seconds")?;
         for row in 0..batch.num_rows() {
-            let name = t.required_string(target, row, "target", "?")?;
+            let name = t.required_string(&target, row, "target", "?")?;
             out.push(LatestBatch {
-                written_at: t.required_time(written_at, row, "written_at", &name)?,
-                end_commit_ts: time_at(end, row),
-                retention_headroom_hours: double_at(headroom, row),
-                ingestion_lag_seconds: double_at(ingestion, row),
-                capture_lag_seconds: double_at(capture, row),
+                written_at: t.required_time(&written_at, row, "written_at", &name)?,
+                end_commit_ts: time_at(&end, row),
+                retention_headroom_hours: double_at(&headroom, row),
+                ingestion_lag_seconds: double_at(&ingestion, row),
+                capture_lag_seconds: double_at(&capture, row),
                 target: name,
             });
         }
@@ -104,8 +106,8 @@ pub async fn verdicts(session: &SparkSession) -> Result<Vec<Verdict>, Monitoring
         let snapshot = t.strings("open_snapshot_lsn")?;
         let applied = t.strings("applied_lsn")?;
         for row in 0..batch.num_rows() {
-            let name = t.required_string(names, row, "table_name", "?")?;
-            let granularity_text = t.required_string(granularity, row, "granularity", &name)?;
+            let name = t.required_string(&names, row, "table_name", "?")?;
+            let granularity_text = t.required_string(&granularity, row, "granularity", &name)?;
             let granularity: Granularity =
                 granularity_text
                     .parse()
@@ -119,10 +121,10 @@ pub async fn verdicts(session: &SparkSession) -> Result<Vec<Verdict>, Monitoring
                     )?;
             out.push(Verdict {
                 granularity,
-                finalized_until: time_at(until, row),
-                updated_at: t.required_time(updated, row, "updated_at", &name)?,
-                open_snapshot_lsn: string_at(snapshot, row),
-                applied_lsn: string_at(applied, row),
+                finalized_until: time_at(&until, row),
+                updated_at: t.required_time(&updated, row, "updated_at", &name)?,
+                open_snapshot_lsn: string_at(&snapshot, row),
+                applied_lsn: string_at(&applied, row),
                 table_name: name,
             });
         }
@@ -135,35 +137,42 @@ struct Columns<'a> {
     batch: &'a RecordBatch,
 }
 
-impl<'a> Columns<'a> {
-    fn column<T: 'static>(
+impl Columns<'_> {
+    /// The column cast to `data_type` (DataFusion may read strings as
+    /// views, for example).
+    fn column<T: Clone + 'static>(
         &self,
         column: &'static str,
+        data_type: &DataType,
         expected: &'static str,
-    ) -> Result<&'a T, MonitoringError> {
-        self.batch
-            .column_by_name(column)
-            .and_then(|c| c.as_any().downcast_ref::<T>())
-            .ok_or(MonitoringError::Column {
-                table: self.table,
-                column,
-                expected,
-            })
+    ) -> Result<T, MonitoringError> {
+        let missing = || MonitoringError::Column {
+            table: self.table,
+            column,
+            expected,
+        };
+        let array = self.batch.column_by_name(column).ok_or_else(missing)?;
+        let cast = cast(array, data_type).map_err(|_| missing())?;
+        cast.as_any()
+            .downcast_ref::<T>()
+            .cloned()
+            .ok_or_else(missing)
     }
 
-    fn strings(&self, column: &'static str) -> Result<&'a StringArray, MonitoringError> {
-        self.column(column, "STRING")
+    fn strings(&self, column: &'static str) -> Result<StringArray, MonitoringError> {
+        self.column(column, &DataType::Utf8, "STRING")
     }
 
-    fn times(
-        &self,
-        column: &'static str,
-    ) -> Result<&'a TimestampMicrosecondArray, MonitoringError> {
-        self.column(column, "TIMESTAMP_NTZ")
+    fn times(&self, column: &'static str) -> Result<TimestampMicrosecondArray, MonitoringError> {
+        self.column(
+            column,
+            &DataType::Timestamp(TimeUnit::Microsecond, None),
+            "TIMESTAMP_NTZ",
+        )
     }
 
-    fn doubles(&self, column: &'static str) -> Result<&'a Float64Array, MonitoringError> {
-        self.column(column, "DOUBLE")
+    fn doubles(&self, column: &'static str) -> Result<Float64Array, MonitoringError> {
+        self.column(column, &DataType::Float64, "DOUBLE")
     }
 
     fn null_in(&self, column: &'static str, row: &str) -> MonitoringError {

@@ -15,6 +15,7 @@ mod engine_stores;
 mod engine_stream;
 
 mod lake_stores;
+mod monitoring;
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
 mod sandbox_cdc_demo;
