@@ -325,6 +325,61 @@ async fn sql_and_health_read_the_streams_of_a_lake() {
         );
     }
 
+    // The example queries of docs/monitoring.md.
+    let per_stream = sql(
+        &lake,
+        &now,
+        "SELECT target, count(*) AS batches, round(avg(duration_ms)) AS avg_ms, \
+         round(try_divide(sum(network_wait_ms), sum(read_seconds) * 1000), 2) AS wait_share \
+         FROM ops.ingestion_facts WHERE event IS NULL \
+         AND written_at > convert_timezone('UTC', localtimestamp()) - INTERVAL 1 DAY GROUP BY target",
+    )
+    .await;
+    assert_eq!(by(&per_stream, "target", "bronze.orders")["batches"], 1);
+    let events = sql(
+        &lake,
+        &now,
+        "SELECT target, event, count(*) AS times FROM ops.ingestion_facts \
+         WHERE event IS NOT NULL GROUP BY target, event ORDER BY target",
+    )
+    .await;
+    assert_eq!(column(&events, "event"), ["bootstrap", "bootstrap"]);
+    let warnings = sql(
+        &lake,
+        &now,
+        "SELECT target, max_by(from_json(detail, 'warnings ARRAY<STRING>').warnings, written_at) \
+         AS latest_warnings FROM ops.ingestion_facts WHERE event IS NULL AND detail IS NOT NULL \
+         GROUP BY target",
+    )
+    .await;
+    assert_eq!(
+        by(&warnings, "target", "bronze.lagging")["latest_warnings"],
+        serde_json::json!(["unknown option maxCommitsPerBatchh (ignored)"])
+    );
+
+    // CSV and the text table.
+    let mut args: Vec<String> = vec!["sql".into(), "--csv".into()];
+    args.extend(lake.tables());
+    args.push(
+        "SELECT target FROM ops.ingestion_facts WHERE event IS NULL ORDER BY target LIMIT 2".into(),
+    );
+    let out = mssql_cdc(&args).await;
+    assert_eq!(
+        out.stdout, "target\nbronze.blind\nbronze.lagging\n",
+        "{}",
+        out.stderr
+    );
+    args[1] = "--session-time-zone=Asia/Tokyo".into();
+    let last = args.len() - 1;
+    args[last] = "SELECT timestampdiff(HOUR, convert_timezone('UTC', localtimestamp()), localtimestamp()) AS h".into();
+    let out = mssql_cdc(&args).await;
+    assert!(
+        out.stdout.contains("| 9 |") && out.stdout.contains("(1 row)"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+
     // Lagging and metric-less streams fire their alerts (the retention
     // limit is off: on a real server the scratch databases are minutes old).
     let fresh = ["--now", now.as_str(), "--min-headroom", "0s"];

@@ -31,7 +31,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 const MAX_PRECISION: i32 = 38;
 
 /// Precision and scale of a type as Spark widens it for decimal arithmetic.
-fn as_decimal(t: &DataType) -> Option<(i32, i32)> {
+fn as_decimal(t: &DataType) -> Option<DecimalShape> {
     match t {
         DataType::Decimal128(p, s) => Some((i32::from(*p), i32::from(*s))),
         DataType::Int8 | DataType::UInt8 => Some((3, 0)),
@@ -48,7 +48,7 @@ fn is_numeric(t: &DataType) -> bool {
 
 /// Spark's result type of decimal division, with its precision-loss
 /// adjustment above 38 digits.
-fn division_type(left: (i32, i32), right: (i32, i32)) -> (u8, i8) {
+fn division_type(left: DecimalShape, right: DecimalShape) -> (u8, i8) {
     let ((p1, s1), (p2, s2)) = (left, right);
     let mut scale = 6.max(s1 + p2 + 1);
     let mut precision = p1 - s1 + s2 + scale;
@@ -60,9 +60,15 @@ fn division_type(left: (i32, i32), right: (i32, i32)) -> (u8, i8) {
     (precision as u8, scale as i8)
 }
 
+/// Precision and scale.
+type DecimalShape = (i32, i32);
+
+/// A decimal division: the operands' shapes and the result's.
+type DecimalDivision = (DecimalShape, DecimalShape, (u8, i8));
+
 /// The types `try_divide` computes in: two decimals and the result
-/// decimal, or doubles.
-fn division_plan(left: &DataType, right: &DataType) -> Option<((i32, i32), (i32, i32), (u8, i8))> {
+/// decimal, or (`None`) doubles.
+fn division_plan(left: &DataType, right: &DataType) -> Option<DecimalDivision> {
     let decimal =
         matches!(left, DataType::Decimal128(..)) || matches!(right, DataType::Decimal128(..));
     match (decimal, as_decimal(left), as_decimal(right)) {

@@ -20,17 +20,17 @@ pub(super) struct MaxBy {
 }
 
 impl MaxBy {
-    pub(super) fn max_by() -> Self {
+    pub(super) fn largest() -> Self {
         MaxBy {
             signature: Signature::any(2, Volatility::Immutable),
             wins: Ordering::Greater,
         }
     }
 
-    pub(super) fn min_by() -> Self {
+    pub(super) fn smallest() -> Self {
         MaxBy {
             wins: Ordering::Less,
-            ..Self::max_by()
+            ..Self::largest()
         }
     }
 }

@@ -32,10 +32,10 @@ pub(crate) fn register(ctx: &mut SessionContext, clock: QueryClock) -> Result<()
         from_json::FromJson::new(),
     )))?;
     ctx.register_udaf(Arc::new(AggregateUDF::new_from_impl(
-        max_by::MaxBy::max_by(),
+        max_by::MaxBy::largest(),
     )))?;
     ctx.register_udaf(Arc::new(AggregateUDF::new_from_impl(
-        max_by::MaxBy::min_by(),
+        max_by::MaxBy::smallest(),
     )))?;
     ctx.register_expr_planner(Arc::new(math::SparkDivision::new(try_divide)))?;
     Ok(())
