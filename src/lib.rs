@@ -5,8 +5,10 @@
 
 pub mod engine;
 pub mod failpoint;
+pub mod health;
 pub mod lake;
 pub mod metrics;
+pub mod query;
 pub mod sandbox;
 pub mod source;
 pub mod spec;

@@ -45,6 +45,14 @@ enum Command {
     /// Run the SQL Server sandbox: a TDS server with an in-memory T-SQL
     /// engine, for development and tests.
     Sandbox(SandboxArgs),
+    /// Run Spark SQL over Delta tables (the monitoring guide's queries).
+    Sql(cli::sql::SqlArgs),
+    /// Judge every stream from its facts (and, with --control, its
+    /// finalization verdict). Exit status: 0 nothing fires, 1 an alert
+    /// fires, 2 error.
+    Health(cli::health::HealthArgs),
+    /// Show one table's finalization verdict and how old it is.
+    Freshness(cli::freshness::FreshnessArgs),
 }
 
 #[derive(clap::Args)]
@@ -123,6 +131,19 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => cli::run::run_manifest(args).await,
         Command::Maintain(args) => cli::maintain::run_maintain(args).await,
         Command::Sandbox(args) => run_sandbox(args).await,
+        Command::Sql(args) => cli::sql::run_sql(args).await,
+        Command::Health(args) => {
+            // Cron reads the status: 0 healthy, 1 an alert fires, 2 error.
+            let code = match cli::health::run_health(args).await {
+                Ok(report) => i32::from(report.fires()),
+                Err(error) => {
+                    eprintln!("Error: {error:#}");
+                    2
+                }
+            };
+            std::process::exit(code);
+        }
+        Command::Freshness(args) => cli::freshness::run_freshness(args).await,
     }
 }
 

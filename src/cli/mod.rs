@@ -1,10 +1,15 @@
-//! The binary's commands that run streams, and how they print progress.
+//! The binary's commands: running streams (and how they print progress)
+//! and querying the lake (`sql`, `health`, `freshness`).
 
 pub mod bench;
 pub mod console;
 pub mod demo;
+pub mod freshness;
+pub mod health;
+pub mod lake_query;
 pub mod maintain;
 pub mod run;
+pub mod sql;
 
 /// Ctrl-C, or SIGTERM as Kubernetes sends it.
 pub async fn shutdown_signal() {
@@ -51,13 +56,30 @@ impl StorageOptionArgs {
     }
 }
 
-/// Values often are credentials, so errors never repeat the argument.
-fn parse_key_value(text: &str) -> Result<(String, String), String> {
+/// `KEY=VALUE` (the value may contain `=`). Values often are credentials,
+/// so errors never repeat the argument.
+pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_string(), value.to_string()))
         }
         Some(_) => Err("the KEY before '=' is empty".to_string()),
         None => Err("expected KEY=VALUE: there is no '='".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_key_value;
+
+    #[test]
+    fn key_value_splits_at_the_first_equals_and_never_echoes_the_value() {
+        assert_eq!(
+            parse_key_value("a=b=c").unwrap(),
+            ("a".into(), "b=c".into())
+        );
+        assert!(parse_key_value("=x").is_err());
+        let error = parse_key_value("s3cret-token").unwrap_err();
+        assert!(!error.contains("s3cret"), "{error}");
     }
 }

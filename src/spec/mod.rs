@@ -15,8 +15,8 @@ pub use credentials::{CredentialError, PasswordSource, resolve_password};
 pub use load::{LoadError, Loaded, UnknownField, load_yaml};
 pub use types::{
     CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
-    Granularity, HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SnapshotMode, SnapshotSpec,
-    SourceSpec, TableSpec, TriggerSpec,
+    Granularity, GranularityError, HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef,
+    SnapshotMode, SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
     API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, SourceConfig, SpecError, StreamConfig,

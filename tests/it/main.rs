@@ -18,6 +18,7 @@ mod engine_stream;
 mod facts_maintenance;
 
 mod lake_stores;
+mod monitoring;
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
 mod sandbox_cdc_demo;

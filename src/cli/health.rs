@@ -1,0 +1,208 @@
+//! `mssql-cdc health --facts URI [--control URI]`: the five stream alerts
+//! per target and, with the control table, each verdict's staleness.
+//! Exit status: 0 nothing fires, 1 something fires, 2 error (for cron).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use mssql_cdc::health::{
+    Alert, FinalizationHealth, FreshnessLimits, StaleReason, StreamHealth, Thresholds,
+    assess_finalization, assess_stream,
+};
+use mssql_cdc::query::monitoring::{CONTROL, FACTS, latest_batches, verdicts};
+use serde_json::{Value, json};
+
+use super::lake_query::{QueryClockArgs, parse_duration};
+
+/// Arguments of `health`.
+#[derive(clap::Args)]
+pub struct HealthArgs {
+    /// The facts Delta table.
+    #[arg(long)]
+    pub facts: String,
+    /// The finalization control Delta table: also judge each verdict.
+    #[arg(long)]
+    pub control: Option<String>,
+    /// Print JSON instead of lines of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Alert when a target wrote no micro-batch row for longer than this
+    /// (use the schedule interval for scheduled jobs).
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub silence: Duration,
+    /// Alert when retention headroom minus the time since the last row
+    /// falls below this.
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    pub min_headroom: Duration,
+    /// Alert when the stream trails capture by more than this.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub max_ingestion_lag: Duration,
+    /// Alert when capture trails the database by more than this.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub max_capture_lag: Duration,
+    /// The streams' trigger or schedule interval, part of the verdict's
+    /// age limit (one period + trigger + margin).
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub trigger: Duration,
+    /// Slack added to the verdict's age limit.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub margin: Duration,
+    #[command(flatten)]
+    pub clock: QueryClockArgs,
+}
+
+/// The report: what fires decides the exit status.
+pub struct HealthReport {
+    streams: Vec<StreamHealth>,
+    verdicts: Vec<(FinalizationHealth, &'static str)>,
+}
+
+impl HealthReport {
+    /// Whether any alert fires. A verdict held by an open snapshot is
+    /// expected and does not count.
+    pub fn fires(&self) -> bool {
+        self.streams.iter().any(|s| !s.alerts.is_empty())
+            || self
+                .verdicts
+                .iter()
+                .any(|(v, _)| v.stale.is_some_and(|r| r != StaleReason::Held))
+    }
+}
+
+/// Reads the tables, judges every target and prints the report.
+pub async fn run_health(args: HealthArgs) -> anyhow::Result<HealthReport> {
+    let now = args.clock.now();
+    let session = args.clock.session()?;
+    args.clock.register(&session, FACTS, &args.facts).await?;
+    let batches = latest_batches(&session).await?;
+    let thresholds = Thresholds {
+        silence: args.silence,
+        min_headroom: args.min_headroom,
+        max_ingestion_lag: args.max_ingestion_lag,
+        max_capture_lag: args.max_capture_lag,
+    };
+    let streams = batches
+        .iter()
+        .map(|b| assess_stream(b, now, &thresholds))
+        .collect();
+    let mut judged = Vec::new();
+    if let Some(control) = &args.control {
+        args.clock.register(&session, CONTROL, control).await?;
+        let limits = FreshnessLimits {
+            trigger: args.trigger,
+            margin: args.margin,
+            silence: args.silence,
+        };
+        for verdict in verdicts(&session).await? {
+            let batch = batches.iter().find(|b| b.target == verdict.table_name);
+            judged.push((
+                assess_finalization(&verdict, batch, now, &limits),
+                verdict.granularity.as_str(),
+            ));
+        }
+    }
+    let report = HealthReport {
+        streams,
+        verdicts: judged,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&report, now))?);
+    } else {
+        print!("{}", to_text(&report));
+    }
+    Ok(report)
+}
+
+fn alert_json(alert: Alert) -> Value {
+    json!({"name": alert.name(), "message": alert.message()})
+}
+
+fn to_json(report: &HealthReport, now: DateTime<Utc>) -> Value {
+    let streams: Vec<Value> = report
+        .streams
+        .iter()
+        .map(|s| {
+            json!({
+                "target": s.target,
+                "hours_since_last": s.hours_since_last,
+                "headroom_hours": s.headroom_hours,
+                "ingestion_lag_seconds": s.ingestion_lag_seconds,
+                "capture_lag_seconds": s.capture_lag_seconds,
+                "alerts": s.alerts.iter().map(|a| alert_json(*a)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let finalization: Vec<Value> = report
+        .verdicts
+        .iter()
+        .map(|(v, granularity)| {
+            json!({
+                "table_name": v.table_name,
+                "granularity": granularity,
+                "age_seconds": v.age_seconds,
+                "seconds_since_update": v.seconds_since_update,
+                "seconds_since_batch": v.seconds_since_batch,
+                "stale_reason": v.stale.map(StaleReason::as_str),
+                "stale": v.stale.map(|r| json!({"name": r.name(), "message": r.message()})),
+            })
+        })
+        .collect();
+    json!({
+        "now": now.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
+        "firing": report.fires(),
+        "streams": streams,
+        "finalization": finalization,
+    })
+}
+
+fn number(value: Option<f64>, unit: &str) -> String {
+    value.map_or_else(|| "NULL".to_string(), |v| format!("{v:.1}{unit}"))
+}
+
+fn to_text(report: &HealthReport) -> String {
+    let mut out = String::new();
+    if report.streams.is_empty() {
+        out.push_str("no micro-batch facts in the facts table\n");
+    }
+    for s in &report.streams {
+        let state = if s.alerts.is_empty() {
+            "ok".to_string()
+        } else {
+            s.alerts
+                .iter()
+                .map(|a| a.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "{}: {} (last batch {:.2} h ago, headroom {}, ingestion lag {}, capture lag {})\n",
+            s.target,
+            state,
+            s.hours_since_last,
+            number(s.headroom_hours, " h"),
+            number(s.ingestion_lag_seconds, " s"),
+            number(s.capture_lag_seconds, " s"),
+        ));
+        for alert in &s.alerts {
+            out.push_str(&format!("  {}: {}\n", alert.name(), alert.message()));
+        }
+    }
+    for (v, granularity) in &report.verdicts {
+        let age = v.age_seconds.map_or_else(
+            || "no verdict yet".to_string(),
+            |a| format!("{:.0} min old", a / 60.0),
+        );
+        let state = v
+            .stale
+            .map_or_else(|| "fresh".to_string(), |r| format!("stale ({r})"));
+        out.push_str(&format!(
+            "finalization {}: {state}, {age} ({granularity}), updated {:.0} min ago\n",
+            v.table_name,
+            v.seconds_since_update / 60.0,
+        ));
+        if let Some(reason) = v.stale {
+            out.push_str(&format!("  {}: {}\n", reason.name(), reason.message()));
+        }
+    }
+    out
+}
