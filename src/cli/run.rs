@@ -32,7 +32,8 @@ pub async fn run_manifest(args: RunArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read manifest {}", args.file.display()))?;
     let loaded = load_yaml(&text).with_context(|| format!("manifest {}", args.file.display()))?;
-    let warnings: Vec<String> = loaded
+    // Unknown fields first: a misspelt field often explains an invalid one.
+    let mut warnings: Vec<String> = loaded
         .unknown_fields
         .iter()
         .map(ToString::to_string)
@@ -44,6 +45,10 @@ pub async fn run_manifest(args: RunArgs) -> anyhow::Result<()> {
         Ok(config) => config,
         Err(errors) => bail!("manifest {} is not valid:\n{errors}", args.file.display()),
     };
+    for warning in config.unusable_options() {
+        tracing::warn!("{}: {warning}", args.file.display());
+        warnings.push(warning);
+    }
     let mut observers: Vec<Arc<dyn Observer>> = vec![Arc::new(Console::new())];
     let _server = match args.metrics_addr {
         Some(address) => {

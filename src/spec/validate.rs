@@ -407,6 +407,22 @@ impl Checker {
     }
 }
 
+impl StreamConfig {
+    /// Options the manifest sets that cannot take effect, as warnings: they
+    /// change nothing, but whoever wrote them expects them to.
+    pub fn unusable_options(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.source.trust_server_certificate && self.source.encrypt == Encrypt::Off {
+            warnings.push(
+                "spec.source.trustServerCertificate: true has no effect with encrypt: off \
+                 (the connection uses no TLS at all)"
+                    .to_string(),
+            );
+        }
+        warnings
+    }
+}
+
 impl CdcStreamSpec {
     /// Checks every field; returns the config the engine runs, or every
     /// problem found.

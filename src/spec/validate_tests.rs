@@ -354,3 +354,20 @@ fn finalization_defaults_to_hours_and_names_bad_values() {
         "{empty:?}"
     );
 }
+
+#[test]
+fn options_that_cannot_take_effect_are_warned_about() {
+    assert_eq!(
+        spec(ORDERS).validate().unwrap().unusable_options(),
+        Vec::<String>::new()
+    );
+    let mut s = spec(ORDERS);
+    s.source.encrypt = Encrypt::Off;
+    s.source.trust_server_certificate = true;
+    let warnings = s.validate().unwrap().unusable_options();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].starts_with("spec.source.trustServerCertificate"),
+        "{warnings:?}"
+    );
+}
