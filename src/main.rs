@@ -39,6 +39,11 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Run one CdcStream manifest locally.
     Run(cli::run::RunArgs),
+    /// Print the CdcStream CustomResourceDefinition (YAML).
+    Crd,
+    /// Run the CdcStream NAMESPACE/NAME from the Kubernetes API, reporting
+    /// progress into its status (what a worker pod runs).
+    Worker(cli::worker::WorkerArgs),
     /// Run the SQL Server sandbox: a TDS server with an in-memory T-SQL
     /// engine, for development and tests.
     Sandbox(SandboxArgs),
@@ -118,6 +123,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Demo(args) => cli::demo::run_demo(args).await,
         Command::Bench(args) => cli::bench::run_bench(args).await,
         Command::Run(args) => cli::run::run_manifest(args).await,
+        Command::Worker(args) => cli::worker::run_worker(args).await,
+        Command::Crd => {
+            print!("{}", mssql_cdc::operator::crd::crd_yaml()?);
+            Ok(())
+        }
         Command::Sandbox(args) => run_sandbox(args).await,
     }
 }

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod console;
 pub mod demo;
 pub mod run;
+pub mod worker;
 
 /// Ctrl-C, or SIGTERM as Kubernetes sends it.
 pub async fn shutdown_signal() {

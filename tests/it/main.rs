@@ -15,6 +15,9 @@ mod engine_stores;
 mod engine_stream;
 
 mod lake_stores;
+mod operator_crd;
+mod operator_helm;
+mod operator_worker;
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
 mod sandbox_cdc_demo;

@@ -2,6 +2,7 @@
 
 pub mod cdc;
 pub mod duckdb;
+pub mod kube;
 pub mod objectstores;
 pub mod proxy;
 pub mod server;
