@@ -41,6 +41,8 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Print the CdcStream CustomResourceDefinition (YAML).
     Crd,
+    /// Run the Kubernetes controller: one worker per CdcStream.
+    Operator(cli::operator::OperatorArgs),
     /// Run the CdcStream NAMESPACE/NAME from the Kubernetes API, reporting
     /// progress into its status (what a worker pod runs).
     Worker(cli::worker::WorkerArgs),
@@ -124,6 +126,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench(args) => cli::bench::run_bench(args).await,
         Command::Run(args) => cli::run::run_manifest(args).await,
         Command::Worker(args) => cli::worker::run_worker(args).await,
+        Command::Operator(args) => cli::operator::run_operator(args).await,
         Command::Crd => {
             print!("{}", mssql_cdc::operator::crd::crd_yaml()?);
             Ok(())

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod console;
 pub mod demo;
+pub mod operator;
 pub mod run;
 pub mod worker;
 

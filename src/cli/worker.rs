@@ -24,7 +24,7 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub stream: String,
     /// Address of the `/healthz` endpoint the probes call.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "MSSQL_CDC_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
 }
 

@@ -20,7 +20,7 @@ use crate::spec::CdcStream;
 /// The variable the worker reads the SQL password from; the operator fills
 /// it from the stream's `passwordFrom.secretKeyRef`.
 pub const PASSWORD_ENV: &str = "MSSQL_CDC_PASSWORD";
-/// Port of the worker's `/healthz` and `/metrics`.
+/// Port of the worker's `/healthz` (the worker's default `--listen` port).
 pub const WORKER_PORT: i32 = 8080;
 /// Label naming the stream a child belongs to.
 pub const STREAM_LABEL: &str = "mssql-cdc.io/stream";
@@ -238,7 +238,6 @@ fn pod_template(
             "worker".into(),
             "--stream".into(),
             format!("{}/{}", meta.namespace, meta.name),
-            format!("--listen=0.0.0.0:{WORKER_PORT}"),
         ]),
         env: Some(env),
         ports: Some(vec![ContainerPort {

@@ -3,6 +3,7 @@
 //! controller and worker shells that apply them.
 
 pub mod children;
+pub mod controller;
 pub mod crd;
 pub mod healthz;
 pub mod progress;

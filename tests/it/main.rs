@@ -15,7 +15,9 @@ mod engine_stores;
 mod engine_stream;
 
 mod lake_stores;
+mod operator_controller;
 mod operator_crd;
+mod operator_e2e;
 mod operator_helm;
 mod operator_worker;
 mod sandbox_cdc_capture;

@@ -8,36 +8,18 @@ use std::time::Duration;
 use kube::Api;
 use mssql_cdc::spec::CdcStream;
 
-use crate::support::cdc::{capture_table, max_lsn, wait_for_capture};
 use crate::support::kube::{KubeEnv, cells};
-use crate::support::server::{TestServer, run};
-use crate::support::stream::{PASSWORD_ENV, StreamFixture};
-
-const ORDERS: &str =
-    "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)";
+use crate::support::operator::{cluster_manifest, orders_with_changes};
+use crate::support::server::TestServer;
+use crate::support::stream::StreamFixture;
 
 #[tokio::test]
 async fn worker_streams_and_reports_progress_into_status() {
     let server = TestServer::start().await;
-    let (mut client, db) = server.scratch_database().await;
-    run(&mut client, ORDERS).await.expect("create table");
-    capture_table(&mut client, "orders").await;
-    let before = max_lsn(&mut client).await;
-    for id in 1..=3 {
-        run(
-            &mut client,
-            &format!("INSERT INTO dbo.orders VALUES ({id}, N'n{id}', {id})"),
-        )
-        .await
-        .expect("insert");
-    }
-    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 3).await;
+    let (_client, db) = orders_with_changes(&server, 3).await;
 
     let fixture = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
-    let manifest = fixture.manifest.replace(
-        &format!("{{env: {PASSWORD_ENV}}}"),
-        "{secretKeyRef: {name: sql, key: password}}",
-    );
+    let manifest = cluster_manifest(&fixture);
     let kube = KubeEnv::start().await;
     kube.install_crd().await;
     let file = kube.write("orders.yaml", &manifest);

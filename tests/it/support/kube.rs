@@ -1,5 +1,5 @@
 //! A Kubernetes API for the operator tests: the project's test API server
-//! (crates/test-apiserver), driven
+//! (crates/test-apiserver, optionally with its harness kubelet), driven
 //! through a kubeconfig only, and the real `kubectl` client.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use mssql_cdc_test_apiserver::{ServerOptions, TestApiServer};
+use mssql_cdc_test_apiserver::{KubeletOptions, ServerOptions, TestApiServer};
 
 /// Upper bound of one kubectl call or wait.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -16,7 +16,7 @@ pub const WAIT: Duration = Duration::from_secs(30);
 pub struct KubeEnv {
     /// The server (dropped last).
     pub server: TestApiServer,
-    /// Scratch files and kubectl's cache.
+    /// Scratch files, kubectl's cache and the pods' logs.
     pub dir: tempfile::TempDir,
     /// The kubeconfig every client uses.
     pub kubeconfig: PathBuf,
@@ -25,11 +25,27 @@ pub struct KubeEnv {
 impl KubeEnv {
     /// A server without a kubelet.
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// A server whose harness kubelet runs pods as processes of `binary`.
+    pub async fn with_kubelet(binary: PathBuf) -> Self {
+        Self::start_with(Some(binary)).await
+    }
+
+    async fn start_with(binary: Option<PathBuf>) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("tempdir");
-        let server = TestApiServer::start(ServerOptions::default())
-            .await
-            .expect("start the test API server");
+        let kubelet = binary.map(|binary| KubeletOptions {
+            binary,
+            log_dir: dir.path().join("pods"),
+        });
+        let server = TestApiServer::start(ServerOptions {
+            kubelet,
+            ..ServerOptions::default()
+        })
+        .await
+        .expect("start the test API server");
         let kubeconfig = dir.path().join("kubeconfig");
         server
             .write_kubeconfig(&kubeconfig)
@@ -137,4 +153,25 @@ fn kubectl_path() -> String {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
         _ => panic!("kubectl is not on PATH: install a kubectl 1.32 client (see docs/testing.md)"),
     }
+}
+
+/// Polls `check` every 100 ms (each poll a real read) until it returns
+/// `Some`, failing the test with `what` after [`WAIT`].
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let polls = async {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tick.tick().await;
+            if let Some(value) = check().await {
+                return value;
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, polls)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
 }

@@ -4,6 +4,7 @@ pub mod cdc;
 pub mod duckdb;
 pub mod kube;
 pub mod objectstores;
+pub mod operator;
 pub mod proxy;
 pub mod server;
 pub mod stream;
