@@ -6,6 +6,7 @@
 pub mod engine;
 pub mod failpoint;
 pub mod lake;
+pub mod metrics;
 pub mod operator;
 pub mod sandbox;
 pub mod source;

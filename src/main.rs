@@ -46,6 +46,9 @@ enum Command {
     /// Run the CdcStream NAMESPACE/NAME from the Kubernetes API, reporting
     /// progress into its status (what a worker pod runs).
     Worker(cli::worker::WorkerArgs),
+    /// Delete old micro-batch facts rows, compact (z-order) and vacuum the
+    /// facts table, and bronze tables when given.
+    Maintain(cli::maintain::MaintainArgs),
     /// Run the SQL Server sandbox: a TDS server with an in-memory T-SQL
     /// engine, for development and tests.
     Sandbox(SandboxArgs),
@@ -131,6 +134,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", mssql_cdc::operator::crd::crd_yaml()?);
             Ok(())
         }
+        Command::Maintain(args) => cli::maintain::run_maintain(args).await,
         Command::Sandbox(args) => run_sandbox(args).await,
     }
 }
@@ -188,9 +192,12 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
 /// own errors carry what matters); the demo also quiets its in-process
 /// sandbox. `RUST_LOG` overrides all of this.
 fn init_tracing(format: LogFormat, quiet_sandbox: bool) {
-    // tiberius logs every server error at ERROR; ours carry them where they matter.
+    // tiberius logs every server error at ERROR; ours carry them where they
+    // matter. deltalake's MERGE warns on every finalization upsert about a
+    // file metric it derives itself.
     let mut default = String::from(
-        "info,buoyant_kernel=off,delta_kernel=off,deltalake_core=warn,tiberius::tds::stream::token=off",
+        "info,buoyant_kernel=off,delta_kernel=off,deltalake_core=warn,\
+         deltalake_core::operations::merge=error,tiberius::tds::stream::token=off",
     );
     if quiet_sandbox {
         default.push_str(",mssql_cdc::sandbox=warn");

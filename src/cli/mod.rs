@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod console;
 pub mod demo;
+pub mod maintain;
 pub mod operator;
 pub mod run;
 pub mod worker;
@@ -27,5 +28,38 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `--storage-option KEY=VALUE` for commands that take table URIs instead
+/// of a manifest. The store's environment variables (`AWS_*`, `AZURE_*`)
+/// apply as in a manifest; these override them.
+#[derive(clap::Args, Clone, Default)]
+pub struct StorageOptionArgs {
+    /// An object_store option (endpoint, region...); repeat for several.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub storage_options: Vec<(String, String)>,
+}
+
+impl StorageOptionArgs {
+    /// The options for one location.
+    pub fn for_location(
+        &self,
+        location: &mssql_cdc::lake::StorageLocation,
+    ) -> mssql_cdc::lake::StorageOptions {
+        let given: std::collections::BTreeMap<String, String> =
+            self.storage_options.iter().cloned().collect();
+        location.options(&given, std::env::vars())
+    }
+}
+
+/// Values often are credentials, so errors never repeat the argument.
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        Some(_) => Err("the KEY before '=' is empty".to_string()),
+        None => Err("expected KEY=VALUE: there is no '='".to_string()),
     }
 }

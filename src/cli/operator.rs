@@ -1,16 +1,17 @@
 //! `mssql-cdc operator`: the Kubernetes controller for CdcStreams.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context as _;
+use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::WorkerDefaults;
 use mssql_cdc::operator::controller::{Context, run_controller};
-use mssql_cdc::operator::healthz::serve_healthz;
 
 /// Arguments of `operator`.
 #[derive(clap::Args)]
 pub struct OperatorArgs {
-    /// Address of the `/healthz` endpoint the probes call.
+    /// Address of `/healthz` (the probes) and `/metrics`.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
     /// Image of worker pods, unless a stream sets spec.worker.image.
@@ -27,10 +28,8 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let health = tokio::spawn(serve_healthz(listener));
+    // Reconcile metrics are not written yet: /metrics is empty, /healthz answers.
+    let server = MetricsServer::start(args.listen, Arc::new(Metrics::new())).await?;
     let defaults = WorkerDefaults {
         image: args.worker_image,
         service_account: args.worker_service_account,
@@ -42,7 +41,7 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
         super::shutdown_signal(),
     )
     .await;
-    health.abort();
+    drop(server);
     tracing::info!("operator stopped");
     Ok(())
 }

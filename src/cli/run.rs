@@ -1,10 +1,12 @@
 //! `mssql-cdc run -f FILE [--once]`: one CdcStream manifest, locally.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use mssql_cdc::engine::{RunOptions, run};
+use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
+use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::spec::load_yaml;
 
 use super::console::Console;
@@ -18,6 +20,10 @@ pub struct RunArgs {
     /// Read up to the max LSN seen at start, then exit (availableNow).
     #[arg(long)]
     pub once: bool,
+    /// Serve Prometheus metrics on `/metrics` and a liveness probe on
+    /// `/healthz` at this address, e.g. `127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// Loads, validates and runs the manifest until caught up (`--once`),
@@ -38,7 +44,20 @@ pub async fn run_manifest(args: RunArgs) -> anyhow::Result<()> {
         Ok(config) => config,
         Err(errors) => bail!("manifest {} is not valid:\n{errors}", args.file.display()),
     };
-    let mut options = RunOptions::new(Arc::new(Console::new()));
+    let mut observers: Vec<Arc<dyn Observer>> = vec![Arc::new(Console::new())];
+    let _server = match args.metrics_addr {
+        Some(address) => {
+            let metrics = Arc::new(Metrics::new());
+            observers.push(Arc::new(
+                metrics.observer(&config.target.name, &config.app_id),
+            ));
+            let server = MetricsServer::start(address, metrics).await?;
+            eprintln!("metrics: http://{}/metrics", server.local_addr());
+            Some(server)
+        }
+        None => None,
+    };
+    let mut options = RunOptions::new(Arc::new(Fanout(observers)));
     options.once = args.once;
     options.warnings = warnings;
     let stop = options.stop.clone();

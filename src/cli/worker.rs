@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use kube::Api;
-use mssql_cdc::engine::{RunOptions, run};
+use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
+use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::PASSWORD_ENV;
-use mssql_cdc::operator::healthz::serve_healthz;
 use mssql_cdc::operator::worker::{ProgressObserver, publish_progress};
 use mssql_cdc::spec::{CdcStream, PasswordSource};
 
@@ -23,7 +23,7 @@ pub struct WorkerArgs {
     /// The CdcStream to run, as NAMESPACE/NAME.
     #[arg(long)]
     pub stream: String,
-    /// Address of the `/healthz` endpoint the probes call.
+    /// Address of `/healthz` (the probes) and `/metrics` (Prometheus).
     #[arg(long, env = "MSSQL_CDC_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
 }
@@ -52,13 +52,13 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         config.source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
     }
 
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let health = tokio::spawn(serve_healthz(listener));
+    let metrics = Arc::new(Metrics::new());
+    let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
+    let server = MetricsServer::start(args.listen, metrics).await?;
     let (observer, latest) = ProgressObserver::new();
     let publisher = tokio::spawn(publish_progress(api, name.to_string(), latest));
-    let options = RunOptions::new(Arc::new(observer));
+    let observers: Vec<Arc<dyn Observer>> = vec![Arc::new(observer), Arc::new(stream_metrics)];
+    let options = RunOptions::new(Arc::new(Fanout(observers)));
     let stop = options.stop.clone();
     tokio::spawn(async move {
         super::shutdown_signal().await;
@@ -73,7 +73,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     {
         tracing::warn!("the last progress did not reach the API server in time");
     }
-    health.abort();
+    drop(server);
     let summary = outcome?;
     tracing::info!(
         batches = summary.batches,

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use crate::lake::bronze::BronzeError;
 use crate::lake::checkpoint::CheckpointError;
 use crate::lake::facts::FactsError;
+use crate::lake::finalization::FinalizationError;
 use crate::lake::lease::LeaseError;
 use crate::source::{CaptureInstance, Lsn, SourceError};
 use crate::spec::CredentialError;
@@ -76,6 +77,9 @@ pub enum EngineError {
     /// The facts table failed.
     #[error(transparent)]
     Facts(#[from] FactsError),
+    /// The finalization control table failed.
+    #[error(transparent)]
+    Finalization(#[from] FinalizationError),
     /// The checkpoint failed, or another process planned first.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -100,9 +104,29 @@ impl EngineError {
             EngineError::Source(e) => e.is_transient(),
             EngineError::Bronze(BronzeError::Source(_)) => true,
             EngineError::Bronze(BronzeError::Delta { source, .. })
-            | EngineError::Facts(FactsError::Delta { source, .. }) => delta_transient(source),
+            | EngineError::Facts(FactsError::Delta { source, .. })
+            | EngineError::Finalization(FinalizationError::Delta { source, .. }) => {
+                delta_transient(source)
+            }
             EngineError::Checkpoint(CheckpointError::Store { .. }) => true,
             _ => false,
+        }
+    }
+}
+
+impl EngineError {
+    /// A short, stable name of the error's kind, for metric labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineError::Credentials(_) => "credentials",
+            EngineError::Source(_) => "source",
+            EngineError::Bronze(_) => "bronze",
+            EngineError::Facts(_) => "facts",
+            EngineError::Finalization(_) => "finalization",
+            EngineError::Checkpoint(_) => "checkpoint",
+            EngineError::Lease(_) | EngineError::LeaseLost(_) => "lease",
+            EngineError::DataLoss(_) => "data_loss",
+            EngineError::Inconsistent(_) => "inconsistent",
         }
     }
 }

@@ -1,9 +1,11 @@
 //! What the engine reports while it runs, so the CLI, the demo and the
 //! worker can each show it their own way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lake::facts::FactRow;
+use crate::source::BatchId;
 
 use super::EngineError;
 
@@ -26,10 +28,15 @@ pub trait Observer: Send + Sync {
     fn snapshot_progress(&self, _progress: &SnapshotProgress) {}
     /// A snapshot finished; `row` is its facts row.
     fn snapshot_done(&self, _row: &FactRow) {}
+    /// A micro-batch's read handed `rows` rows (so far) to bronze; called
+    /// on the read task while the read goes on.
+    fn batch_reading(&self, _batch_id: BatchId, _rows: u64) {}
     /// A micro-batch finished; `row` is its facts row.
     fn batch_done(&self, _row: &FactRow) {}
     /// A transient error; the engine retries after `delay`.
     fn retrying(&self, _error: &EngineError, _attempt: u32, _delay: Duration) {}
+    /// The run stopped on an error that retrying cannot fix.
+    fn failed(&self, _error: &EngineError) {}
 }
 
 /// An observer that shows nothing (the engine still logs through `tracing`).
@@ -37,3 +44,27 @@ pub trait Observer: Send + Sync {
 pub struct Silent;
 
 impl Observer for Silent {}
+
+/// Hands every event to each of several observers in turn (e.g. the
+/// console and the metrics endpoint).
+pub struct Fanout(pub Vec<Arc<dyn Observer>>);
+
+impl Observer for Fanout {
+    fn snapshot_progress(&self, progress: &SnapshotProgress) {
+        self.0.iter().for_each(|o| o.snapshot_progress(progress));
+    }
+    fn snapshot_done(&self, row: &FactRow) {
+        self.0.iter().for_each(|o| o.snapshot_done(row));
+    }
+    fn batch_done(&self, row: &FactRow) {
+        self.0.iter().for_each(|o| o.batch_done(row));
+    }
+    fn retrying(&self, error: &EngineError, attempt: u32, delay: Duration) {
+        self.0
+            .iter()
+            .for_each(|o| o.retrying(error, attempt, delay));
+    }
+    fn failed(&self, error: &EngineError) {
+        self.0.iter().for_each(|o| o.failed(error));
+    }
+}

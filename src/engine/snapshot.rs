@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tiberius::ColumnData;
 
@@ -17,12 +17,13 @@ use super::EngineError;
 use super::observer::SnapshotProgress;
 use super::stream::{Position, RunOptions, StreamRun};
 use crate::failpoint;
-use crate::lake::checkpoint::{CompletedSnapshot, PlannedSnapshot};
+use crate::lake::checkpoint::{CheckpointState, CompletedSnapshot, PlannedSnapshot};
 use crate::lake::facts::{FactEvent, FactRow, FactSequence, FactsKey};
 use crate::source::reader::{ReadRequest, RowShape};
 use crate::source::snapshot::{chunk_query, estimated_rows, key_from_json, key_to_json};
 use crate::source::types::ValueKind;
 use crate::source::{BatchId, Lsn, cdc};
+use crate::spec::SnapshotMode;
 
 /// commitInfo key of a snapshot chunk's progress.
 pub const COMMIT_INFO_SNAPSHOT: &str = "mssql_cdc.snapshot";
@@ -31,46 +32,110 @@ pub const COMMIT_INFO_SNAPSHOT: &str = "mssql_cdc.snapshot";
 const BOOTSTRAP: u64 = 0;
 
 impl StreamRun {
-    /// Runs (or resumes) the bootstrap snapshot; returns the LSN after which
-    /// changes are streamed.
-    pub(super) async fn bootstrap(
+    /// Where streaming goes on from: after the newest planned batch, or
+    /// after the newest snapshot when that is later. Takes (or resumes) the
+    /// snapshot that is due first: the bootstrap of a new stream, or a
+    /// re-snapshot a crash interrupted.
+    pub(super) async fn position(
         &mut self,
+        state: &CheckpointState,
         options: &RunOptions,
     ) -> Result<Position, EngineError> {
-        let plan = match self.checkpoint.planned_snapshot(BOOTSTRAP).await? {
-            Some(plan) => plan,
-            None => {
-                let instance = self.info()?.instance.clone();
-                let max = cdc::max_lsn(self.client()?).await?;
-                let min = cdc::min_lsn(self.client()?, &instance).await?;
-                // A capture instance newer than the last change starts after
-                // it: nothing before its start was ever captured.
-                let lsn = max.max(min.checked_prev().unwrap_or(Lsn::ZERO));
-                let commit_ts = self.lsn_time(lsn).await?;
-                let plan = PlannedSnapshot {
-                    snapshot: BOOTSTRAP,
-                    lsn,
-                    capture_instance: instance,
-                    commit_ts,
-                    started_at: Utc::now(),
-                };
-                self.checkpoint.plan_snapshot(&plan).await?;
-                plan
-            }
+        let batch = state.latest_planned.as_ref().map(|plan| Position {
+            lsn: plan.end_lsn,
+            commit_ts: plan.end_commit_ts,
+            instance: Some(plan.capture_instance.clone()),
+        });
+        let latest = self.checkpoint.latest_snapshot().await?;
+        let snapshot = match latest {
+            Some(n) => self.checkpoint.planned_snapshot(n).await?,
+            None => None,
         };
+        match (snapshot, batch) {
+            (Some(plan), Some(batch)) if batch.lsn >= plan.lsn => Ok(batch),
+            (Some(plan), _) => self.snapshot(plan, options).await,
+            (None, Some(batch)) => Ok(batch),
+            (None, None) => match self.config.snapshot_mode {
+                SnapshotMode::Initial => {
+                    let plan = self.plan_snapshot(BOOTSTRAP, None, None).await?;
+                    self.snapshot(plan, options).await
+                }
+                SnapshotMode::Never => {
+                    let instance = self.info()?.instance.clone();
+                    let min = cdc::min_lsn(self.client()?, &instance).await?;
+                    Ok(Position {
+                        lsn: min.checked_prev().unwrap_or(Lsn::ZERO),
+                        commit_ts: None,
+                        instance: Some(instance),
+                    })
+                }
+            },
+        }
+    }
+
+    /// `spec.onDataLoss: resnapshot`: plans and takes a new snapshot, whose
+    /// facts row records the commit times whose changes were purged.
+    pub(super) async fn resnapshot(
+        &mut self,
+        lost_from_ts: Option<DateTime<Utc>>,
+        lost_to_ts: Option<DateTime<Utc>>,
+        options: &RunOptions,
+    ) -> Result<Position, EngineError> {
+        let n = self
+            .checkpoint
+            .latest_snapshot()
+            .await?
+            .map_or(BOOTSTRAP + 1, |n| n + 1);
+        let plan = self.plan_snapshot(n, lost_from_ts, lost_to_ts).await?;
+        self.snapshot(plan, options).await
+    }
+
+    /// Fixes snapshot `n`'s LSN (the source's max LSN now) before it reads.
+    async fn plan_snapshot(
+        &mut self,
+        n: u64,
+        lost_from_ts: Option<DateTime<Utc>>,
+        lost_to_ts: Option<DateTime<Utc>>,
+    ) -> Result<PlannedSnapshot, EngineError> {
+        let instance = self.info()?.instance.clone();
+        let max = cdc::max_lsn(self.client()?).await?;
+        let min = cdc::min_lsn(self.client()?, &instance).await?;
+        // A capture instance newer than the last change starts after
+        // it: nothing before its start was ever captured.
+        let lsn = max.max(min.checked_prev().unwrap_or(Lsn::ZERO));
+        let commit_ts = self.lsn_time(lsn).await?;
+        let plan = PlannedSnapshot {
+            snapshot: n,
+            lsn,
+            capture_instance: instance,
+            commit_ts,
+            started_at: Utc::now(),
+            lost_from_ts,
+            lost_to_ts,
+        };
+        self.checkpoint.plan_snapshot(&plan).await?;
+        Ok(plan)
+    }
+
+    /// Runs (or resumes) a planned snapshot; returns the position changes
+    /// are streamed after.
+    async fn snapshot(
+        &mut self,
+        plan: PlannedSnapshot,
+        options: &RunOptions,
+    ) -> Result<Position, EngineError> {
+        let n = plan.snapshot;
+        self.use_instance(&plan.capture_instance).await?;
         let position = Position {
             lsn: plan.lsn,
             commit_ts: plan.commit_ts,
+            instance: Some(plan.capture_instance.clone()),
         };
-        if self
-            .checkpoint
-            .completed_snapshot(BOOTSTRAP)
-            .await?
-            .is_some()
-        {
+        if self.checkpoint.completed_snapshot(n).await?.is_some() {
             return Ok(position);
         }
-        let txn_app_id = format!("{}/snapshot/{BOOTSTRAP}", self.config.app_id);
+        self.hold_verdict(plan.lsn).await?;
+        let txn_app_id = format!("{}/snapshot/{n}", self.config.app_id);
         let resumed = self.snapshot_progress(&txn_app_id).await?;
         let info = self.info()?.clone();
         let resumable = !info.key_columns.is_empty()
@@ -110,7 +175,7 @@ impl StreamRun {
         let table = self.config.source.table.clone();
         let estimated = estimated_rows(self.client()?, &table).await;
         let commit_ts = plan.commit_ts;
-        let schema = self.tables()?.schema.clone();
+        let schema = self.read_schema()?;
 
         let (mut chunk, mut after, mut rows, mut finished) = match &resumed {
             Some(progress) => (
@@ -159,7 +224,7 @@ impl StreamRun {
             finished = paged.key_columns.is_empty() || stats.rows < chunk_rows;
             let last_key = stats.last_key.clone();
             let progress = json!({
-                "snapshot": BOOTSTRAP,
+                "snapshot": n,
                 "chunk": chunk,
                 "rows": rows,
                 "finished": finished,
@@ -200,7 +265,11 @@ impl StreamRun {
             self.config.target.name.clone(),
             self.config.app_id.clone(),
             None,
-            Some(FactEvent::Bootstrap),
+            Some(if n == BOOTSTRAP {
+                FactEvent::Bootstrap
+            } else {
+                FactEvent::Resnapshot
+            }),
             Utc::now(),
         );
         row.rows = Some(rows);
@@ -215,11 +284,12 @@ impl StreamRun {
         row.duration_ms = Some((Utc::now() - plan.started_at).num_milliseconds());
         row.read_seconds = Some(read_time.as_secs_f64());
         row.read_mb = Some(read_bytes as f64 / 1_000_000.0);
-        row.detail = self.take_detail();
+        row.lost_from_ts = plan.lost_from_ts;
+        row.lost_to_ts = plan.lost_to_ts;
         let key = FactsKey {
             target: self.config.target.name.clone(),
             app_id: self.config.app_id.clone(),
-            sequence: FactSequence::Snapshot(BOOTSTRAP),
+            sequence: FactSequence::Snapshot(n),
         };
         self.tables()?
             .facts
@@ -228,12 +298,13 @@ impl StreamRun {
         failpoint::hit("after_snapshot_facts");
         self.checkpoint
             .complete_snapshot(&CompletedSnapshot {
-                snapshot: BOOTSTRAP,
+                snapshot: n,
                 rows,
                 completed_at: Utc::now(),
             })
             .await?;
         tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
+        self.advance_verdict(commit_ts).await?;
         self.summary.snapshot_rows += rows;
         options.observer.snapshot_done(&row);
         Ok(position)

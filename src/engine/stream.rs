@@ -5,23 +5,30 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use deltalake::arrow::datatypes::{Schema, SchemaRef};
+use deltalake::arrow::datatypes::Schema;
+use deltalake::arrow::record_batch::RecordBatch;
 use secrecy::SecretString;
 use tiberius::ColumnData;
 use tokio_util::sync::CancellationToken;
 
+use super::EngineError;
+use super::data_loss::Purged;
+use super::heartbeat::Heartbeat;
 use super::observer::Observer;
+use super::read_metrics::WaitAccess;
 use super::retry::Backoff;
-use super::{DataLossError, EngineError};
+use super::source_changes;
+use super::warnings::Warnings;
 use crate::failpoint;
 use crate::lake::StorageOptions;
 use crate::lake::bronze::{self, BronzeOutcome, BronzeTable, StagedFiles};
-use crate::lake::checkpoint::{Checkpoint, CommittedBatch, PlannedBatch};
-use crate::lake::facts::{FactRow, FactSequence, FactsKey, FactsTable};
+use crate::lake::checkpoint::{Checkpoint, CommittedBatch, PlannedBatch, PlannedEvent};
+use crate::lake::facts::{AppendOutcome, FactRow, FactSequence, FactsKey, FactsTable};
+use crate::lake::finalization::FinalizationTable;
 use crate::lake::lease::{CheckpointLease, DEFAULT_LEASE_TTL};
 use crate::source::reader::{ReadRequest, ReadStats, RowShape, spawn_read};
-use crate::source::{CaptureInfo, Lsn, SourceError, SqlClient, cdc};
-use crate::spec::{SnapshotMode, StreamConfig, Trigger, resolve_password};
+use crate::source::{CaptureInfo, CaptureInstance, Lsn, SourceError, SqlClient, cdc};
+use crate::spec::{StreamConfig, Trigger, resolve_password};
 
 /// How to run a stream.
 pub struct RunOptions {
@@ -71,6 +78,9 @@ pub struct RunSummary {
     pub last: Option<FactRow>,
 }
 
+/// commitInfo key of a batch's event rows (next to its facts row).
+const COMMIT_INFO_EVENTS: &str = "mssql_cdc.events";
+
 /// Runs the stream until it is caught up (`once` / availableNow), stopped,
 /// or fails with an error that retrying cannot fix.
 pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary, EngineError> {
@@ -83,6 +93,14 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         CheckpointLease::acquire(&config.checkpoint, &checkpoint_options, options.lease_ttl)
             .await?;
     let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options)?;
+    let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
+        Heartbeat::start(
+            config.source.clone(),
+            password.clone(),
+            heartbeat,
+            config.app_id.clone(),
+        )
+    });
     let mut stream = StreamRun {
         target_options: config
             .target
@@ -92,6 +110,13 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
             .facts
             .location
             .options(&config.storage_options, env()),
+        finalization_options: config
+            .finalization
+            .as_ref()
+            .map(|f| f.table.location.options(&config.storage_options, env()))
+            .unwrap_or_default(),
+        finalization: None,
+        wait_access: WaitAccess::default(),
         config,
         password,
         checkpoint,
@@ -99,12 +124,16 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         tables: None,
         client: None,
         info: None,
-        utc_offset_minutes: 0,
-        warnings: options.warnings.clone(),
+        utc_offset: None,
+        server_major_version: None,
+        warnings: Warnings::new(&options.warnings),
         summary: RunSummary::default(),
         once_target: None,
     };
     let result = run_loop(&mut stream, &options).await;
+    if let Err(error) = &result {
+        options.observer.failed(error);
+    }
     let StreamRun { lease, summary, .. } = stream;
     lease.release().await;
     result.map(|()| summary)
@@ -158,20 +187,22 @@ pub(super) enum Step {
 pub(super) struct Tables {
     pub bronze: BronzeTable,
     pub facts: FactsTable,
-    pub schema: SchemaRef,
 }
 
-/// Where the stream stands: the last LSN it read up to, and its commit time.
+/// Where the stream stands: the last LSN it read up to, its commit time,
+/// and the capture instance it read (`None`: the discovered one).
 pub(super) struct Position {
     pub lsn: Lsn,
     pub commit_ts: Option<DateTime<Utc>>,
+    pub instance: Option<CaptureInstance>,
 }
 
 /// The source's watermarks when a batch was planned.
 pub(super) struct Watermarks {
     pub max_lsn: Lsn,
     pub max_time: Option<DateTime<Utc>>,
-    pub min_lsn: Lsn,
+    /// When the watermarks were read (UTC, local clock).
+    pub observed_at: DateTime<Utc>,
     pub min_time: Option<DateTime<Utc>>,
 }
 
@@ -182,11 +213,15 @@ pub(super) struct StreamRun {
     pub lease: CheckpointLease,
     pub target_options: StorageOptions,
     pub facts_options: StorageOptions,
+    pub finalization_options: StorageOptions,
+    pub finalization: Option<FinalizationTable>,
+    pub wait_access: WaitAccess,
     pub tables: Option<Tables>,
     pub client: Option<SqlClient>,
     pub info: Option<CaptureInfo>,
-    pub utc_offset_minutes: i64,
-    pub warnings: Vec<String>,
+    pub utc_offset: Option<i64>,
+    pub server_major_version: Option<u32>,
+    pub warnings: Warnings,
     pub summary: RunSummary,
     pub once_target: Option<Lsn>,
 }
@@ -202,27 +237,16 @@ impl StreamRun {
         let state = self.checkpoint.state().await?;
         if let Some(pending) = state.pending().cloned() {
             tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
+            self.use_instance(&pending.capture_instance).await?;
             let marks = self.watermarks().await?;
             self.run_batch(&pending, &marks, options).await?;
             return Ok(Step::Progress);
         }
-        let position = match &state.latest_planned {
-            Some(plan) => Position {
-                lsn: plan.end_lsn,
-                commit_ts: plan.end_commit_ts,
-            },
-            None => match self.config.snapshot_mode {
-                SnapshotMode::Initial => self.bootstrap(options).await?,
-                SnapshotMode::Never => {
-                    let instance = self.info()?.instance.clone();
-                    let min = cdc::min_lsn(self.client()?, &instance).await?;
-                    Position {
-                        lsn: min.checked_prev().unwrap_or(Lsn::ZERO),
-                        commit_ts: None,
-                    }
-                }
-            },
-        };
+        let position = self.position(&state, options).await?;
+        if let Some(instance) = &position.instance {
+            self.use_instance(instance).await?;
+        }
+        self.refresh_utc_offset().await?;
         let marks = self.watermarks().await?;
         if options.once || self.config.trigger == Trigger::AvailableNow {
             self.once_target.get_or_insert(marks.max_lsn);
@@ -230,30 +254,45 @@ impl StreamRun {
         let upper = self
             .once_target
             .map_or(marks.max_lsn, |target| target.min(marks.max_lsn));
-        let start = position
+        let next = position
             .lsn
             .checked_next()
             .ok_or(SourceError::LsnOverflow(position.lsn))?;
-        if start <= upper && start < marks.min_lsn {
-            let instance = self.info()?.instance.clone();
-            return Err(DataLossError::new(
-                instance,
-                start,
-                marks.min_lsn,
-                position.commit_ts,
-                marks.min_time,
-            )
-            .into());
+        let step = self.follow_instances(next, upper).await?;
+        let mut events: Vec<PlannedEvent> = step.switched.into_iter().collect();
+        let mut start = step.start;
+        match self.check_purged(&position, start, step.upper).await? {
+            Purged::No => {}
+            Purged::Skipped { resume, event } => {
+                events.insert(0, event);
+                start = resume;
+            }
+            Purged::Resnapshot {
+                lost_from_ts,
+                lost_to_ts,
+            } => {
+                self.resnapshot(lost_from_ts, lost_to_ts, options).await?;
+                return Ok(Step::Progress);
+            }
         }
+        let (batch_upper, ddl) = self.schema_changes(start, step.upper).await?;
         let max_commits = self.config.max_commits_per_batch.get();
-        let end = cdc::plan_end(self.client()?, start, upper, max_commits).await?;
-        let Some(end) = end else {
-            return Ok(if self.once_target.is_some() {
-                Step::Done
-            } else {
-                Step::Idle
-            });
+        let end = cdc::plan_end(self.client()?, start, batch_upper, max_commits).await?;
+        let end = match end {
+            Some(end) => end,
+            // A switch or a skip is recorded even when nothing follows it yet.
+            None if !events.is_empty() => batch_upper.max(start),
+            None => {
+                return Ok(if self.once_target.is_some() {
+                    Step::Done
+                } else {
+                    Step::Idle
+                });
+            }
         };
+        for statement in ddl.iter().filter(|d| d.lsn <= end) {
+            events.push(self.schema_change_event(statement)?);
+        }
         let plan = PlannedBatch {
             batch_id: state.next_batch_id().map_err(|e| {
                 EngineError::Inconsistent(format!("checkpoint {}: {e}", self.config.checkpoint))
@@ -263,9 +302,11 @@ impl StreamRun {
             capture_instance: self.info()?.instance.clone(),
             end_commit_ts: self.lsn_time(end).await?,
             planned_at: Utc::now(),
+            events,
         };
         self.checkpoint.plan(&plan).await?;
         failpoint::hit("after_offsets");
+        source_changes::switch_failpoint(&plan, "after_offsets");
         self.run_batch(&plan, &marks, options).await?;
         let caught_up = end >= upper;
         Ok(match (self.once_target, caught_up) {
@@ -279,11 +320,17 @@ impl StreamRun {
     async fn prepare(&mut self) -> Result<(), EngineError> {
         if self.client.is_none() {
             let mut client = crate::source::connect(&self.config.source, &self.password).await?;
-            self.utc_offset_minutes = cdc::utc_offset_minutes(&mut client).await?;
+            // After a reconnect, the instance the stream was reading.
+            let named = self
+                .config
+                .source
+                .capture_instance
+                .as_ref()
+                .or(self.info.as_ref().map(|info| &info.instance));
             let info = cdc::discover(
                 &mut client,
                 &self.config.source.table,
-                self.config.source.capture_instance.as_ref(),
+                named,
                 self.config.source.columns.as_deref(),
             )
             .await?;
@@ -298,6 +345,9 @@ impl StreamRun {
                 self.info = Some(info);
             }
             self.client = Some(client);
+            self.refresh_utc_offset().await?;
+            self.check_columns().await?;
+            self.check_heartbeat().await?;
         }
         if self.tables.is_none() {
             let info = self.info()?;
@@ -317,11 +367,7 @@ impl StreamRun {
             let facts =
                 FactsTable::open_or_create(&self.config.facts.location, &self.facts_options)
                     .await?;
-            self.tables = Some(Tables {
-                bronze,
-                facts,
-                schema,
-            });
+            self.tables = Some(Tables { bronze, facts });
         }
         Ok(())
     }
@@ -348,7 +394,7 @@ impl StreamRun {
         &mut self,
         lsn: Lsn,
     ) -> Result<Option<DateTime<Utc>>, EngineError> {
-        let offset = self.utc_offset_minutes;
+        let offset = self.utc_offset_minutes();
         Ok(cdc::lsn_time(self.client()?, lsn, offset).await?)
     }
 
@@ -356,24 +402,14 @@ impl StreamRun {
         let instance = self.info()?.instance.clone();
         let max_lsn = cdc::max_lsn(self.client()?).await?;
         let min_lsn = cdc::min_lsn(self.client()?, &instance).await?;
-        let offset = self.utc_offset_minutes;
+        let offset = self.utc_offset_minutes();
         let min_time = cdc::first_time_from(self.client()?, min_lsn, offset).await?;
         Ok(Watermarks {
+            observed_at: Utc::now(),
             max_time: self.lsn_time(max_lsn).await?,
             min_time,
             max_lsn,
-            min_lsn,
         })
-    }
-
-    /// The `detail` of the next facts row: this run's manifest warnings,
-    /// once.
-    pub(super) fn take_detail(&mut self) -> Option<String> {
-        if self.warnings.is_empty() {
-            return None;
-        }
-        let warnings = std::mem::take(&mut self.warnings);
-        Some(serde_json::json!({ "warnings": warnings }).to_string())
     }
 
     /// Runs `request` on the session's read task while bronze stages what it
@@ -417,33 +453,60 @@ impl StreamRun {
         let committed = self.tables()?.bronze.committed_batch().await?;
         if committed.is_some_and(|c| c >= plan.batch_id) {
             // Bronze holds the batch: a crash came after its commit. Its
-            // facts row travelled in the commit; finish the bookkeeping.
-            let row = self.recover_fact_row(plan).await?;
-            self.tables()?
-                .facts
-                .append(&key, std::slice::from_ref(&row))
-                .await?;
+            // facts rows travelled in the commit; finish the bookkeeping.
+            let rows = self.recover_fact_rows(plan).await?;
+            self.tables()?.facts.append(&key, &rows).await?;
+            let row = rows.into_iter().next().ok_or_else(|| {
+                EngineError::Inconsistent(format!("batch {} has no facts row", plan.batch_id))
+            })?;
             self.finish_batch(plan, None, row, options).await?;
             return Ok(());
         }
 
-        let info = self.info()?.clone();
-        let schema = self.tables()?.schema.clone();
-        let request = ReadRequest {
-            sql: cdc::changes_query(&info),
-            params: vec![
-                ColumnData::Binary(Some(plan.start_lsn.to_bytes().to_vec().into())),
-                ColumnData::Binary(Some(plan.end_lsn.to_bytes().to_vec().into())),
-            ],
-            columns: info.columns.clone(),
-            schema,
-            shape: RowShape::Changes {
-                utc_offset_minutes: self.utc_offset_minutes,
-            },
-            batch_id: plan.batch_id.txn_version(),
-            on_batch: Some(Box::new(|_rows| failpoint::hit("mid_read"))),
+        self.use_instance(&plan.capture_instance).await?;
+        let mut events = plan.events.clone();
+        let read_from = match self
+            .purged_past(&plan.capture_instance, plan.start_lsn)
+            .await?
+        {
+            Some(min) => {
+                self.purged_while_reading(plan, min, &mut events).await?;
+                min
+            }
+            None => plan.start_lsn,
         };
-        let (staged, stats) = self.read_into_bronze(request).await?;
+        let probe = self.probe_before_read().await?;
+        let (staged, stats) = if read_from <= plan.end_lsn {
+            let info = self.info()?.clone();
+            let observer = options.observer.clone();
+            let batch_id = plan.batch_id;
+            let request = ReadRequest {
+                sql: cdc::changes_query(&info),
+                params: vec![
+                    ColumnData::Binary(Some(read_from.to_bytes().to_vec().into())),
+                    ColumnData::Binary(Some(plan.end_lsn.to_bytes().to_vec().into())),
+                ],
+                columns: info.columns.clone(),
+                schema: self.read_schema()?,
+                shape: RowShape::Changes {
+                    utc_offset_minutes: self.utc_offset_minutes(),
+                },
+                batch_id: plan.batch_id.txn_version(),
+                on_batch: Some(Box::new(move |rows| {
+                    failpoint::hit("mid_read");
+                    observer.batch_reading(batch_id, rows);
+                })),
+            };
+            self.read_into_bronze(request).await?
+        } else {
+            let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
+            let staged = self.tables()?.bronze.stage(nothing).await?;
+            (staged, ReadStats::default())
+        };
+        let session = self.probe_after_read(probe).await?;
+        if let Some(min) = self.purged_past(&plan.capture_instance, read_from).await? {
+            self.purged_while_reading(plan, min, &mut events).await?;
+        }
 
         let end_commit_ts = match plan.end_commit_ts {
             Some(ts) => Some(ts),
@@ -468,10 +531,20 @@ impl StreamRun {
         row.duration_ms = Some(i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX));
         row.read_seconds = Some(stats.read_time.as_secs_f64());
         row.read_mb = Some(stats.bytes as f64 / 1_000_000.0);
+        row.source_rtt_ms = Some(session.source_rtt_ms);
+        row.network_wait_ms = session.network_wait_ms;
         row.retention_headroom_hours = hours_between(marks.min_time, end_commit_ts);
         row.ingestion_lag_seconds = seconds_between(end_commit_ts, marks.max_time);
-        row.capture_lag_seconds = seconds_between(marks.max_time, Some(Utc::now()));
-        row.detail = self.take_detail();
+        row.capture_lag_seconds = seconds_between(marks.max_time, Some(marks.observed_at));
+        row.detail = self.warnings.detail();
+        let mut rows = vec![row];
+        rows.extend(source_changes::event_rows(
+            plan,
+            &events,
+            &key.target,
+            &app_id,
+        )?);
+        let events_json: Vec<serde_json::Value> = rows[1..].iter().map(FactRow::to_json).collect();
 
         let outcome = self
             .tables()?
@@ -480,18 +553,26 @@ impl StreamRun {
                 staged,
                 &app_id,
                 plan.batch_id.txn_version(),
-                vec![(bronze::COMMIT_INFO_FACTS.to_string(), row.to_json())],
+                vec![
+                    (bronze::COMMIT_INFO_FACTS.to_string(), rows[0].to_json()),
+                    (COMMIT_INFO_EVENTS.to_string(), events_json.into()),
+                ],
             )
             .await?;
         failpoint::hit("after_bronze_commit");
+        source_changes::switch_failpoint(plan, "after_bronze_commit");
         let version = match outcome {
-            BronzeOutcome::Committed { version, .. } => Some(version),
+            BronzeOutcome::Committed { version, .. } => {
+                self.warnings.recorded(rows[0].detail.as_deref());
+                Some(version)
+            }
             _ => None,
         };
-        self.tables()?
-            .facts
-            .append(&key, std::slice::from_ref(&row))
-            .await?;
+        let appended = self.tables()?.facts.append(&key, &rows).await?;
+        if matches!(appended, AppendOutcome::Written { .. }) {
+            self.warnings.recorded(rows[0].detail.as_deref());
+        }
+        let row = rows.swap_remove(0);
         self.finish_batch(plan, version, row, options).await
     }
 
@@ -503,6 +584,7 @@ impl StreamRun {
         options: &RunOptions,
     ) -> Result<(), EngineError> {
         failpoint::hit("after_facts");
+        self.advance_verdict(row.end_commit_ts).await?;
         self.checkpoint
             .commit(&CommittedBatch {
                 batch_id: plan.batch_id,
@@ -526,18 +608,33 @@ impl StreamRun {
         Ok(())
     }
 
-    /// The facts row a batch's bronze commit carried.
-    async fn recover_fact_row(&mut self, plan: &PlannedBatch) -> Result<FactRow, EngineError> {
+    /// The facts rows a batch's bronze commit carried: its row, then its
+    /// event rows.
+    async fn recover_fact_rows(
+        &mut self,
+        plan: &PlannedBatch,
+    ) -> Result<Vec<FactRow>, EngineError> {
         let app_id = self.config.app_id.clone();
         let metadata = self
             .tables()?
             .bronze
             .commit_metadata(&app_id, plan.batch_id.txn_version())
             .await?;
+        let events = metadata
+            .as_ref()
+            .and_then(|m| m.get(COMMIT_INFO_EVENTS))
+            .and_then(serde_json::Value::as_array)
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(FactRow::from_json)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
         metadata
             .as_ref()
             .and_then(|m| m.get(bronze::COMMIT_INFO_FACTS))
             .and_then(FactRow::from_json)
+            .map(|row| std::iter::once(row).chain(events).collect())
             .ok_or_else(|| {
                 EngineError::Inconsistent(format!(
                     "bronze table {} holds batch {} but its commit carries no facts row \

@@ -238,6 +238,47 @@ impl BronzeTable {
         &self.table
     }
 
+    /// The table's current schema, as Arrow.
+    pub fn arrow_schema(&self) -> Result<SchemaRef, BronzeError> {
+        let state = self.table.snapshot().map_err(|e| self.delta_error(e))?;
+        Ok(state.snapshot().arrow_schema())
+    }
+
+    /// Schema evolution for a newer capture instance: adds the `columns` the
+    /// table lacks as nullable columns after the existing ones (nothing
+    /// already written is rewritten; older rows read them as NULL), and
+    /// returns the table's schema.
+    pub async fn add_missing_columns(
+        &mut self,
+        columns: &[Field],
+    ) -> Result<SchemaRef, BronzeError> {
+        let current = self.arrow_schema()?;
+        let missing: Vec<Field> = columns
+            .iter()
+            .filter(|f| {
+                !current
+                    .fields()
+                    .iter()
+                    .any(|c| c.name().eq_ignore_ascii_case(f.name()))
+            })
+            .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+            .collect();
+        if missing.is_empty() {
+            return Ok(current);
+        }
+        let kernel: StructType = (&Schema::new(missing))
+            .try_into_kernel()
+            .map_err(|e| self.delta_error(DeltaTableError::from(e)))?;
+        self.table = self
+            .table
+            .clone()
+            .add_columns()
+            .with_fields(kernel.fields().cloned().collect::<Vec<_>>())
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        self.arrow_schema()
+    }
+
     /// The newest batch the table holds for this appId.
     pub async fn committed_batch(&mut self) -> Result<Option<BatchId>, BronzeError> {
         let app_id = self.app_id.clone();

@@ -36,6 +36,13 @@ pub struct PlannedSnapshot {
     pub commit_ts: Option<DateTime<Utc>>,
     /// When the snapshot started (UTC).
     pub started_at: DateTime<Utc>,
+    /// On a re-snapshot: commit time of the last change read before the
+    /// purged ones (UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_from_ts: Option<DateTime<Utc>>,
+    /// On a re-snapshot: commit time of the oldest change CDC still kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_to_ts: Option<DateTime<Utc>>,
 }
 
 /// The marker that a snapshot is complete (its facts row is written).
@@ -67,6 +74,33 @@ pub struct PlannedBatch {
     pub end_commit_ts: Option<DateTime<Utc>>,
     /// When the plan was made (UTC).
     pub planned_at: DateTime<Utc>,
+    /// The source events the batch reads past, decided with the plan so a
+    /// replay records exactly the same ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<PlannedEvent>,
+}
+
+/// A source event a batch records as an event row of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedEvent {
+    /// The facts `event` value (`schema_change`, `capture_instance_switched`,
+    /// `data_skipped`).
+    pub event: String,
+    /// The event's LSN.
+    pub lsn: Lsn,
+    /// Its commit time (UTC), if known.
+    #[serde(default)]
+    pub commit_ts: Option<DateTime<Utc>>,
+    /// The capture instance it concerns.
+    pub capture_instance: CaptureInstance,
+    /// What happened, as JSON.
+    pub detail: serde_json::Value,
+    /// Start of the commit-time range lost (`data_skipped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_from_ts: Option<DateTime<Utc>>,
+    /// End of that range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_to_ts: Option<DateTime<Utc>>,
 }
 
 /// The marker that a batch is fully done (bronze and facts written).
@@ -248,6 +282,21 @@ impl Checkpoint {
     ) -> Result<Option<CompletedSnapshot>, CheckpointError> {
         self.read(&Path::from(format!("{SNAPSHOTS}/{n}.done")))
             .await
+    }
+
+    /// The number of the newest planned snapshot, if any.
+    pub async fn latest_snapshot(&self) -> Result<Option<u64>, CheckpointError> {
+        let prefix = Path::from(SNAPSHOTS);
+        let entries: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|source| self.store_error(source))?;
+        Ok(entries
+            .iter()
+            .filter_map(|meta| meta.location.filename()?.parse::<u64>().ok())
+            .max())
     }
 
     /// The newest plan and the newest commit marker.

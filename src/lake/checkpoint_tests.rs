@@ -16,6 +16,7 @@ fn plan(batch: u64, start: &str, end: &str) -> PlannedBatch {
         capture_instance: CaptureInstance::new("dbo_orders").unwrap(),
         end_commit_ts: None,
         planned_at: at(batch as i64),
+        events: Vec::new(),
     }
 }
 

@@ -67,3 +67,23 @@ pub(crate) async fn txn_version(
         .transaction_version(log_store.as_ref(), app_id)
         .await
 }
+
+/// Opens the existing table at `location`; an error when there is none
+/// (for tools that read or maintain tables and must never create one).
+pub(crate) async fn open_existing(
+    location: &StorageLocation,
+    options: &StorageOptions,
+) -> Result<DeltaTable, DeltaTableError> {
+    register_handlers();
+    let url = location.url().clone();
+    if url.to_file_path().is_ok_and(|dir| !dir.is_dir()) {
+        return Err(DeltaTableError::NotATable(
+            "the directory does not exist".into(),
+        ));
+    }
+    let table = DeltaTable::try_from_url_with_storage_options(url, options.to_map()).await?;
+    match table.version() {
+        Some(_) => Ok(table),
+        None => Err(DeltaTableError::NotATable("it has no _delta_log".into())),
+    }
+}

@@ -5,7 +5,6 @@
 pub mod children;
 pub mod controller;
 pub mod crd;
-pub mod healthz;
 pub mod progress;
 pub mod status;
 pub mod worker;

@@ -45,6 +45,21 @@ pub async fn utc_offset_minutes(client: &mut SqlClient) -> Result<i64, SourceErr
     Ok(i64::from(minutes.unwrap_or(0)))
 }
 
+/// The server's major version (15 = SQL Server 2019, 16 = 2022).
+pub async fn product_major_version(client: &mut SqlClient) -> Result<u32, SourceError> {
+    let context = "the server's product version";
+    let row = single_row(
+        client,
+        "SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS nvarchar(128))",
+        &[],
+        context,
+    )
+    .await?;
+    let text: Option<&str> = row.try_get(0).map_err(SourceError::sql(context))?;
+    text.and_then(|t| t.trim().parse().ok())
+        .ok_or_else(|| SourceError::Missing(context.into()))
+}
+
 /// Finds the capture instance of `table` (the named one, or the newest) and
 /// its captured columns, restricted to `wanted` when given.
 pub async fn discover(
@@ -53,77 +68,35 @@ pub async fn discover(
     named: Option<&CaptureInstance>,
     wanted: Option<&[String]>,
 ) -> Result<CaptureInfo, SourceError> {
-    let qualified = format!(
-        "{}.{}",
-        quote_ident(&table.schema),
-        quote_ident(&table.table)
-    );
-    let sql = format!(
-        "SELECT ct.capture_instance, ct.object_id FROM cdc.change_tables AS ct \
-         WHERE ct.source_object_id = OBJECT_ID({}) ORDER BY ct.create_date DESC, ct.object_id DESC",
-        quote_literal(&qualified)
-    );
-    let context = format!("capture instances of {}.{}", table.schema, table.table);
-    let rows = all_rows(client, &sql, &[], &context).await?;
-    let mut instances = Vec::new();
-    for row in &rows {
-        let name: Option<&str> = row.try_get(0).map_err(SourceError::sql(&context))?;
-        let id: Option<i32> = row.try_get(1).map_err(SourceError::sql(&context))?;
-        if let (Some(name), Some(id)) = (name, id) {
-            instances.push((name.to_string(), id));
-        }
-    }
+    let instances = capture_instances(client, table).await?;
     let (name, change_table_id) = match named {
         Some(want) => instances
             .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(want.as_str()))
-            .cloned()
+            .find(|i| i.name.as_str().eq_ignore_ascii_case(want.as_str()))
+            .map(|i| (i.name.to_string(), i.change_table_id))
             .ok_or_else(|| {
                 SourceError::NotCaptured(format!(
                     "spec.source.captureInstance: {want} is not a capture instance of {}.{} (it has: {})",
                     table.schema,
                     table.table,
-                    list_or_none(instances.iter().map(|(n, _)| n.as_str()))
+                    list_or_none(instances.iter().map(|i| i.name.as_str()))
                 ))
             })?,
-        None => instances.first().cloned().ok_or_else(|| {
-            SourceError::NotCaptured(format!(
-                "spec.source.table: {}.{} has no CDC capture instance; enable it with \
-                 sys.sp_cdc_enable_table (and the database with sys.sp_cdc_enable_db)",
-                table.schema, table.table
-            ))
-        })?,
+        None => instances
+            .first()
+            .map(|i| (i.name.to_string(), i.change_table_id))
+            .ok_or_else(|| {
+                SourceError::NotCaptured(format!(
+                    "spec.source.table: {}.{} has no CDC capture instance; enable it with \
+                     sys.sp_cdc_enable_table (and the database with sys.sp_cdc_enable_db)",
+                    table.schema, table.table
+                ))
+            })?,
     };
     let instance = CaptureInstance::new(name.clone())
         .map_err(|e| SourceError::NotCaptured(format!("capture instance {name}: {e}")))?;
 
-    let context = format!("captured columns of {name}");
-    let sql = "SELECT cc.column_name, t.name, c.max_length, c.precision, c.scale, c.is_nullable \
-               FROM cdc.captured_columns AS cc \
-               JOIN sys.columns AS c ON c.object_id = cc.object_id AND c.name = cc.column_name \
-               JOIN sys.types AS t ON t.user_type_id = c.user_type_id \
-               WHERE cc.object_id = @P1 ORDER BY cc.column_ordinal";
-    let rows = all_rows(client, sql, &[&change_table_id], &context).await?;
-    let mut captured = Vec::new();
-    for row in &rows {
-        let text = |i: usize| -> Result<String, SourceError> {
-            let v: Option<&str> = row.try_get(i).map_err(SourceError::sql(&context))?;
-            v.map(str::to_string)
-                .ok_or_else(|| SourceError::Missing(context.clone()))
-        };
-        let max_length: Option<i16> = row.try_get(2).map_err(SourceError::sql(&context))?;
-        let precision: Option<u8> = row.try_get(3).map_err(SourceError::sql(&context))?;
-        let scale: Option<u8> = row.try_get(4).map_err(SourceError::sql(&context))?;
-        let nullable: Option<bool> = row.try_get(5).map_err(SourceError::sql(&context))?;
-        captured.push(SqlColumn {
-            name: text(0)?,
-            type_name: text(1)?.to_ascii_lowercase(),
-            max_length: max_length.unwrap_or(0),
-            precision: precision.unwrap_or(0),
-            scale: scale.unwrap_or(0),
-            nullable: nullable.unwrap_or(true),
-        });
-    }
+    let captured = captured_columns(client, &name, change_table_id).await?;
     if captured.is_empty() {
         return Err(SourceError::NotCaptured(format!(
             "capture instance {name} lists no captured columns"
@@ -173,6 +146,92 @@ pub async fn discover(
         columns,
         key_columns,
     })
+}
+
+/// One capture instance of a table, as `cdc.change_tables` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceEntry {
+    /// The instance.
+    pub name: CaptureInstance,
+    /// `object_id` of its change table.
+    pub change_table_id: i32,
+    /// The LSN it captures changes after (`start_lsn`).
+    pub start_lsn: Option<Lsn>,
+}
+
+/// The capture instances of `table`, newest first (a table has at most two).
+pub async fn capture_instances(
+    client: &mut SqlClient,
+    table: &TableName,
+) -> Result<Vec<InstanceEntry>, SourceError> {
+    let qualified = format!(
+        "{}.{}",
+        quote_ident(&table.schema),
+        quote_ident(&table.table)
+    );
+    let sql = format!(
+        "SELECT ct.capture_instance, ct.object_id, ct.start_lsn FROM cdc.change_tables AS ct \
+         WHERE ct.source_object_id = OBJECT_ID({}) ORDER BY ct.create_date DESC, ct.object_id DESC",
+        quote_literal(&qualified)
+    );
+    let context = format!("capture instances of {}.{}", table.schema, table.table);
+    let rows = all_rows(client, &sql, &[], &context).await?;
+    let mut instances = Vec::new();
+    for row in rows {
+        let mut values = row.into_iter();
+        let (Some(name), Some(id), Some(start)) = (values.next(), values.next(), values.next())
+        else {
+            return Err(SourceError::Missing(context));
+        };
+        let (ColumnData::String(Some(name)), ColumnData::I32(Some(id))) = (name, id) else {
+            continue;
+        };
+        let name = CaptureInstance::new(name.to_string())
+            .map_err(|e| SourceError::NotCaptured(format!("capture instance {name}: {e}")))?;
+        instances.push(InstanceEntry {
+            name,
+            change_table_id: id,
+            start_lsn: lsn_of(&start, &context)?,
+        });
+    }
+    Ok(instances)
+}
+
+/// The columns `cdc.captured_columns` lists for a change table, in capture
+/// order, with their source types.
+pub async fn captured_columns(
+    client: &mut SqlClient,
+    name: &str,
+    change_table_id: i32,
+) -> Result<Vec<SqlColumn>, SourceError> {
+    let context = format!("captured columns of {name}");
+    let sql = "SELECT cc.column_name, t.name, c.max_length, c.precision, c.scale, c.is_nullable \
+               FROM cdc.captured_columns AS cc \
+               JOIN sys.columns AS c ON c.object_id = cc.object_id AND c.name = cc.column_name \
+               JOIN sys.types AS t ON t.user_type_id = c.user_type_id \
+               WHERE cc.object_id = @P1 ORDER BY cc.column_ordinal";
+    let rows = all_rows(client, sql, &[&change_table_id], &context).await?;
+    let mut captured = Vec::new();
+    for row in &rows {
+        let text = |i: usize| -> Result<String, SourceError> {
+            let v: Option<&str> = row.try_get(i).map_err(SourceError::sql(&context))?;
+            v.map(str::to_string)
+                .ok_or_else(|| SourceError::Missing(context.clone()))
+        };
+        let max_length: Option<i16> = row.try_get(2).map_err(SourceError::sql(&context))?;
+        let precision: Option<u8> = row.try_get(3).map_err(SourceError::sql(&context))?;
+        let scale: Option<u8> = row.try_get(4).map_err(SourceError::sql(&context))?;
+        let nullable: Option<bool> = row.try_get(5).map_err(SourceError::sql(&context))?;
+        captured.push(SqlColumn {
+            name: text(0)?,
+            type_name: text(1)?.to_ascii_lowercase(),
+            max_length: max_length.unwrap_or(0),
+            precision: precision.unwrap_or(0),
+            scale: scale.unwrap_or(0),
+            nullable: nullable.unwrap_or(true),
+        });
+    }
+    Ok(captured)
 }
 
 /// The highest LSN CDC has mapped (`sys.fn_cdc_get_max_lsn`).
@@ -276,6 +335,77 @@ pub async fn plan_end(
         "the end of the next batch",
     )
     .await
+}
+
+/// One DDL statement on a captured table (`cdc.ddl_history`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DdlEvent {
+    /// The statement.
+    pub command: String,
+    /// Its commit LSN.
+    pub lsn: Lsn,
+    /// Its commit time (UTC).
+    pub time: Option<DateTime<Utc>>,
+}
+
+/// The DDL `cdc.ddl_history` records for a change table with an LSN in
+/// `[from, to]`, oldest first.
+pub async fn ddl_events(
+    client: &mut SqlClient,
+    change_table_id: i32,
+    from: Lsn,
+    to: Lsn,
+    utc_offset_minutes: i64,
+) -> Result<Vec<DdlEvent>, SourceError> {
+    let context = "cdc.ddl_history";
+    let (from, to) = (from.to_bytes(), to.to_bytes());
+    let rows = all_rows(
+        client,
+        "SELECT ddl_command, ddl_lsn, ddl_time FROM cdc.ddl_history \
+         WHERE object_id = @P1 AND ddl_lsn >= @P2 AND ddl_lsn <= @P3 ORDER BY ddl_lsn",
+        &[&change_table_id, &&from[..], &&to[..]],
+        context,
+    )
+    .await?;
+    let mut events = Vec::new();
+    for row in rows {
+        let mut values = row.into_iter();
+        let (Some(command), Some(lsn), time) = (values.next(), values.next(), values.next()) else {
+            return Err(SourceError::Missing(context.into()));
+        };
+        let ColumnData::String(Some(command)) = command else {
+            return Err(SourceError::Missing(format!("{context}.ddl_command")));
+        };
+        let lsn = lsn_of(&lsn, context)?.ok_or_else(|| SourceError::Missing(context.into()))?;
+        events.push(DdlEvent {
+            command: command.to_string(),
+            lsn,
+            time: commit_time(time, utc_offset_minutes),
+        });
+    }
+    Ok(events)
+}
+
+/// The computed columns of `table`, which CDC does not capture.
+pub async fn computed_columns(
+    client: &mut SqlClient,
+    table: &TableName,
+) -> Result<Vec<String>, SourceError> {
+    let qualified = format!(
+        "{}.{}",
+        quote_ident(&table.schema),
+        quote_ident(&table.table)
+    );
+    let sql = format!(
+        "SELECT name FROM sys.columns WHERE object_id = OBJECT_ID({}) AND is_computed = 1 \
+         ORDER BY column_id",
+        quote_literal(&qualified)
+    );
+    let rows = all_rows(client, &sql, &[], "computed columns").await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| row.try_get::<&str, _>(0).ok().flatten().map(str::to_string))
+        .collect())
 }
 
 /// The change query of one batch: every change in `[from, to]` in commit

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use deltalake::arrow::array::{Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
+use deltalake::arrow::array::{
+    Int64Builder, StringBuilder, TimestampMicrosecondBuilder, new_null_array,
+};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::arrow::record_batch::RecordBatch;
 use futures::{Stream, TryStreamExt};
@@ -19,7 +21,7 @@ use super::cdc::lsn_of;
 use super::connection::SqlClient;
 use super::types::SqlColumn;
 use super::{Lsn, SourceError};
-use crate::lake::bronze::Operation;
+use crate::lake::bronze::{self, Operation};
 
 /// Rows per Arrow record batch handed to the writer.
 pub const ROWS_PER_RECORD_BATCH: usize = 8192;
@@ -293,7 +295,34 @@ impl BatchBuilder {
         arrays.push(Arc::new(self.operation.finish()));
         arrays.push(Arc::new(self.commit_ts.finish()));
         arrays.push(Arc::new(self.batch_id.finish()));
+        let rows = self.len;
         self.len = 0;
+        let cdc = bronze::cdc_fields();
+        let names: Vec<&str> = request
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(cdc.iter().map(|f| f.name().as_str()))
+            .collect();
+        let fields = request.schema.fields();
+        let in_order =
+            fields.len() == names.len() && fields.iter().zip(&names).all(|(f, n)| f.name() == n);
+        if in_order {
+            return Ok(RecordBatch::try_new(request.schema.clone(), arrays)?);
+        }
+        // The bronze schema has columns this capture instance does not
+        // capture (dropped on the source, or added by a newer instance):
+        // they stay, NULL.
+        let arrays = fields
+            .iter()
+            .map(|field| {
+                names
+                    .iter()
+                    .position(|n| n.eq_ignore_ascii_case(field.name()))
+                    .and_then(|i| arrays.get(i).cloned())
+                    .unwrap_or_else(|| new_null_array(field.data_type(), rows))
+            })
+            .collect();
         Ok(RecordBatch::try_new(request.schema.clone(), arrays)?)
     }
 }

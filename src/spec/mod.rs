@@ -18,11 +18,12 @@ pub use credentials::{CredentialError, PasswordSource, resolve_password};
 pub use load::{LoadError, Loaded, UnknownField, load_yaml};
 pub use status::{FinalizationStatus, Phase, Progress};
 pub use types::{
-    CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, PasswordFrom,
-    SecretKeyRef, SnapshotMode, SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
+    CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
+    Granularity, HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SnapshotMode, SnapshotSpec,
+    SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
-    API_VERSION, KIND, SourceConfig, SpecError, StreamConfig, TableConfig, TableName, Trigger,
-    ValidationErrors,
+    API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, SourceConfig, SpecError, StreamConfig,
+    TableConfig, TableName, Trigger, ValidationErrors,
 };
 pub use worker::WorkerSpec;

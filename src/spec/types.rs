@@ -76,6 +76,41 @@ pub struct CdcStreamSpec {
     /// `mssql-cdc run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<WorkerSpec>,
+    /// The control table that says up to which instant the target is
+    /// complete; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalization: Option<FinalizationSpec>,
+    /// What to do when CDC cleanup purged changes the stream had not read.
+    #[serde(default)]
+    pub on_data_loss: OnDataLoss,
+    /// A table on the source the worker writes to, so the max LSN keeps
+    /// moving on a quiet database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatSpec>,
+}
+
+/// The policy for changes purged before the stream read them.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDataLoss {
+    /// Stop with DataLossError; nothing is written.
+    #[default]
+    Fail,
+    /// Take a new snapshot, then stream on from it.
+    Resnapshot,
+    /// Stream on from the oldest change still kept, recording the gap.
+    Skip,
+}
+
+/// The heartbeat table: one row the worker updates every `interval`.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatSpec {
+    /// The CDC-enabled table as `schema.table` (created by the DBA).
+    pub table: String,
+    /// Time between two writes, e.g. `10s` (default `10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
 }
 
 fn default_max_commits_per_batch() -> u64 {
@@ -103,6 +138,10 @@ pub struct SourceSpec {
     /// Columns to copy; every captured column when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<String>>,
+    /// Time zone of the server's clock (IANA name such as `Europe/Oslo`, or
+    /// `UTC`); taken from the server when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_time_zone: Option<String>,
     /// Login of the (least-privilege) CDC reader.
     pub credentials: CredentialsSpec,
     /// TLS policy of the connection.
@@ -237,6 +276,44 @@ pub enum SnapshotMode {
     Initial,
     /// Stream changes only.
     Never,
+}
+
+/// The finalization control table a stream keeps its target's row in.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct FinalizationSpec {
+    /// Name of the control table in reports, e.g. `ops.table_finalization`.
+    pub name: String,
+    /// Path or URI of the control table (shared by many streams).
+    pub location: String,
+    /// The period verdicts are rounded down to: `minute`, `hour` (default)
+    /// or `day`.
+    #[serde(default)]
+    pub granularity: Granularity,
+}
+
+/// The unit a finalization verdict moves in: consumers wait for whole
+/// periods, so the verdict is the start of the period in progress.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Granularity {
+    /// Whole minutes.
+    Minute,
+    /// Whole hours.
+    #[default]
+    Hour,
+    /// Whole days (UTC).
+    Day,
+}
+
+impl Granularity {
+    /// The value stored in the control table's `granularity` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Minute => "minute",
+            Granularity::Hour => "hour",
+            Granularity::Day => "day",
+        }
+    }
 }
 
 /// What the operator and the worker report about a stream.

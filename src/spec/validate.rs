@@ -7,7 +7,10 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use super::credentials::PasswordSource;
-use super::types::{CdcStreamSpec, Encrypt, SnapshotMode, TableSpec};
+use super::types::{
+    CdcStreamSpec, Encrypt, FinalizationSpec, Granularity, HeartbeatSpec, OnDataLoss, SnapshotMode,
+    TableSpec,
+};
 use crate::lake::StorageLocation;
 use crate::source::CaptureInstance;
 
@@ -18,6 +21,9 @@ pub const KIND: &str = "CdcStream";
 
 /// Interval between batches when the manifest sets no trigger.
 const DEFAULT_PROCESSING_TIME: Duration = Duration::from_secs(10);
+
+/// Interval between heartbeat writes when the manifest sets none.
+const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// One invalid value in a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +120,15 @@ pub struct TableConfig {
     pub location: StorageLocation,
 }
 
+/// The validated finalization control table of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizationConfig {
+    /// The control table.
+    pub table: TableConfig,
+    /// The period verdicts are rounded down to.
+    pub granularity: Granularity,
+}
+
 /// The validated source side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceConfig {
@@ -137,6 +152,18 @@ pub struct SourceConfig {
     pub encrypt: Encrypt,
     /// Whether any server certificate is accepted.
     pub trust_server_certificate: bool,
+    /// The server clock's zone when the manifest names it; the server's
+    /// own offset is used otherwise.
+    pub source_time_zone: Option<chrono_tz::Tz>,
+}
+
+/// The validated heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// The table written to.
+    pub table: TableName,
+    /// Time between writes.
+    pub interval: Duration,
 }
 
 /// A manifest that passed every check: what the engine runs.
@@ -162,6 +189,12 @@ pub struct StreamConfig {
     pub snapshot_mode: SnapshotMode,
     /// Rows per snapshot chunk.
     pub snapshot_chunk_rows: NonZeroU64,
+    /// What purged changes make the stream do.
+    pub on_data_loss: OnDataLoss,
+    /// The heartbeat, if any.
+    pub heartbeat: Option<HeartbeatConfig>,
+    /// The finalization control table, when the manifest names one.
+    pub finalization: Option<FinalizationConfig>,
 }
 
 /// Collects errors while checking fields, so one run reports them all.
@@ -207,6 +240,21 @@ impl Checker {
         let name = self.text(&format!("{field}.name"), &spec.name);
         let location = self.location(&format!("{field}.location"), &spec.location)?;
         Some(TableConfig { name, location })
+    }
+
+    fn finalization(&mut self, spec: Option<&FinalizationSpec>) -> Option<FinalizationConfig> {
+        let spec = spec?;
+        let table = self.table(
+            "spec.finalization",
+            &TableSpec {
+                name: spec.name.clone(),
+                location: spec.location.clone(),
+            },
+        )?;
+        Some(FinalizationConfig {
+            table,
+            granularity: spec.granularity,
+        })
     }
 
     fn table_name(&mut self, field: &str, value: &str) -> Option<TableName> {
@@ -261,6 +309,43 @@ impl Checker {
                 }
             }
         }
+    }
+
+    fn heartbeat(&mut self, spec: Option<&HeartbeatSpec>) -> Option<HeartbeatConfig> {
+        let spec = spec?;
+        let table = self.table_name("spec.heartbeat.table", &spec.table);
+        let interval = match &spec.interval {
+            None => DEFAULT_HEARTBEAT_INTERVAL,
+            Some(text) => match humantime::parse_duration(text) {
+                Ok(interval) if !interval.is_zero() => interval,
+                result => {
+                    self.0.push(SpecError::Invalid {
+                        field: "spec.heartbeat.interval".into(),
+                        value: text.clone(),
+                        reason: result.err().map_or("must be > 0".into(), |e| e.to_string()),
+                    });
+                    DEFAULT_HEARTBEAT_INTERVAL
+                }
+            },
+        };
+        Some(HeartbeatConfig {
+            table: table?,
+            interval,
+        })
+    }
+
+    fn time_zone(&mut self, value: Option<&String>) -> Option<chrono_tz::Tz> {
+        let value = value?;
+        value
+            .parse::<chrono_tz::Tz>()
+            .map_err(|_| {
+                self.0.push(SpecError::Invalid {
+                    field: "spec.source.sourceTimeZone".into(),
+                    value: value.clone(),
+                    reason: "expected an IANA time zone name such as Europe/Oslo, or UTC".into(),
+                })
+            })
+            .ok()
     }
 
     fn invalid(&mut self, field: &str, value: &str, reason: &str, fallback: Duration) -> Trigger {
@@ -365,6 +450,9 @@ impl CdcStreamSpec {
         let max_commits_per_batch =
             c.positive("spec.maxCommitsPerBatch", self.max_commits_per_batch);
         let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", self.snapshot.chunk_rows);
+        let source_time_zone = c.time_zone(s.source_time_zone.as_ref());
+        let heartbeat = c.heartbeat(self.heartbeat.as_ref());
+        let finalization = c.finalization(self.finalization.as_ref());
 
         match (table, password, target, checkpoint, facts) {
             (Some(table), Some(password), Some(target), Some(checkpoint), Some(facts))
@@ -383,6 +471,7 @@ impl CdcStreamSpec {
                         password,
                         encrypt: s.encrypt,
                         trust_server_certificate: s.trust_server_certificate,
+                        source_time_zone,
                     },
                     target,
                     checkpoint,
@@ -392,6 +481,9 @@ impl CdcStreamSpec {
                     max_commits_per_batch,
                     snapshot_mode: self.snapshot.mode,
                     snapshot_chunk_rows,
+                    on_data_loss: self.on_data_loss,
+                    heartbeat,
+                    finalization,
                 })
             }
             _ => Err(ValidationErrors(c.0)),

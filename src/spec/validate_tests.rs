@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::lake::StorageKind;
 use crate::spec::CdcStream;
-use crate::spec::{PasswordFrom, SecretKeyRef, load_yaml};
+use crate::spec::{HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, load_yaml};
 
 const ORDERS: &str = include_str!("../../tests/fixtures/manifests/orders.yaml");
 const INVOICES: &str = include_str!("../../tests/fixtures/manifests/minimal-s3.yaml");
@@ -237,7 +237,124 @@ fn crd_is_generated_from_the_same_types() {
         "passwordFrom",
         "secretKeyRef",
         "maxCommitsPerBatch",
+        "onDataLoss",
+        "heartbeat",
+        "sourceTimeZone",
     ] {
         assert!(yaml.contains(field), "CRD schema lacks {field}");
     }
+}
+
+#[test]
+fn source_change_options_default_and_validate() {
+    let config = spec(ORDERS).validate().unwrap();
+    assert_eq!(config.on_data_loss, OnDataLoss::Fail);
+    assert_eq!(config.heartbeat, None);
+    assert_eq!(config.source.source_time_zone, None);
+
+    let mut s = spec(ORDERS);
+    s.on_data_loss = OnDataLoss::Skip;
+    s.source.source_time_zone = Some("Europe/Oslo".into());
+    s.heartbeat = Some(HeartbeatSpec {
+        table: "dbo.mssql_cdc_heartbeat".into(),
+        interval: None,
+    });
+    let config = s.validate().unwrap();
+    assert_eq!(config.on_data_loss, OnDataLoss::Skip);
+    assert_eq!(
+        config.source.source_time_zone,
+        Some(chrono_tz::Europe::Oslo)
+    );
+    let heartbeat = config.heartbeat.expect("a heartbeat");
+    assert_eq!(heartbeat.table.table, "mssql_cdc_heartbeat");
+    assert_eq!(heartbeat.interval, Duration::from_secs(10));
+
+    let errors = errors(|s| {
+        s.source.source_time_zone = Some("Mars/Olympus".into());
+        s.heartbeat = Some(HeartbeatSpec {
+            table: "heartbeat".into(),
+            interval: Some("0s".into()),
+        });
+    });
+    assert_eq!(
+        errors,
+        vec![
+            "spec.source.sourceTimeZone: expected an IANA time zone name such as Europe/Oslo, or UTC, got \"Mars/Olympus\"",
+            "spec.heartbeat.table: expected schema.table, got \"heartbeat\"",
+            "spec.heartbeat.interval: must be > 0, got \"0s\"",
+        ]
+    );
+    let errors = errors_of_interval("soon");
+    assert!(
+        errors[0].starts_with("spec.heartbeat.interval:"),
+        "{errors:?}"
+    );
+}
+
+fn errors_of_interval(interval: &'static str) -> Vec<String> {
+    let mut s = spec(ORDERS);
+    s.heartbeat = Some(HeartbeatSpec {
+        table: "dbo.heartbeat".into(),
+        interval: Some(interval.into()),
+    });
+    match s.validate() {
+        Ok(_) => Vec::new(),
+        Err(e) => e.0.iter().map(ToString::to_string).collect(),
+    }
+}
+#[test]
+fn finalization_defaults_to_hours_and_names_bad_values() {
+    let with =
+        |finalization: &str| ORDERS.replace("  facts:", &format!("{finalization}\n  facts:"));
+    let config = spec(&with(
+        "  finalization: {name: ops.table_finalization, location: /lake/ops/finalization}",
+    ))
+    .validate()
+    .unwrap();
+    let finalization = config.finalization.expect("finalization is configured");
+    assert_eq!(finalization.granularity, Granularity::Hour);
+    assert_eq!(finalization.table.name, "ops.table_finalization");
+    assert_eq!(spec(ORDERS).validate().unwrap().finalization, None);
+
+    let daily = spec(&with(
+        "  finalization: {name: ops.f, location: /lake/f, granularity: day}",
+    ));
+    assert_eq!(
+        daily
+            .validate()
+            .unwrap()
+            .finalization
+            .map(|f| f.granularity),
+        Some(Granularity::Day)
+    );
+
+    let weekly = load_yaml(&with(
+        "  finalization: {name: ops.f, location: /lake/f, granularity: weekly}",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        weekly.contains("spec.finalization.granularity") && weekly.contains("weekly"),
+        "{weekly}"
+    );
+
+    let empty = errors(|s| {
+        s.finalization = Some(FinalizationSpec {
+            name: " ".into(),
+            location: "ftp://nowhere/f".into(),
+            granularity: Granularity::Minute,
+        });
+    });
+    assert!(
+        empty
+            .iter()
+            .any(|e| e.starts_with("spec.finalization.name")),
+        "{empty:?}"
+    );
+    assert!(
+        empty
+            .iter()
+            .any(|e| e.starts_with("spec.finalization.location") && e.contains("ftp://nowhere/f")),
+        "{empty:?}"
+    );
 }

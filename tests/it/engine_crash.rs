@@ -157,3 +157,155 @@ async fn crash_mid_snapshot() {
 async fn crash_after_snapshot_fact_row() {
     crash_at("after_snapshot_facts", false).await;
 }
+
+/// Kills a run whose stream reads `id, note` of a table that also has `qty`
+/// (a warning) at `point` in its first batch, makes another change, and
+/// restarts: the restarted run records the warning in its first batch row
+/// unless the crashed run had already written that batch's row, then in
+/// the next one. Returns the batch ids whose rows carry the warning.
+async fn warnings_after_crash_at(point: &str) -> Vec<String> {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)")
+        .await
+        .expect("create table");
+    capture_table(&mut client, "orders").await;
+    let mut stream = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
+    stream.manifest = stream.manifest.replace(
+        "    table: dbo.orders\n",
+        "    table: dbo.orders\n    columns: [id, note]\n",
+    );
+    for id in [1, 2] {
+        let before = max_lsn(&mut client).await;
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.orders VALUES ({id}, N'x', 1)"),
+        )
+        .await
+        .expect("insert");
+        wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
+        if id == 2 {
+            break;
+        }
+        let manifest = stream.manifest_file();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+            .args(["run", "--once", "-f"])
+            .arg(&manifest)
+            .env(PASSWORD_ENV, &stream.password)
+            .env(mssql_cdc::failpoint::ENV, point)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(Duration::from_secs(120), child)
+            .await
+            .expect("the armed run ends")
+            .expect("the binary runs");
+        assert_eq!(output.status.signal(), Some(9), "{point}: {output:?}");
+    }
+    stream.run_once().await.expect("the restarted run");
+    let rows = stream
+        .facts_query("SELECT batch_id, detail FROM t WHERE event IS NULL ORDER BY batch_id")
+        .await;
+    assert_eq!(rows.len(), 2, "{point}: one row per batch: {rows:?}");
+    rows.into_iter()
+        .filter(|row| row[1].contains("leaves out: qty"))
+        .map(|row| row[0].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn warnings_after_a_crash_before_the_first_row_go_to_the_replayed_batch() {
+    assert_eq!(warnings_after_crash_at("after_offsets").await, vec!["1"]);
+}
+
+#[tokio::test]
+async fn warnings_after_a_crash_after_the_first_row_go_to_the_next_batch() {
+    // The crashed run wrote batch 1's row with its warnings; the restarted
+    // run's first batch replays it, so its warnings go to batch 2.
+    assert_eq!(warnings_after_crash_at("after_facts").await, vec!["1", "2"]);
+}
+
+/// Kills the run at `point` of the batch that moves to a newer capture
+/// instance, restarts, and checks the switch is recorded once and every
+/// change is in bronze once.
+async fn crash_at_the_switch(point: &str) {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)")
+        .await
+        .expect("create table");
+    capture_table(&mut client, "orders").await;
+    let stream = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
+    let before = max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'old', 1)")
+        .await
+        .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
+    stream.run_once().await.expect("the old instance's changes");
+    run(&mut client, "ALTER TABLE dbo.orders ADD extra int NULL")
+        .await
+        .expect("alter table");
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', \
+         @role_name = NULL, @capture_instance = N'dbo_orders_v2'",
+    )
+    .await
+    .expect("second capture instance");
+    let before = max_lsn(&mut client).await;
+    run(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (2, N'new', 2, 20)",
+    )
+    .await
+    .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders_v2", before.as_deref(), 1).await;
+
+    let manifest = stream.manifest_file();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--once", "-f"])
+        .arg(&manifest)
+        .env(PASSWORD_ENV, &stream.password)
+        .env(mssql_cdc::failpoint::ENV, point)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("the armed run ends")
+        .expect("the binary runs");
+    assert_eq!(output.status.signal(), Some(9), "{point}: {output:?}");
+    stream.run_once().await.expect("the restarted run");
+
+    let rows = stream
+        .bronze_query("SELECT id, extra, _operation FROM t ORDER BY _lsn")
+        .await;
+    assert_eq!(
+        rows,
+        vec![vec!["1", "", "insert"], vec!["2", "20", "insert"]],
+        "{point}"
+    );
+    let events = stream
+        .facts_query(
+            "SELECT event, COUNT(*) FROM t WHERE event IS NOT NULL GROUP BY event ORDER BY event",
+        )
+        .await;
+    assert_eq!(
+        events,
+        vec![
+            vec!["capture_instance_switched", "1"],
+            vec!["schema_change", "1"]
+        ],
+        "{point}"
+    );
+}
+
+#[tokio::test]
+async fn crash_after_planning_the_switch() {
+    crash_at_the_switch("after_offsets_of_switch").await;
+}
+
+#[tokio::test]
+async fn crash_after_the_switch_batch_commit() {
+    crash_at_the_switch("after_bronze_commit_of_switch").await;
+}

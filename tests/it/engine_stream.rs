@@ -482,9 +482,14 @@ async fn a_cut_connection_is_retried_and_the_stream_resumes_where_it_was() {
 }
 
 #[tokio::test]
-async fn manifest_warnings_are_recorded_in_the_first_facts_row_of_a_run() {
+async fn manifest_warnings_are_recorded_in_the_first_batch_row_of_a_run() {
     let server = TestServer::start().await;
-    let (_client, stream) = orders_stream(&server, "", 1).await;
+    let (mut client, stream) = orders_stream(&server, "  snapshot: {mode: never}\n", 0).await;
+    let before = max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'x', 1)")
+        .await
+        .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
     let mut options = stream.options();
     options.warnings =
         vec!["unknown field spec.source.encyrpt (ignored; did you mean encrypt?)".into()];

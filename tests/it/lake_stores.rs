@@ -425,6 +425,7 @@ fn plan(batch: i64) -> PlannedBatch {
         capture_instance: CaptureInstance::new("dbo_orders").expect("a capture instance"),
         end_commit_ts: None,
         planned_at: at(batch),
+        events: Vec::new(),
     }
 }
 

@@ -11,8 +11,11 @@ mod support;
 
 #[cfg(feature = "failpoints")]
 mod engine_crash;
+mod engine_monitoring;
+mod engine_source_changes;
 mod engine_stores;
 mod engine_stream;
+mod facts_maintenance;
 
 mod lake_stores;
 mod operator_controller;

@@ -17,7 +17,8 @@
 //!   <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/change-data-capture-sys-dm-cdc-log-scan-sessions>,
 //!   <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/change-data-capture-sys-dm-cdc-errors>
 //! - sys.dm_exec_session_wait_stats and sys.dm_exec_sessions ("everyone
-//!   can see their own session"):
+//!   can see their own session"; wait stats require VIEW SERVER PERFORMANCE
+//!   STATE from SQL Server 2022):
 //!   <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-session-wait-stats-transact-sql>,
 //!   <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-sessions-transact-sql>
 
@@ -357,7 +358,8 @@ async fn waits(client: &mut Client, sql: &str) -> (i64, i64) {
 }
 
 /// Without VIEW SERVER STATE a login sees its own session in
-/// sys.dm_exec_sessions and sys.dm_exec_session_wait_stats, and no other;
+/// sys.dm_exec_sessions and (up to SQL Server 2019)
+/// sys.dm_exec_session_wait_stats, and no other;
 /// sys.dm_exec_connections refuses it outright. With the grant it sees
 /// every session.
 #[tokio::test]
@@ -381,12 +383,24 @@ async fn a_login_sees_only_its_own_session_without_view_server_state() {
     assert_eq!(rows.len(), 1, "exactly one session visible");
     assert_eq!(rows[0].get::<bool, _>("mine"), Some(true));
 
-    let others: Option<i32> = scalar(
+    // Up to SQL Server 2019 the wait stats show the own session; from 2022
+    // they require VIEW SERVER PERFORMANCE STATE.
+    let major: Option<i32> = scalar(
         &mut user,
-        "SELECT COUNT(*) FROM sys.dm_exec_session_wait_stats WHERE session_id <> @@SPID",
+        "SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS int)",
     )
     .await;
-    assert_eq!(others, Some(0), "no other session's waits");
+    let waits_sql =
+        "SELECT COUNT(*) FROM sys.dm_exec_session_wait_stats WHERE session_id <> @@SPID";
+    if major.unwrap_or(0) >= 16 {
+        let denied = run(&mut user, waits_sql)
+            .await
+            .expect_err("2022 needs VIEW SERVER PERFORMANCE STATE for wait stats");
+        assert_eq!(server_error(&denied).map(|e| e.0), Some(300), "{denied}");
+    } else {
+        let others: Option<i32> = scalar(&mut user, waits_sql).await;
+        assert_eq!(others, Some(0), "no other session's waits");
+    }
 
     let denied = run(&mut user, "SELECT * FROM sys.dm_exec_connections")
         .await
@@ -406,4 +420,10 @@ async fn a_login_sees_only_its_own_session_without_view_server_state() {
     )
     .await;
     assert_eq!(sees_admin, Some(1), "with the grant, every session");
+    let waits: Option<i32> = scalar(
+        &mut user,
+        "SELECT COUNT(*) FROM sys.dm_exec_session_wait_stats WHERE session_id = @@SPID",
+    )
+    .await;
+    assert!(waits.is_some(), "with the grant, wait stats are readable");
 }

@@ -10,5 +10,8 @@ mod schema;
 mod table;
 
 pub use row::{FactEvent, FactRow, to_record_batch};
-pub use schema::{COLUMNS, ColumnKind, FactColumn, arrow_schema, delta_fields};
+pub use schema::{
+    COLUMNS, ColumnKind, FactColumn, arrow_schema, arrow_schema_of, col, delta_fields,
+    delta_fields_of,
+};
 pub use table::{AppendOutcome, FactSequence, FactsError, FactsKey, FactsTable};

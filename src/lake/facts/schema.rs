@@ -40,7 +40,8 @@ impl ColumnKind {
     }
 }
 
-/// One column of the facts table.
+/// One column of the facts table (and of the lake's other small tables,
+/// such as the finalization control table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FactColumn {
     /// Column name.
@@ -53,7 +54,8 @@ pub struct FactColumn {
     pub comment: &'static str,
 }
 
-const fn col(
+/// A column, for `const` tables of columns.
+pub const fn col(
     name: &'static str,
     kind: ColumnKind,
     nullable: bool,
@@ -215,7 +217,12 @@ pub const COLUMNS: [FactColumn; 25] = [
 
 /// The Delta schema fields, each with its `comment` metadata.
 pub fn delta_fields() -> Vec<StructField> {
-    COLUMNS
+    delta_fields_of(&COLUMNS)
+}
+
+/// The Delta schema fields of `columns`, each with its `comment` metadata.
+pub fn delta_fields_of(columns: &[FactColumn]) -> Vec<StructField> {
+    columns
         .iter()
         .map(|c| {
             StructField::new(c.name, c.kind.delta(), c.nullable)
@@ -226,7 +233,12 @@ pub fn delta_fields() -> Vec<StructField> {
 
 /// The Arrow schema rows are encoded with (same order and types).
 pub fn arrow_schema() -> SchemaRef {
-    let fields: Vec<Field> = COLUMNS
+    arrow_schema_of(&COLUMNS)
+}
+
+/// The Arrow schema of `columns`, in their order.
+pub fn arrow_schema_of(columns: &[FactColumn]) -> SchemaRef {
+    let fields: Vec<Field> = columns
         .iter()
         .map(|c| Field::new(c.name, c.kind.arrow(), c.nullable))
         .collect();

@@ -6,10 +6,12 @@
 //! and
 //! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-session-wait-stats-transact-sql>.
 //! `sys.dm_exec_connections` needs VIEW SERVER STATE (error 300 without
-//! it). `sys.dm_exec_sessions` and `sys.dm_exec_session_wait_stats` show
-//! everyone their own session, and every session to a login with VIEW
-//! SERVER STATE (SQL Server 2019) or, from SQL Server 2022, VIEW SERVER
-//! PERFORMANCE STATE, which VIEW SERVER STATE implies.
+//! it). `sys.dm_exec_sessions` shows everyone their own session, and every
+//! session to a login with VIEW SERVER STATE (SQL Server 2019) or, from
+//! SQL Server 2022, VIEW SERVER PERFORMANCE STATE, which VIEW SERVER STATE
+//! implies. `sys.dm_exec_session_wait_stats` follows the same rule up to
+//! SQL Server 2019; from 2022 its page lists VIEW SERVER PERFORMANCE STATE
+//! as required, so without it the read fails with error 300.
 
 use super::catalog::Database;
 use super::engine::SqlVersion;
@@ -187,6 +189,13 @@ fn session_wait_stats_cols() -> Vec<super::request::Column> {
 /// takes data.
 fn session_wait_stats_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     let all = sees_all_sessions(ctx);
+    if !all && ctx.shared.config.sql_version == SqlVersion::Sql2022 {
+        return Err(SqlError::new(
+            300,
+            "VIEW SERVER PERFORMANCE STATE permission was denied on object 'server', database 'master'.",
+        )
+        .with_class(14));
+    }
     let ms =
         |d: std::time::Duration| Value::BigInt(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     Ok(ctx

@@ -1,16 +1,26 @@
 //! A TCP proxy on 127.0.0.1 whose connections a test can cut, to play a
-//! network failure between the engine and SQL Server.
+//! network failure between the engine and SQL Server, and whose
+//! server-to-client direction a test can throttle, to play a slow link or
+//! a slow client.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
+
+/// The proxy's receive buffer towards the server, small so that a
+/// throttled link pushes back on the server quickly.
+const SERVER_SIDE_RECV_BUFFER: u32 = 64 * 1024;
 
 pub struct CuttableProxy {
     pub addr: SocketAddr,
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
     accept: JoinHandle<()>,
+    rate: Arc<AtomicU64>,
 }
 
 impl CuttableProxy {
@@ -18,12 +28,15 @@ impl CuttableProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
         let addr = listener.local_addr().expect("proxy address");
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let rate = Arc::new(AtomicU64::new(0));
         let accepted = links.clone();
+        let link_rate = rate.clone();
         let accept = tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
+            while let Ok((client, _)) = listener.accept().await {
+                let rate = link_rate.clone();
                 let link = tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    if let Ok(server) = connect(target).await {
+                        relay(client, server, rate).await;
                     }
                 });
                 accepted.lock().expect("links").push(link);
@@ -33,6 +46,7 @@ impl CuttableProxy {
             addr,
             links,
             accept,
+            rate,
         }
     }
 
@@ -41,6 +55,52 @@ impl CuttableProxy {
         for link in self.links.lock().expect("links").drain(..) {
             link.abort();
         }
+    }
+
+    /// Passes at most `bytes_per_second` from the server to the client
+    /// (`None`: as fast as possible), on open and new connections.
+    pub fn throttle(&self, bytes_per_second: Option<u64>) {
+        self.rate
+            .store(bytes_per_second.unwrap_or(0), Ordering::SeqCst);
+    }
+}
+
+async fn connect(target: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = match target {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_recv_buffer_size(SERVER_SIDE_RECV_BUFFER)?;
+    let stream = socket.connect(target).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Copies both ways until either side closes; the server's bytes go
+/// through at the current rate limit.
+async fn relay(client: TcpStream, server: TcpStream, rate: Arc<AtomicU64>) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let upstream = tokio::io::copy(&mut client_read, &mut server_write);
+    let downstream = async {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let n = match server_read.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if client_write.write_all(&buffer[..n]).await.is_err() {
+                return;
+            }
+            let limit = rate.load(Ordering::SeqCst);
+            if limit > 0 {
+                tokio::time::sleep(Duration::from_secs_f64(n as f64 / limit as f64)).await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = upstream => {}
+        () = downstream => {}
     }
 }
 

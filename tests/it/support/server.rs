@@ -81,6 +81,26 @@ impl TestServer {
         Self { target }
     }
 
+    /// A sandbox configured by `configure`, for tests of server settings a
+    /// real server cannot be switched to; `None` when the tests run against
+    /// a real server.
+    pub async fn sandbox_with(configure: impl FnOnce(&mut SandboxOptions)) -> Option<Self> {
+        install_crypto_provider();
+        if std::env::var(TEST_URL_VAR).is_ok_and(|url| !url.trim().is_empty()) {
+            return None;
+        }
+        let mut options = SandboxOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            sa_password: SANDBOX_SA_PASSWORD.to_string(),
+            ..SandboxOptions::default()
+        };
+        configure(&mut options);
+        let sandbox = Sandbox::start(options).await.expect("sandbox starts");
+        Some(Self {
+            target: Target::Sandbox(sandbox),
+        })
+    }
+
     /// True when the tests run against the built-in sandbox.
     pub fn is_sandbox(&self) -> bool {
         matches!(self.target, Target::Sandbox(_))

@@ -1,0 +1,293 @@
+//! The finalization control table: one row per target saying up to which
+//! instant the target is complete, so consumers know which periods they
+//! may process. Many streams share one table; each upserts its own row with
+//! a Delta MERGE keyed on `table_name`, and a commit that loses a race with
+//! another stream's reloads the table and merges again. See
+//! docs/finalization.md.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use deltalake::arrow::array::{ArrayRef, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::datafusion::prelude::{DataFrame, SessionContext};
+use deltalake::kernel::transaction::{CommitProperties, TransactionError};
+use deltalake::{DeltaTable, DeltaTableError};
+
+use super::delta::open_or_create;
+use super::facts::{ColumnKind, FactColumn, arrow_schema_of, col, delta_fields_of};
+use super::storage::{StorageLocation, StorageOptions};
+use crate::source::Lsn;
+use crate::spec::Granularity;
+
+const TABLE_COMMENT: &str =
+    "mssql-cdc finalization verdicts: per table, the instant up to which it is complete";
+
+use ColumnKind::{String as Str, TimestampNtz as Ts};
+
+/// The control table's columns, in table order. Other readers (health,
+/// freshness, silver jobs) depend on exactly these names and types.
+pub const COLUMNS: [FactColumn; 7] = [
+    col(
+        "table_name",
+        Str,
+        false,
+        "The table the verdict is about (spec.target.name for bronze streams).",
+    ),
+    col(
+        "app_id",
+        Str,
+        false,
+        "appId of the stream that wrote the verdict.",
+    ),
+    col(
+        "granularity",
+        Str,
+        false,
+        "The period the verdict moves in: minute, hour or day.",
+    ),
+    col(
+        "finalized_until",
+        Ts,
+        true,
+        "UTC instant before which every source change is in the table, rounded down to the granularity; never moves back. NULL before the first verdict.",
+    ),
+    col(
+        "updated_at",
+        Ts,
+        false,
+        "When the writer last confirmed or moved the verdict, UTC.",
+    ),
+    col(
+        "open_snapshot_lsn",
+        Str,
+        true,
+        "LSN (0x + 20 hex digits) of the snapshot in progress that holds the verdict; NULL when none is open.",
+    ),
+    col(
+        "applied_lsn",
+        Str,
+        true,
+        "Last source LSN a silver table applied; always NULL for bronze streams.",
+    ),
+];
+
+/// Merges attempted before a conflict is reported as an error.
+const MAX_ATTEMPTS: u32 = 8;
+
+/// The first pause after a conflict; doubled on each further one.
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+
+/// The verdict `end_commit_ts` supports: the start of the period it falls
+/// in. Every change committed up to `end_commit_ts` is in the target, so
+/// every change committed before that period start is too; the period
+/// itself may still receive changes, so it is not final.
+pub fn finalized_until(granularity: Granularity, end_commit_ts: DateTime<Utc>) -> DateTime<Utc> {
+    let period = match granularity {
+        Granularity::Minute => TimeDelta::minutes(1),
+        Granularity::Hour => TimeDelta::hours(1),
+        Granularity::Day => TimeDelta::days(1),
+    };
+    // Rounding to a period that divides a day cannot overflow for any
+    // commit time SQL Server can produce; keep the instant itself if it did.
+    end_commit_ts
+        .duration_trunc(period)
+        .unwrap_or(end_commit_ts)
+}
+
+/// What one stream writes into its target's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerdictUpdate {
+    /// The target table.
+    pub table_name: String,
+    /// The stream's appId.
+    pub app_id: String,
+    /// The verdict's period.
+    pub granularity: Granularity,
+    /// The new verdict (already rounded down), or `None` to keep the row's
+    /// (a held verdict). A verdict older than the row's is ignored.
+    pub finalized_until: Option<DateTime<Utc>>,
+    /// When this update was made.
+    pub updated_at: DateTime<Utc>,
+    /// The snapshot in progress, which holds the verdict.
+    pub open_snapshot_lsn: Option<Lsn>,
+}
+
+/// Why the control table could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FinalizationError {
+    /// Encoding the row failed.
+    #[error("finalization table {location}: cannot encode the row: {source}")]
+    Encode {
+        /// The table location.
+        location: String,
+        /// Arrow's or DataFusion's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The Delta table failed (after retries, for commit conflicts).
+    #[error("finalization table {location}: {source}")]
+    Delta {
+        /// The table location.
+        location: String,
+        /// deltalake's error.
+        source: Box<DeltaTableError>,
+    },
+}
+
+/// A finalization control table, possibly shared with other streams.
+#[derive(Debug)]
+pub struct FinalizationTable {
+    table: DeltaTable,
+    location: String,
+}
+
+impl FinalizationTable {
+    /// Opens the table, creating it (with every column comment) if needed.
+    pub async fn open_or_create(
+        location: &StorageLocation,
+        options: &StorageOptions,
+    ) -> Result<Self, FinalizationError> {
+        let table = open_or_create(location, options, delta_fields_of(&COLUMNS), TABLE_COMMENT)
+            .await
+            .map_err(|source| FinalizationError::Delta {
+                location: location.to_string(),
+                source: Box::new(source),
+            })?;
+        Ok(FinalizationTable {
+            table,
+            location: location.to_string(),
+        })
+    }
+
+    /// The underlying Delta table (for readers and tests).
+    pub fn delta_table(&self) -> &DeltaTable {
+        &self.table
+    }
+
+    /// Inserts or updates `update.table_name`'s row. `finalized_until`
+    /// never moves back; `applied_lsn` is left as it is. A commit conflict
+    /// with another writer reloads the table and merges again, a bounded
+    /// number of times.
+    pub async fn upsert(&mut self, update: &VerdictUpdate) -> Result<(), FinalizationError> {
+        let encode_error =
+            |source: Box<dyn std::error::Error + Send + Sync>| FinalizationError::Encode {
+                location: self.location.clone(),
+                source,
+            };
+        let batch = source_batch(update).map_err(|e| encode_error(Box::new(e)))?;
+        let source = SessionContext::new()
+            .read_batch(batch)
+            .map_err(|e| encode_error(Box::new(e)))?;
+        let mut pause = FIRST_PAUSE;
+        let mut attempt = 1;
+        loop {
+            match self.merge(source.clone()).await {
+                Ok(table) => {
+                    self.table = table;
+                    return Ok(());
+                }
+                Err(error) if is_conflict(&error) && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(%error, attempt, "finalization table: commit conflict; retrying");
+                    tokio::time::sleep(pause + jitter(pause)).await;
+                    pause = pause.saturating_mul(2);
+                    attempt += 1;
+                    self.table
+                        .update_state()
+                        .await
+                        .map_err(|e| self.delta_error(e))?;
+                }
+                Err(error) => return Err(self.delta_error(error)),
+            }
+        }
+    }
+
+    /// One MERGE of the one-row `source` against the latest version.
+    async fn merge(&mut self, source: DataFrame) -> Result<DeltaTable, DeltaTableError> {
+        self.table.update_state().await?;
+        let kept_or_newer = "CASE \
+             WHEN source.finalized_until IS NULL THEN target.finalized_until \
+             WHEN target.finalized_until IS NULL THEN source.finalized_until \
+             WHEN source.finalized_until > target.finalized_until THEN source.finalized_until \
+             ELSE target.finalized_until END";
+        let (table, _metrics) = self
+            .table
+            .clone()
+            .merge(source, "target.table_name = source.table_name")
+            .with_source_alias("source")
+            .with_target_alias("target")
+            // Conflicts come back to `upsert`, which reloads before retrying.
+            .with_commit_properties(CommitProperties::default().with_max_retries(0))
+            .when_matched_update(|u| {
+                u.update("app_id", "source.app_id")
+                    .update("granularity", "source.granularity")
+                    .update("finalized_until", kept_or_newer)
+                    .update("updated_at", "source.updated_at")
+                    .update("open_snapshot_lsn", "source.open_snapshot_lsn")
+            })?
+            .when_not_matched_insert(|i| {
+                COLUMNS
+                    .iter()
+                    .fold(i, |i, c| i.set(c.name, format!("source.{}", c.name)))
+            })?
+            .await?;
+        Ok(table)
+    }
+
+    fn delta_error(&self, source: DeltaTableError) -> FinalizationError {
+        FinalizationError::Delta {
+            location: self.location.clone(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// The one-row MERGE source.
+fn source_batch(
+    update: &VerdictUpdate,
+) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+    let text = |v: Option<String>| Arc::new(StringArray::from(vec![v])) as ArrayRef;
+    let time = |v: Option<DateTime<Utc>>| {
+        Arc::new(TimestampMicrosecondArray::from(vec![
+            v.map(|t| t.timestamp_micros()),
+        ])) as ArrayRef
+    };
+    RecordBatch::try_new(
+        arrow_schema_of(&COLUMNS),
+        vec![
+            text(Some(update.table_name.clone())),
+            text(Some(update.app_id.clone())),
+            text(Some(update.granularity.as_str().to_string())),
+            time(update.finalized_until),
+            time(Some(update.updated_at)),
+            text(update.open_snapshot_lsn.map(|l| l.to_string())),
+            text(None),
+        ],
+    )
+}
+
+/// Whether another writer's commit got in first.
+fn is_conflict(error: &DeltaTableError) -> bool {
+    matches!(
+        error,
+        DeltaTableError::VersionAlreadyExists(_)
+            | DeltaTableError::Transaction {
+                source: TransactionError::VersionAlreadyExists(_)
+                    | TransactionError::CommitConflict(_)
+                    | TransactionError::MaxCommitAttempts(_)
+            }
+    )
+}
+
+/// Up to half of `pause`, so writers that collided do not collide again.
+fn jitter(pause: Duration) -> Duration {
+    let nanos = u64::from(Utc::now().timestamp_subsec_nanos());
+    let half = u64::try_from(pause.as_nanos() / 2)
+        .unwrap_or(u64::MAX)
+        .max(1);
+    Duration::from_nanos(nanos % half)
+}
+
+#[cfg(test)]
+#[path = "finalization_tests.rs"]
+mod tests;

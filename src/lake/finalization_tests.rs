@@ -1,0 +1,210 @@
+use chrono::TimeZone;
+
+use super::*;
+use crate::lake::test_support::{query, reopen};
+
+fn utc(text: &str) -> DateTime<Utc> {
+    let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f").unwrap();
+    Utc.from_utc_datetime(&naive)
+}
+
+#[test]
+fn a_verdict_is_the_start_of_the_period_the_end_commit_falls_in() {
+    let cases = [
+        (
+            Granularity::Minute,
+            "2026-11-29 10:17:42.5",
+            "2026-11-29 10:17:00.0",
+        ),
+        (
+            Granularity::Hour,
+            "2026-11-29 10:17:42.5",
+            "2026-11-29 10:00:00.0",
+        ),
+        (
+            Granularity::Day,
+            "2026-11-29 10:17:42.5",
+            "2026-11-29 00:00:00.0",
+        ),
+        // On a boundary the period just starting holds nothing yet, but it
+        // is not final either: the verdict stays at its start.
+        (
+            Granularity::Hour,
+            "2026-11-29 11:00:00.0",
+            "2026-11-29 11:00:00.0",
+        ),
+        (
+            Granularity::Hour,
+            "2026-11-29 10:59:59.997",
+            "2026-11-29 10:00:00.0",
+        ),
+    ];
+    for (granularity, end_commit, expected) in cases {
+        assert_eq!(
+            finalized_until(granularity, utc(end_commit)),
+            utc(expected),
+            "{granularity:?} of {end_commit}"
+        );
+    }
+}
+
+fn update(table: &str, until: Option<&str>, snapshot: Option<&str>) -> VerdictUpdate {
+    VerdictUpdate {
+        table_name: table.into(),
+        app_id: format!("{table}-v1"),
+        granularity: Granularity::Hour,
+        finalized_until: until.map(utc),
+        updated_at: Utc::now(),
+        open_snapshot_lsn: snapshot.map(|l| l.parse().unwrap()),
+    }
+}
+
+async fn open(dir: &tempfile::TempDir) -> (FinalizationTable, StorageLocation) {
+    let location = StorageLocation::parse(dir.path().join("control").to_str().unwrap()).unwrap();
+    let table = FinalizationTable::open_or_create(&location, &StorageOptions::default())
+        .await
+        .unwrap();
+    (table, location)
+}
+
+async fn rows(location: &StorageLocation) -> Vec<Vec<String>> {
+    let table = reopen(location).await;
+    query(
+        &table,
+        "SELECT table_name, app_id, granularity, CAST(finalized_until AS VARCHAR), \
+         coalesce(open_snapshot_lsn, '-'), coalesce(applied_lsn, '-') FROM t ORDER BY table_name",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn the_table_has_exactly_the_documented_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, location) = open(&dir).await;
+    let table = reopen(&location).await;
+    let schema = table.snapshot().unwrap().schema();
+    let fields: Vec<String> = schema
+        .fields()
+        .map(|f| {
+            format!(
+                "{} {} {}",
+                f.name(),
+                f.data_type(),
+                if f.is_nullable() { "NULL" } else { "NOT NULL" }
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "table_name string NOT NULL",
+            "app_id string NOT NULL",
+            "granularity string NOT NULL",
+            "finalized_until timestamp_ntz NULL",
+            "updated_at timestamp_ntz NOT NULL",
+            "open_snapshot_lsn string NULL",
+            "applied_lsn string NULL",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_verdict_is_held_during_a_snapshot_advances_and_never_goes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut table, location) = open(&dir).await;
+    let lsn = "0x0000002A000001F40003";
+
+    table
+        .upsert(&update("bronze.orders", None, Some(lsn)))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows(&location).await,
+        [["bronze.orders", "bronze.orders-v1", "hour", "", lsn, "-"]]
+    );
+
+    table
+        .upsert(&update(
+            "bronze.orders",
+            Some("2026-11-29 10:00:00.0"),
+            None,
+        ))
+        .await
+        .unwrap();
+    table
+        .upsert(&update(
+            "bronze.orders",
+            Some("2026-11-29 09:00:00.0"),
+            None,
+        ))
+        .await
+        .unwrap();
+    table
+        .upsert(&update("bronze.orders", None, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows(&location).await,
+        [[
+            "bronze.orders",
+            "bronze.orders-v1",
+            "hour",
+            "2026-11-29T10:00:00",
+            "-",
+            "-"
+        ]],
+        "an older or missing verdict keeps the row's"
+    );
+
+    table
+        .upsert(&update(
+            "bronze.orders",
+            Some("2026-11-29 11:00:00.0"),
+            None,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(rows(&location).await[0][3], "2026-11-29T11:00:00");
+}
+
+#[tokio::test]
+async fn streams_sharing_one_table_keep_each_others_rows() {
+    const STREAMS: usize = 3;
+    const UPDATES: usize = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, location) = open(&dir).await;
+    let mut tasks = Vec::new();
+    for stream in 0..STREAMS {
+        let location = location.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut table =
+                FinalizationTable::open_or_create(&location, &StorageOptions::default())
+                    .await
+                    .unwrap();
+            for hour in 0..UPDATES {
+                let until = format!("2026-11-29 {:02}:00:00.0", 10 + hour);
+                table
+                    .upsert(&update(&format!("bronze.t{stream}"), Some(&until), None))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rows = rows(&location).await;
+    let expected: Vec<Vec<String>> = (0..STREAMS)
+        .map(|s| {
+            vec![
+                format!("bronze.t{s}"),
+                format!("bronze.t{s}-v1"),
+                "hour".into(),
+                format!("2026-11-29T{:02}:00:00", 10 + UPDATES - 1),
+                "-".into(),
+                "-".into(),
+            ]
+        })
+        .collect();
+    assert_eq!(rows, expected);
+}
