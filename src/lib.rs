@@ -8,6 +8,7 @@ pub mod failpoint;
 pub mod health;
 pub mod lake;
 pub mod metrics;
+pub mod operator;
 pub mod query;
 pub mod sandbox;
 pub mod source;

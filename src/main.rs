@@ -39,6 +39,13 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Run one CdcStream manifest locally.
     Run(cli::run::RunArgs),
+    /// Print the CdcStream CustomResourceDefinition (YAML).
+    Crd,
+    /// Run the Kubernetes controller: one worker per CdcStream.
+    Operator(cli::operator::OperatorArgs),
+    /// Run the CdcStream NAMESPACE/NAME from the Kubernetes API, reporting
+    /// progress into its status (what a worker pod runs).
+    Worker(cli::worker::WorkerArgs),
     /// Delete old micro-batch facts rows, compact (z-order) and vacuum the
     /// facts table, and bronze tables when given.
     Maintain(cli::maintain::MaintainArgs),
@@ -129,6 +136,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Demo(args) => cli::demo::run_demo(args).await,
         Command::Bench(args) => cli::bench::run_bench(args).await,
         Command::Run(args) => cli::run::run_manifest(args).await,
+        Command::Worker(args) => cli::worker::run_worker(args).await,
+        Command::Operator(args) => cli::operator::run_operator(args).await,
+        Command::Crd => {
+            print!("{}", mssql_cdc::operator::crd::crd_yaml()?);
+            Ok(())
+        }
         Command::Maintain(args) => cli::maintain::run_maintain(args).await,
         Command::Sandbox(args) => run_sandbox(args).await,
         Command::Sql(args) => cli::sql::run_sql(args).await,

@@ -8,8 +8,10 @@ pub mod freshness;
 pub mod health;
 pub mod lake_query;
 pub mod maintain;
+pub mod operator;
 pub mod run;
 pub mod sql;
+pub mod worker;
 
 /// Ctrl-C, or SIGTERM as Kubernetes sends it.
 pub async fn shutdown_signal() {

@@ -4,15 +4,19 @@
 //! `types` is the serde/schemars/kube shape users write; `load` reads YAML and
 //! reports unknown fields; `validate` turns a manifest into a trusted
 //! [`StreamConfig`] or errors that name the field and the value;
-//! `credentials` resolves the password without ever showing it.
+//! `credentials` resolves the password without ever showing it; `status` is
+//! what a stream reports back and `worker` how the operator runs its pod.
 
 mod credentials;
 mod load;
+mod status;
 mod types;
 mod validate;
+mod worker;
 
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
 pub use load::{LoadError, Loaded, UnknownField, load_yaml};
+pub use status::{FinalizationStatus, Phase, Progress};
 pub use types::{
     CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
     Granularity, GranularityError, HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef,
@@ -22,3 +26,4 @@ pub use validate::{
     API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, SourceConfig, SpecError, StreamConfig,
     TableConfig, TableName, Trigger, ValidationErrors,
 };
+pub use worker::WorkerSpec;

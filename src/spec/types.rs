@@ -9,6 +9,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::status::{FinalizationStatus, Phase, Progress};
+use super::worker::WorkerSpec;
+
 /// One stream: a captured SQL Server table into a bronze Delta table, with
 /// one facts row per micro-batch.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -18,18 +21,37 @@ use serde::{Deserialize, Serialize};
     kind = "CdcStream",
     namespaced,
     shortname = "cdcs",
-    status = "CdcStreamStatus"
+    status = "CdcStreamStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase","description":"Where the stream is in its life cycle."}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status","description":"Whether the stream is healthy."}"#,
+    printcolumn = r#"{"name":"Lag","type":"number","jsonPath":".status.progress.ingestionLagSeconds","description":"Seconds the last batch trailed the source's newest commit."}"#,
+    printcolumn = r#"{"name":"Headroom","type":"number","jsonPath":".status.progress.retentionHeadroomHours","description":"Hours before CDC cleanup reaches the read position."}"#,
+    printcolumn = r#"{"name":"Finalized","type":"string","jsonPath":".status.finalization.finalizedUntil","description":"Everything committed before this instant is in the target."}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CdcStreamSpec {
     /// Identity of the stream's writes: the Delta `txn` appId of every bronze
     /// commit. Changing it makes the stream a new writer.
+    #[schemars(length(min = 1), extend("x-kubernetes-validations" = [{
+        "rule": "self == oldSelf",
+        "message": "appId is immutable: a new appId is a new writer; create a new CdcStream instead"
+    }]))]
     pub app_id: String,
     /// The SQL Server table to read.
     pub source: SourceSpec,
     /// The bronze Delta table the changes go to.
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.location == oldSelf.location",
+        "message": "target.location is immutable: the checkpoint belongs to this table; create a new CdcStream instead",
+        "fieldPath": ".location"
+    }]))]
     pub target: TableSpec,
     /// Directory (path or URI) of the stream's offsets and commits.
+    #[schemars(length(min = 1), extend("x-kubernetes-validations" = [{
+        "rule": "self == oldSelf",
+        "message": "checkpoint is immutable: moving it loses the stream's position; create a new CdcStream instead"
+    }]))]
     pub checkpoint: String,
     /// The shared Delta table of per-batch facts.
     pub facts: TableSpec,
@@ -41,10 +63,19 @@ pub struct CdcStreamSpec {
     pub trigger: TriggerSpec,
     /// Upper bound of source transactions read by one micro-batch.
     #[serde(default = "default_max_commits_per_batch")]
+    #[schemars(range(min = 1))]
     pub max_commits_per_batch: u64,
     /// Whether and how the current table contents are copied first.
     #[serde(default)]
     pub snapshot: SnapshotSpec,
+    /// Kubernetes only: stop the worker (scale it to zero) without deleting
+    /// the stream; its position is kept. Ignored by `mssql-cdc run`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+    /// Kubernetes only: how the operator runs the worker pod. Ignored by
+    /// `mssql-cdc run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerSpec>,
     /// The control table that says up to which instant the target is
     /// complete; none when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,10 +125,12 @@ pub struct SourceSpec {
     pub host: String,
     /// TCP port of SQL Server.
     #[serde(default = "default_port")]
+    #[schemars(range(min = 1))]
     pub port: u16,
     /// Database holding the table.
     pub database: String,
     /// The captured table as `schema.table`.
+    #[schemars(regex(pattern = r"^[^.]+\.[^.]+$"))]
     pub table: String,
     /// Capture instance to read; the table's newest when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,9 +212,20 @@ pub struct TableSpec {
     pub location: String,
 }
 
-/// When micro-batches run: at most one of the two keys.
+/// When micro-batches run: at most one of `processingTime` and
+/// `availableNow`; `schedule` only with `availableNow`.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!(has(self.processingTime) && has(self.availableNow))",
+        "message": "trigger: processingTime and availableNow are exclusive; set one of them"
+    },
+    {
+        "rule": "!has(self.schedule) || (has(self.availableNow) && self.availableNow)",
+        "message": "trigger.schedule needs availableNow: true (a scheduled stream runs to the current max LSN, then exits)"
+    }
+]))]
 pub struct TriggerSpec {
     /// Interval between batch starts, e.g. `10s`, `5m` (default `10s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,6 +233,12 @@ pub struct TriggerSpec {
     /// Read up to the source's current max LSN in batches, then stop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_now: Option<bool>,
+    /// Kubernetes only, with `availableNow`: a cron schedule (five fields or
+    /// a macro such as `@hourly`) on which the operator starts the worker as
+    /// a CronJob. Ignored by `mssql-cdc run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub schedule: Option<String>,
 }
 
 /// The initial copy of the table's current rows.
@@ -200,6 +250,7 @@ pub struct SnapshotSpec {
     pub mode: SnapshotMode,
     /// Rows per snapshot chunk (one bronze commit each).
     #[serde(default = "default_chunk_rows")]
+    #[schemars(range(min = 1))]
     pub chunk_rows: u64,
 }
 
@@ -306,7 +357,17 @@ pub struct CdcStreamStatus {
     /// The spec generation the conditions were computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Where the stream is in its life cycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
     /// Health conditions (liveness, retention headroom, lags...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The facts row of the worker's last batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// The target's row of the finalization control table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalization: Option<FinalizationStatus>,
 }

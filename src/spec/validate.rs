@@ -280,6 +280,15 @@ impl Checker {
     }
 
     fn trigger(&mut self, spec: &super::types::TriggerSpec) -> Trigger {
+        if let Some(schedule) = &spec.schedule
+            && spec.available_now != Some(true)
+        {
+            self.0.push(SpecError::Invalid {
+                field: "spec.trigger.schedule".into(),
+                value: schedule.clone(),
+                reason: "needs availableNow: true".into(),
+            });
+        }
         match (&spec.processing_time, spec.available_now) {
             (Some(_), Some(_)) => {
                 self.0.push(SpecError::Exclusive {

@@ -119,6 +119,10 @@ fn each_invalid_value_is_named_with_its_field() {
             "spec.trigger: processingTime and availableNow are exclusive",
         ),
         (
+            |s| s.trigger.schedule = Some("@hourly".into()),
+            "spec.trigger.schedule: needs availableNow: true, got \"@hourly\"",
+        ),
+        (
             |s| s.trigger.processing_time = Some("soon".into()),
             "spec.trigger.processingTime: ",
         ),

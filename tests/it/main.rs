@@ -19,6 +19,11 @@ mod facts_maintenance;
 
 mod lake_stores;
 mod monitoring;
+mod operator_controller;
+mod operator_crd;
+mod operator_e2e;
+mod operator_helm;
+mod operator_worker;
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;
 mod sandbox_cdc_demo;

@@ -17,8 +17,9 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table"))
 }
 
-/// Evaluates a JSONPath of the simple forms printer columns use:
-/// `.a.b`, `.a[0].b`, `.a[*].b`, `{.a.b}`.
+/// Evaluates a JSONPath of the forms printer columns use: `.a.b`,
+/// `.a[0].b`, `.a[*].b`, `{.a.b}` and filters such as
+/// `.a[?(@.type=="Ready")].status`.
 pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
     let p = path
         .trim()
@@ -26,9 +27,9 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
         .trim_end_matches('}')
         .trim_start_matches('$');
     let mut cur = vec![obj.clone()];
-    for raw in p.split('.').filter(|s| !s.is_empty()) {
+    for raw in segments(p) {
         let (name, index) = match raw.split_once('[') {
-            Some((n, rest)) => (n, Some(rest.trim_end_matches(']'))),
+            Some((n, rest)) => (n, Some(rest.strip_suffix(']').unwrap_or(rest))),
             None => (raw, None),
         };
         let mut next = Vec::new();
@@ -41,6 +42,9 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
             match (v, index) {
                 (Some(v), None) => next.push(v),
                 (Some(Value::Array(a)), Some("*")) => next.extend(a),
+                (Some(Value::Array(a)), Some(i)) if i.starts_with('?') => {
+                    next.extend(a.into_iter().filter(|item| filter_matches(item, i)));
+                }
                 (Some(Value::Array(a)), Some(i)) => {
                     if let Some(x) = i.parse::<usize>().ok().and_then(|i| a.get(i)) {
                         next.push(x.clone());
@@ -52,6 +56,59 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
         cur = next;
     }
     cur
+}
+
+/// Splits a path at the dots outside brackets.
+fn segments(path: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, ch) in path.char_indices() {
+        match ch {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            '.' if depth == 0 => {
+                if i > start {
+                    out.push(&path[start..i]);
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < path.len() {
+        out.push(&path[start..]);
+    }
+    out
+}
+
+/// `?(@.a.b=="x")` or `?(@.a!="x")`: compares a field of `item` with a
+/// quoted string or a bare literal.
+fn filter_matches(item: &Value, filter: &str) -> bool {
+    let expr = filter
+        .trim_start_matches('?')
+        .trim()
+        .trim_start_matches('(')
+        .trim_end_matches(')')
+        .trim();
+    let (lhs, rhs, equal) = match (expr.split_once("!="), expr.split_once("==")) {
+        (Some((l, r)), _) => (l, r, false),
+        (None, Some((l, r))) => (l, r, true),
+        (None, None) => return false,
+    };
+    let Some(field) = lhs.trim().strip_prefix('@') else {
+        return false;
+    };
+    let rhs = rhs.trim();
+    let wanted = rhs
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .or_else(|| rhs.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')))
+        .unwrap_or(rhs);
+    let found = jsonpath(item, field).into_iter().next().map(|v| match v {
+        Value::String(s) => s,
+        other => other.to_string(),
+    });
+    (found.as_deref() == Some(wanted)) == equal
 }
 
 /// Human-readable age like kubectl's (`5s`, `3m`, `2h`, `4d`).
@@ -216,4 +273,27 @@ pub fn table(
         md["continue"] = json!(c);
     }
     json!({ "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jsonpath;
+    use serde_json::json;
+
+    #[test]
+    fn filters_select_list_items_by_field() {
+        let obj = json!({"status": {"conditions": [
+            {"type": "Live", "status": "False"},
+            {"type": "Ready", "status": "True"}
+        ]}});
+        let ready = jsonpath(&obj, r#".status.conditions[?(@.type=="Ready")].status"#);
+        assert_eq!(ready, vec![json!("True")]);
+        let not_ready = jsonpath(&obj, r#".status.conditions[?(@.type!="Ready")].type"#);
+        assert_eq!(not_ready, vec![json!("Live")]);
+        assert!(jsonpath(&obj, r#".status.conditions[?(@.type=="Gone")].status"#).is_empty());
+        assert_eq!(
+            jsonpath(&obj, ".status.conditions[1].type"),
+            vec![json!("Ready")]
+        );
+    }
 }

@@ -3,7 +3,9 @@
 pub mod cdc;
 pub mod control;
 pub mod duckdb;
+pub mod kube;
 pub mod objectstores;
+pub mod operator;
 pub mod proxy;
 pub mod server;
 pub mod stream;

@@ -1,0 +1,41 @@
+{{/* Names and labels shared by the chart's templates. */}}
+{{- define "mssql-cdc.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mssql-cdc.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "mssql-cdc.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "mssql-cdc.serviceAccountName" -}}
+{{- default (include "mssql-cdc.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "mssql-cdc.workerServiceAccountName" -}}
+{{- default (printf "%s-worker" (include "mssql-cdc.fullname" .)) .Values.worker.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "mssql-cdc.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "mssql-cdc.workerNamespaces" -}}
+{{- if .Values.worker.namespaces -}}
+{{- join "," .Values.worker.namespaces -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,84 @@
+//! `mssql-cdc worker --stream NS/NAME`: what a worker pod runs. It reads
+//! its CdcStream, runs the engine, and reports each batch into
+//! `status.progress`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use kube::Api;
+use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
+use mssql_cdc::metrics::{Metrics, MetricsServer};
+use mssql_cdc::operator::children::PASSWORD_ENV;
+use mssql_cdc::operator::worker::{ProgressObserver, publish_progress};
+use mssql_cdc::spec::{CdcStream, PasswordSource};
+
+/// How long the last progress may take to reach the API server at exit.
+const FINAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Arguments of `worker`.
+#[derive(clap::Args)]
+pub struct WorkerArgs {
+    /// The CdcStream to run, as NAMESPACE/NAME.
+    #[arg(long)]
+    pub stream: String,
+    /// Address of `/healthz` (the probes) and `/metrics` (Prometheus).
+    #[arg(long, env = "MSSQL_CDC_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+}
+
+/// Runs the stream until caught up (availableNow), SIGTERM, or an error.
+pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let (namespace, name) = args
+        .stream
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .ok_or_else(|| anyhow!("--stream: expected NAMESPACE/NAME, got {:?}", args.stream))?;
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
+    let api: Api<CdcStream> = Api::namespaced(client, namespace);
+    let stream = api
+        .get(name)
+        .await
+        .with_context(|| format!("cannot read CdcStream {namespace}/{name}"))?;
+    let mut config = stream
+        .spec
+        .validate()
+        .map_err(|errors| anyhow!("CdcStream {namespace}/{name} is not valid:\n{errors}"))?;
+    // The operator puts the Secret's value into this variable.
+    if matches!(config.source.password, PasswordSource::SecretKeyRef { .. }) {
+        config.source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
+    }
+
+    let metrics = Arc::new(Metrics::new());
+    let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
+    let server = MetricsServer::start(args.listen, metrics).await?;
+    let (observer, latest) = ProgressObserver::new();
+    let publisher = tokio::spawn(publish_progress(api, name.to_string(), latest));
+    let observers: Vec<Arc<dyn Observer>> = vec![Arc::new(observer), Arc::new(stream_metrics)];
+    let options = RunOptions::new(Arc::new(Fanout(observers)));
+    let stop = options.stop.clone();
+    tokio::spawn(async move {
+        super::shutdown_signal().await;
+        tracing::info!("stopping after the current batch");
+        stop.cancel();
+    });
+    let outcome = run(config, options).await;
+    // The engine dropped the observer: the publisher sends the last progress and ends.
+    if tokio::time::timeout(FINAL_REPORT_TIMEOUT, publisher)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the last progress did not reach the API server in time");
+    }
+    drop(server);
+    let summary = outcome?;
+    tracing::info!(
+        batches = summary.batches,
+        rows = summary.rows,
+        "worker stopped"
+    );
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! The controller shell: for each CdcStream it applies the worker that
+//! `children` builds (server-side apply, field manager
+//! `mssql-cdc-operator`), removes a worker of the other kind, records an
+//! Event when the phase changes, and applies the phase to the status.
+//! Every decision is made by the pure steps in `children` and `status`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::CronJob;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::spec::CdcStream;
+
+use super::children::{BuildError, WorkerDefaults, Workload, desired_workload};
+use super::status::{OPERATOR_FIELD_MANAGER, phase, status_patch, transition};
+
+/// How often a stream is looked at again without any change: a stopped
+/// worker cannot report that it stopped.
+const RESYNC: Duration = Duration::from_secs(60);
+/// Delay before a failed reconcile is retried.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// Why a reconcile failed; it is retried after [`RETRY`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The API server refused a write or could not be reached.
+    #[error("{action} {kind} {namespace}/{name}: {source}")]
+    Api {
+        /// What was attempted.
+        action: &'static str,
+        /// Kind of the object.
+        kind: String,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// What the client said.
+        source: kube::Error,
+    },
+    /// The stream has no namespace (a cluster-scoped copy cannot exist).
+    #[error("CdcStream {0} has no namespace")]
+    NoNamespace(String),
+}
+
+/// What every reconcile needs.
+pub struct Context {
+    client: Client,
+    defaults: WorkerDefaults,
+    recorder: Recorder,
+}
+
+impl Context {
+    /// A context whose Events name `instance` (the pod) as their reporter.
+    pub fn new(client: Client, defaults: WorkerDefaults, instance: Option<String>) -> Self {
+        let reporter = Reporter {
+            controller: OPERATOR_FIELD_MANAGER.to_string(),
+            instance,
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            defaults,
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` completes; in-flight reconciles
+/// finish first.
+pub async fn run_controller(
+    context: Context,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = context.client.clone();
+    let owned =
+        watcher::Config::default().labels("app.kubernetes.io/managed-by=mssql-cdc-operator");
+    Controller::new(
+        Api::<CdcStream>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Deployment>::all(client.clone()), owned.clone())
+    .owns(Api::<CronJob>::all(client), owned)
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile, error_policy, Arc::new(context))
+    .for_each(|outcome| async move {
+        match outcome {
+            Ok((object, _)) => tracing::debug!(stream = %object, "reconciled"),
+            // A child's change for a stream that was just deleted.
+            Err(error @ kube::runtime::controller::Error::ObjectNotFound(_)) => {
+                tracing::debug!("{error}")
+            }
+            Err(error) => tracing::warn!("reconcile failed: {error}"),
+        }
+    })
+    .await;
+}
+
+async fn reconcile(
+    stream: Arc<CdcStream>,
+    context: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let name = stream.name_any();
+    let namespace = stream
+        .namespace()
+        .ok_or_else(|| ReconcileError::NoNamespace(name.clone()))?;
+    let client = &context.client;
+    let built = desired_workload(&stream, &context.defaults);
+    match &built {
+        Ok(Workload::Continuous(deployment)) => {
+            apply(
+                Api::namespaced(client.clone(), &namespace),
+                &name,
+                deployment.as_ref(),
+            )
+            .await?;
+            delete_owned::<CronJob>(client, &namespace, &name, &stream).await?;
+        }
+        Ok(Workload::Scheduled(cron_job)) => {
+            apply(
+                Api::namespaced(client.clone(), &namespace),
+                &name,
+                cron_job.as_ref(),
+            )
+            .await?;
+            delete_owned::<Deployment>(client, &namespace, &name, &stream).await?;
+        }
+        // An invalid stream keeps whatever worker it had; the status says why.
+        Err(error) => tracing::warn!(stream = %name, namespace, "{error}"),
+    }
+    let build: Result<(), &BuildError> = built.as_ref().map(|_| ());
+    let new_phase = phase(&stream, build);
+    let old_phase = stream.status.as_ref().and_then(|s| s.phase);
+    if let Some(change) = transition(old_phase, new_phase, build) {
+        let event = Event {
+            type_: if change.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: change.reason.to_string(),
+            note: Some(change.note),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        // An Event is informative: failing to record one does not fail the reconcile.
+        if let Err(error) = context
+            .recorder
+            .publish(&event, &stream.object_ref(&()))
+            .await
+        {
+            tracing::warn!(stream = %name, namespace, "cannot record an Event: {error}");
+        }
+    }
+    let streams: Api<CdcStream> = Api::namespaced(client.clone(), &namespace);
+    let patch = status_patch(&name, stream.metadata.generation, new_phase);
+    streams
+        .patch_status(&name, &apply_params(), &Patch::Apply(patch))
+        .await
+        .map_err(|source| api_error("apply status of", "CdcStream", &namespace, &name, source))?;
+    Ok(Action::requeue(RESYNC))
+}
+
+fn error_policy(stream: Arc<CdcStream>, error: &ReconcileError, _: Arc<Context>) -> Action {
+    tracing::warn!(stream = %stream.name_any(), "{error}; retrying in {RETRY:?}");
+    Action::requeue(RETRY)
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(OPERATOR_FIELD_MANAGER).force()
+}
+
+async fn apply<K>(api: Api<K>, name: &str, object: &K) -> Result<(), ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    api.patch(name, &apply_params(), &Patch::Apply(object))
+        .await
+        .map(|_| ())
+        .map_err(|source| api_error("apply", kind_of::<K>(), api_namespace(object), name, source))
+}
+
+/// Deletes the stream's child of kind `K` if the stream owns one (after a
+/// trigger change swapped Deployment and CronJob).
+async fn delete_owned<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    stream: &CdcStream,
+) -> Result<(), ReconcileError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let existing = api
+        .get_opt(name)
+        .await
+        .map_err(|source| api_error("read", kind_of::<K>(), namespace, name, source))?;
+    let owned = existing.is_some_and(|child| {
+        child
+            .owner_references()
+            .iter()
+            .any(|owner| Some(&owner.uid) == stream.metadata.uid.as_ref())
+    });
+    if owned {
+        api.delete(name, &DeleteParams::background())
+            .await
+            .map_err(|source| api_error("delete", kind_of::<K>(), namespace, name, source))?;
+    }
+    Ok(())
+}
+
+fn kind_of<K: Resource<DynamicType = ()>>() -> String {
+    K::kind(&()).to_string()
+}
+
+fn api_namespace<K: Resource>(object: &K) -> &str {
+    object.meta().namespace.as_deref().unwrap_or_default()
+}
+
+fn api_error(
+    action: &'static str,
+    kind: impl Into<String>,
+    namespace: &str,
+    name: &str,
+    source: kube::Error,
+) -> ReconcileError {
+    ReconcileError::Api {
+        action,
+        kind: kind.into(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        source,
+    }
+}

@@ -1,0 +1,13 @@
+//! The Kubernetes side: the `CdcStream` CRD generated from the manifest
+//! types, the pure reconcile steps (desired children and status), and the
+//! controller and worker shells that apply them.
+
+pub mod children;
+pub mod controller;
+pub mod crd;
+pub mod progress;
+pub mod status;
+pub mod worker;
+
+#[cfg(test)]
+mod test_fixtures;

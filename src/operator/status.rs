@@ -1,0 +1,197 @@
+//! The operator's part of the status, as pure functions: the phase from
+//! the spec, the build outcome and what the worker reported; the Event a
+//! phase change deserves; and the server-side apply body. Conditions come
+//! from the shared health verdicts (`src/health`), not from here.
+
+use crate::spec::{API_VERSION, CdcStream, KIND, Phase};
+
+use super::children::BuildError;
+
+/// The field manager of everything the operator writes.
+pub const OPERATOR_FIELD_MANAGER: &str = "mssql-cdc-operator";
+
+/// Where the stream stands. The worker's reports decide between Pending,
+/// Snapshotting and Streaming: an open snapshot in the finalization row
+/// means Snapshotting, any batch progress means Streaming.
+pub fn phase(stream: &CdcStream, build: Result<(), &BuildError>) -> Phase {
+    if build.is_err() {
+        return Phase::Failed;
+    }
+    if stream.spec.suspend {
+        return Phase::Suspended;
+    }
+    let status = stream.status.as_ref();
+    let snapshot_open = status
+        .and_then(|s| s.finalization.as_ref())
+        .is_some_and(|f| f.open_snapshot_lsn.is_some());
+    if snapshot_open {
+        Phase::Snapshotting
+    } else if status.is_some_and(|s| s.progress.is_some()) {
+        Phase::Streaming
+    } else {
+        Phase::Pending
+    }
+}
+
+/// An Event for a phase change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// The Event's reason (CamelCase, as Kubernetes reasons are).
+    pub reason: &'static str,
+    /// What happened and, for a warning, what to do.
+    pub note: String,
+    /// A Warning Event rather than a Normal one.
+    pub warning: bool,
+}
+
+/// The Event for moving from `old` to `new`; `None` when nothing changed.
+pub fn transition(
+    old: Option<Phase>,
+    new: Phase,
+    build: Result<(), &BuildError>,
+) -> Option<Transition> {
+    if old == Some(new) {
+        return None;
+    }
+    let (reason, note, warning) = match (new, build) {
+        (Phase::Failed, Err(error)) => (
+            "InvalidSpec",
+            format!("no worker can run: {error}; fix the spec"),
+            true,
+        ),
+        (Phase::Failed, Ok(())) => ("Failed", "the worker cannot run".to_string(), true),
+        (Phase::Suspended, _) => (
+            "Suspended",
+            "spec.suspend is set: the worker is stopped, its position kept".to_string(),
+            false,
+        ),
+        (Phase::Pending, _) => (
+            "Pending",
+            "waiting for the worker's first batch".to_string(),
+            false,
+        ),
+        (Phase::Snapshotting, _) => (
+            "Snapshotting",
+            "the worker is copying the table's current rows".to_string(),
+            false,
+        ),
+        (Phase::Streaming, _) => (
+            "Streaming",
+            "the worker is streaming changes".to_string(),
+            false,
+        ),
+    };
+    Some(Transition {
+        reason,
+        note,
+        warning,
+    })
+}
+
+/// The server-side apply body of the operator's status fields.
+pub fn status_patch(name: &str, generation: Option<i64>, phase: Phase) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name},
+        "status": {"observedGeneration": generation, "phase": phase},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(status: serde_json::Value) -> CdcStream {
+        crate::operator::test_fixtures::stream(serde_json::json!({ "status": status }))
+    }
+
+    fn progress() -> serde_json::Value {
+        serde_json::json!({"progress": {"batchId": 4, "writtenAt": "2026-11-29T10:00:00Z"}})
+    }
+
+    fn snapshot() -> serde_json::Value {
+        serde_json::json!({"finalization": {
+            "updatedAt": "2026-11-29T10:00:00Z",
+            "openSnapshotLsn": "0x00000001000000100001"
+        }})
+    }
+
+    #[test]
+    fn phase_follows_spec_build_and_reports() {
+        let invalid = BuildError::PasswordNotFromSecret;
+        let cases: Vec<(CdcStream, Result<(), &BuildError>, Phase)> = vec![
+            (stream(serde_json::json!({})), Ok(()), Phase::Pending),
+            (stream(progress()), Ok(()), Phase::Streaming),
+            (stream(snapshot()), Ok(()), Phase::Snapshotting),
+            (stream(progress()), Err(&invalid), Phase::Failed),
+        ];
+        for (s, build, expected) in cases {
+            assert_eq!(phase(&s, build), expected, "{:?}", s.status);
+        }
+        let mut suspended = stream(progress());
+        suspended.spec.suspend = true;
+        assert_eq!(phase(&suspended, Ok(())), Phase::Suspended);
+        assert_eq!(phase(&suspended, Err(&invalid)), Phase::Failed);
+    }
+
+    /// Old phase, new phase, build outcome, expected (reason, warning).
+    type TransitionCase<'a> = (
+        Option<Phase>,
+        Phase,
+        Result<(), &'a BuildError>,
+        Option<(&'static str, bool)>,
+    );
+
+    #[test]
+    fn only_a_phase_change_makes_an_event() {
+        let invalid = BuildError::AvailableNowWithoutSchedule;
+        let cases: Vec<TransitionCase> = vec![
+            (None, Phase::Pending, Ok(()), Some(("Pending", false))),
+            (Some(Phase::Pending), Phase::Pending, Ok(()), None),
+            (
+                Some(Phase::Pending),
+                Phase::Streaming,
+                Ok(()),
+                Some(("Streaming", false)),
+            ),
+            (
+                Some(Phase::Streaming),
+                Phase::Suspended,
+                Ok(()),
+                Some(("Suspended", false)),
+            ),
+            (
+                Some(Phase::Streaming),
+                Phase::Failed,
+                Err(&invalid),
+                Some(("InvalidSpec", true)),
+            ),
+        ];
+        for (old, new, build, expected) in cases {
+            let got = transition(old, new, build);
+            assert_eq!(
+                got.as_ref().map(|t| (t.reason, t.warning)),
+                expected,
+                "{old:?} -> {new:?}"
+            );
+        }
+        let note = transition(Some(Phase::Streaming), Phase::Failed, Err(&invalid))
+            .map(|t| t.note)
+            .unwrap_or_default();
+        assert!(
+            note.contains("trigger.schedule") && note.contains("fix the spec"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn status_patch_names_generation_and_phase_only() {
+        let patch = status_patch("orders", Some(3), Phase::Streaming);
+        assert_eq!(
+            patch["status"],
+            serde_json::json!({"observedGeneration": 3, "phase": "Streaming"})
+        );
+        assert_eq!(patch["kind"], "CdcStream");
+    }
+}
