@@ -286,17 +286,7 @@ impl Checkpoint {
 
     /// The number of the newest planned snapshot, if any.
     pub async fn latest_snapshot(&self) -> Result<Option<u64>, CheckpointError> {
-        let prefix = Path::from(SNAPSHOTS);
-        let entries: Vec<_> = self
-            .store
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|source| self.store_error(source))?;
-        Ok(entries
-            .iter()
-            .filter_map(|meta| meta.location.filename()?.parse::<u64>().ok())
-            .max())
+        self.newest(SNAPSHOTS).await
     }
 
     /// The newest plan and the newest commit marker.
@@ -312,6 +302,15 @@ impl Checkpoint {
     }
 
     async fn latest(&self, folder: &str) -> Result<Option<BatchId>, CheckpointError> {
+        self.newest(folder).await
+    }
+
+    /// The greatest number among the file names in `folder` (files whose
+    /// name is not a number, such as `0.done`, are not counted).
+    async fn newest<T: std::str::FromStr + Ord>(
+        &self,
+        folder: &str,
+    ) -> Result<Option<T>, CheckpointError> {
         let prefix = Path::from(folder);
         let entries: Vec<_> = self
             .store
@@ -321,7 +320,7 @@ impl Checkpoint {
             .map_err(|source| self.store_error(source))?;
         Ok(entries
             .iter()
-            .filter_map(|meta| meta.location.filename()?.parse::<BatchId>().ok())
+            .filter_map(|meta| meta.location.filename()?.parse::<T>().ok())
             .max())
     }
 
