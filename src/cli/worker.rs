@@ -23,8 +23,14 @@ pub struct WorkerArgs {
     /// The CdcStream to run, as NAMESPACE/NAME.
     #[arg(long)]
     pub stream: String,
-    /// Address of `/healthz` (the probes) and `/metrics` (Prometheus).
-    #[arg(long, env = "MSSQL_CDC_LISTEN", default_value = "0.0.0.0:8080")]
+    /// Address of `/healthz` (the probes) and `/metrics` (Prometheus);
+    /// `--metrics-addr` is the same flag, as `run` names it.
+    #[arg(
+        long,
+        visible_alias = "metrics-addr",
+        env = "MSSQL_CDC_LISTEN",
+        default_value = "0.0.0.0:8080"
+    )]
     pub listen: SocketAddr,
 }
 

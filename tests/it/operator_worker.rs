@@ -31,7 +31,7 @@ async fn worker_streams_and_reports_progress_into_status() {
             "worker",
             "--stream",
             "default/orders",
-            "--listen",
+            "--metrics-addr",
             "127.0.0.1:0",
         ])
         .env("KUBECONFIG", &kube.kubeconfig)
