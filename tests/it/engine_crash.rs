@@ -57,26 +57,7 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
         wait_for_capture(&mut client, "dbo_orders", before.as_deref(), change_rows).await;
     }
 
-    let manifest = stream.manifest_file();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args(["run", "--once", "-f"])
-        .arg(&manifest)
-        .env(PASSWORD_ENV, &stream.password)
-        .env(mssql_cdc::failpoint::ENV, point)
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("the armed run ends")
-        .expect("the binary runs");
-    assert_eq!(
-        output.status.signal(),
-        Some(9),
-        "the run should die at {point}: {:?}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_until_killed(&stream, point).await;
 
     let summary = stream.run_once().await.expect("the restarted run succeeds");
     let snapshot_rows = stream
@@ -187,20 +168,7 @@ async fn warnings_after_crash_at(point: &str) -> Vec<String> {
         if id == 2 {
             break;
         }
-        let manifest = stream.manifest_file();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-            .args(["run", "--once", "-f"])
-            .arg(&manifest)
-            .env(PASSWORD_ENV, &stream.password)
-            .env(mssql_cdc::failpoint::ENV, point)
-            .env("RUST_LOG", "warn")
-            .kill_on_drop(true)
-            .output();
-        let output = tokio::time::timeout(Duration::from_secs(120), child)
-            .await
-            .expect("the armed run ends")
-            .expect("the binary runs");
-        assert_eq!(output.status.signal(), Some(9), "{point}: {output:?}");
+        run_until_killed(&stream, point).await;
     }
     stream.run_once().await.expect("the restarted run");
     let rows = stream
@@ -261,20 +229,7 @@ async fn crash_at_the_switch(point: &str) {
     .expect("insert");
     wait_for_capture(&mut client, "dbo_orders_v2", before.as_deref(), 1).await;
 
-    let manifest = stream.manifest_file();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args(["run", "--once", "-f"])
-        .arg(&manifest)
-        .env(PASSWORD_ENV, &stream.password)
-        .env(mssql_cdc::failpoint::ENV, point)
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("the armed run ends")
-        .expect("the binary runs");
-    assert_eq!(output.status.signal(), Some(9), "{point}: {output:?}");
+    run_until_killed(&stream, point).await;
     stream.run_once().await.expect("the restarted run");
 
     let rows = stream
@@ -308,4 +263,29 @@ async fn crash_after_planning_the_switch() {
 #[tokio::test]
 async fn crash_after_the_switch_batch_commit() {
     crash_at_the_switch("after_bronze_commit_of_switch").await;
+}
+
+/// Runs the real binary (`run --once`) on the stream's manifest with the
+/// failpoint `point` armed, and checks that it died there (SIGKILL).
+async fn run_until_killed(stream: &StreamFixture, point: &str) {
+    let manifest = stream.manifest_file();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--once", "-f"])
+        .arg(&manifest)
+        .env(PASSWORD_ENV, &stream.password)
+        .env(mssql_cdc::failpoint::ENV, point)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("the armed run ends")
+        .expect("the binary runs");
+    assert_eq!(
+        output.status.signal(),
+        Some(9),
+        "the run should die at {point}: {:?}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
