@@ -26,7 +26,7 @@ pub struct LatestBatch {
 
 /// Alert limits. The defaults suit a continuously running stream; a job run
 /// on a schedule needs `silence` of at least its schedule interval.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
     /// No micro-batch row for longer than this: the stream (or capture) stopped.
     pub silence: Duration,

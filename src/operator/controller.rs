@@ -1,12 +1,14 @@
 //! The controller shell: for each CdcStream it applies the worker that
 //! `children` builds (server-side apply, field manager
 //! `mssql-cdc-operator`), removes a worker of the other kind, records an
-//! Event when the phase changes, and applies the phase to the status.
-//! Every decision is made by the pure steps in `children` and `status`.
+//! Event when the phase or readiness changes, and applies the phase and the
+//! health conditions to the status. Every decision is made by the pure
+//! steps in `children`, `status` and `conditions`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -21,11 +23,12 @@ use serde::de::DeserializeOwned;
 use crate::spec::CdcStream;
 
 use super::children::{BuildError, WorkerDefaults, Workload, desired_workload};
-use super::status::{OPERATOR_FIELD_MANAGER, phase, status_patch, transition};
+use super::conditions::{conditions, ready_changed, ready_event};
+use super::status::{OPERATOR_FIELD_MANAGER, Transition, phase, status_patch, transition};
 
-/// How often a stream is looked at again without any change: a stopped
-/// worker cannot report that it stopped.
-const RESYNC: Duration = Duration::from_secs(60);
+/// How often a stream is looked at again without any change by default: a
+/// stopped worker cannot report that it stopped.
+pub const RESYNC: Duration = Duration::from_secs(60);
 /// Delay before a failed reconcile is retried.
 const RETRY: Duration = Duration::from_secs(5);
 
@@ -51,15 +54,21 @@ pub enum ReconcileError {
     NoNamespace(String),
 }
 
+/// The time conditions are judged at; tests put a fake clock here.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
 /// What every reconcile needs.
 pub struct Context {
     client: Client,
     defaults: WorkerDefaults,
     recorder: Recorder,
+    clock: Clock,
+    resync: Duration,
 }
 
 impl Context {
-    /// A context whose Events name `instance` (the pod) as their reporter.
+    /// A context whose Events name `instance` (the pod) as their reporter,
+    /// on the wall clock, looking at each stream again every [`RESYNC`].
     pub fn new(client: Client, defaults: WorkerDefaults, instance: Option<String>) -> Self {
         let reporter = Reporter {
             controller: OPERATOR_FIELD_MANAGER.to_string(),
@@ -69,7 +78,22 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             defaults,
+            clock: Arc::new(Utc::now),
+            resync: RESYNC,
         }
+    }
+
+    /// Judges conditions at the time `clock` returns instead of the wall clock.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Looks at each stream again every `resync` (a stopped worker cannot
+    /// report, so Live only turns False on such a look).
+    pub fn with_resync(mut self, resync: Duration) -> Self {
+        self.resync = resync;
+        self
     }
 }
 
@@ -138,7 +162,17 @@ async fn reconcile(
     let build: Result<(), &BuildError> = built.as_ref().map(|_| ());
     let new_phase = phase(&stream, build);
     let old_phase = stream.status.as_ref().and_then(|s| s.phase);
-    if let Some(change) = transition(old_phase, new_phase, build) {
+    let mut events: Vec<Transition> = transition(old_phase, new_phase, build)
+        .into_iter()
+        .collect();
+    let conditions = conditions(&stream, new_phase, (context.clock)());
+    let old_conditions = stream
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    events.extend(ready_changed(old_conditions, &conditions).map(ready_event));
+    for change in events {
         let event = Event {
             type_: if change.warning {
                 EventType::Warning
@@ -160,12 +194,12 @@ async fn reconcile(
         }
     }
     let streams: Api<CdcStream> = Api::namespaced(client.clone(), &namespace);
-    let patch = status_patch(&name, stream.metadata.generation, new_phase);
+    let patch = status_patch(&name, stream.metadata.generation, new_phase, &conditions);
     streams
         .patch_status(&name, &apply_params(), &Patch::Apply(patch))
         .await
         .map_err(|source| api_error("apply status of", "CdcStream", &namespace, &name, source))?;
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(context.resync))
 }
 
 fn error_policy(stream: Arc<CdcStream>, error: &ReconcileError, _: Arc<Context>) -> Action {

@@ -1,7 +1,9 @@
 //! The operator's part of the status, as pure functions: the phase from
 //! the spec, the build outcome and what the worker reported; the Event a
 //! phase change deserves; and the server-side apply body. Conditions come
-//! from the shared health verdicts (`src/health`), not from here.
+//! from `conditions`, which uses the shared health verdicts (`src/health`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::spec::{API_VERSION, CdcStream, KIND, Phase};
 
@@ -88,13 +90,19 @@ pub fn transition(
     })
 }
 
-/// The server-side apply body of the operator's status fields.
-pub fn status_patch(name: &str, generation: Option<i64>, phase: Phase) -> serde_json::Value {
+/// The server-side apply body of the operator's status fields: the
+/// phase and the whole list of conditions (a type left out is removed).
+pub fn status_patch(
+    name: &str,
+    generation: Option<i64>,
+    phase: Phase,
+    conditions: &[Condition],
+) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": name},
-        "status": {"observedGeneration": generation, "phase": phase},
+        "status": {"observedGeneration": generation, "phase": phase, "conditions": conditions},
     })
 }
 
@@ -186,11 +194,11 @@ mod tests {
     }
 
     #[test]
-    fn status_patch_names_generation_and_phase_only() {
-        let patch = status_patch("orders", Some(3), Phase::Streaming);
+    fn status_patch_names_generation_phase_and_conditions_only() {
+        let patch = status_patch("orders", Some(3), Phase::Streaming, &[]);
         assert_eq!(
             patch["status"],
-            serde_json::json!({"observedGeneration": 3, "phase": "Streaming"})
+            serde_json::json!({"observedGeneration": 3, "phase": "Streaming", "conditions": []})
         );
         assert_eq!(patch["kind"], "CdcStream");
     }

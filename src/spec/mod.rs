@@ -4,9 +4,11 @@
 //! `types` is the serde/schemars/kube shape users write; `load` reads YAML and
 //! reports unknown fields; `validate` turns a manifest into a trusted
 //! [`StreamConfig`] or errors that name the field and the value;
-//! `credentials` resolves the password without ever showing it; `status` is
-//! what a stream reports back and `worker` how the operator runs its pod.
+//! `alerts` holds the health limits; `credentials` resolves the password
+//! without ever showing it; `status` is what a stream reports back and
+//! `worker` how the operator runs its pod.
 
+mod alerts;
 mod credentials;
 mod load;
 mod status;
@@ -14,9 +16,10 @@ mod types;
 mod validate;
 mod worker;
 
+pub use alerts::{AlertLimits, AlertsSpec};
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
 pub use load::{LoadError, Loaded, UnknownField, load_yaml};
-pub use status::{FinalizationStatus, Phase, Progress};
+pub use status::{DataLossAction, DataLossStatus, FinalizationStatus, Phase, Progress};
 pub use types::{
     CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
     Granularity, GranularityError, HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef,

@@ -1,6 +1,7 @@
-//! What a `CdcStream` reports back: its phase, the worker's last batch and
-//! the finalization row. The worker writes `progress` and `finalization`,
-//! the operator `phase` and `conditions` (see `CdcStreamStatus`).
+//! What a `CdcStream` reports back: its phase, the worker's last batch,
+//! the finalization row and purged changes met. The worker writes
+//! `progress`, `finalization` and `dataLoss`, the operator `phase` and
+//! `conditions` (see `CdcStreamStatus`).
 
 use chrono::{DateTime, Utc};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -70,6 +71,39 @@ pub struct FinalizationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^0x[0-9A-F]{20}$"))]
     pub open_snapshot_lsn: Option<String>,
+}
+
+/// The last time the worker met changes CDC cleanup had purged before it
+/// read them (see `spec.onDataLoss`). Reported by the running worker only:
+/// the facts table's `resnapshot` and `data_skipped` rows are the lasting
+/// record.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataLossStatus {
+    /// What the stream did about it.
+    pub action: DataLossAction,
+    /// When the worker met it (UTC).
+    #[schemars(schema_with = "date_time")]
+    pub detected_at: DateTime<Utc>,
+    /// Commit time (UTC) from which changes are missing, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "date_time")]
+    pub lost_from_ts: Option<DateTime<Utc>>,
+    /// Commit time (UTC) of the oldest change still kept, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "date_time")]
+    pub lost_to_ts: Option<DateTime<Utc>>,
+}
+
+/// What `spec.onDataLoss` made the stream do about purged changes.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum DataLossAction {
+    /// `fail`: the worker stopped; nothing past the gap is written.
+    Stopped,
+    /// `resnapshot`: the table was copied again; deletes in the gap are lost.
+    Resnapshotted,
+    /// `skip`: streaming went on past the gap; its changes are missing.
+    Skipped,
 }
 
 /// An RFC 3339 instant, as Kubernetes writes times.

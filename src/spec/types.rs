@@ -9,7 +9,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::status::{FinalizationStatus, Phase, Progress};
+use super::alerts::AlertsSpec;
+use super::status::{DataLossStatus, FinalizationStatus, Phase, Progress};
 use super::worker::WorkerSpec;
 
 /// One stream: a captured SQL Server table into a bronze Delta table, with
@@ -87,6 +88,10 @@ pub struct CdcStreamSpec {
     /// moving on a quiet database.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<HeartbeatSpec>,
+    /// Limits of the health conditions (and of `mssql-cdc health`); the
+    /// defaults suit a continuous stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertsSpec>,
 }
 
 /// The policy for changes purged before the stream read them.
@@ -370,4 +375,7 @@ pub struct CdcStreamStatus {
     /// The target's row of the finalization control table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalization: Option<FinalizationStatus>,
+    /// Purged changes the running worker met, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_loss: Option<DataLossStatus>,
 }

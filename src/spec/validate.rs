@@ -6,6 +6,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;
 
+use super::alerts::{AlertLimits, parse_duration};
 use super::credentials::PasswordSource;
 use super::types::{
     CdcStreamSpec, Encrypt, FinalizationSpec, Granularity, HeartbeatSpec, OnDataLoss, SnapshotMode,
@@ -195,6 +196,8 @@ pub struct StreamConfig {
     pub heartbeat: Option<HeartbeatConfig>,
     /// The finalization control table, when the manifest names one.
     pub finalization: Option<FinalizationConfig>,
+    /// The health limits (`spec.alerts` with its defaults).
+    pub alerts: AlertLimits,
 }
 
 /// Collects errors while checking fields, so one run reports them all.
@@ -300,34 +303,32 @@ impl Checker {
             }
             (None, Some(true)) => Trigger::AvailableNow,
             (None, Some(false) | None) => Trigger::ProcessingTime(DEFAULT_PROCESSING_TIME),
-            (Some(text), None) => {
-                let field = "spec.trigger.processingTime";
-                match humantime::parse_duration(text) {
-                    Ok(interval) if !interval.is_zero() => Trigger::ProcessingTime(interval),
-                    Ok(_) => self.invalid(field, text, "must be > 0", DEFAULT_PROCESSING_TIME),
-                    Err(e) => self.invalid(field, text, &e.to_string(), DEFAULT_PROCESSING_TIME),
-                }
-            }
+            (Some(text), None) => Trigger::ProcessingTime(
+                parse_duration(
+                    "spec.trigger.processingTime",
+                    Some(text),
+                    DEFAULT_PROCESSING_TIME,
+                )
+                .unwrap_or_else(|error| {
+                    self.0.push(error);
+                    DEFAULT_PROCESSING_TIME
+                }),
+            ),
         }
     }
 
     fn heartbeat(&mut self, spec: Option<&HeartbeatSpec>) -> Option<HeartbeatConfig> {
         let spec = spec?;
         let table = self.table_name("spec.heartbeat.table", &spec.table);
-        let interval = match &spec.interval {
-            None => DEFAULT_HEARTBEAT_INTERVAL,
-            Some(text) => match humantime::parse_duration(text) {
-                Ok(interval) if !interval.is_zero() => interval,
-                result => {
-                    self.0.push(SpecError::Invalid {
-                        field: "spec.heartbeat.interval".into(),
-                        value: text.clone(),
-                        reason: result.err().map_or("must be > 0".into(), |e| e.to_string()),
-                    });
-                    DEFAULT_HEARTBEAT_INTERVAL
-                }
-            },
-        };
+        let interval = parse_duration(
+            "spec.heartbeat.interval",
+            spec.interval.as_deref(),
+            DEFAULT_HEARTBEAT_INTERVAL,
+        )
+        .unwrap_or_else(|error| {
+            self.0.push(error);
+            DEFAULT_HEARTBEAT_INTERVAL
+        });
         Some(HeartbeatConfig {
             table: table?,
             interval,
@@ -346,15 +347,6 @@ impl Checker {
                 })
             })
             .ok()
-    }
-
-    fn invalid(&mut self, field: &str, value: &str, reason: &str, fallback: Duration) -> Trigger {
-        self.0.push(SpecError::Invalid {
-            field: field.into(),
-            value: value.into(),
-            reason: reason.into(),
-        });
-        Trigger::ProcessingTime(fallback)
     }
 
     fn password(&mut self, spec: &super::types::PasswordFrom) -> Option<PasswordSource> {
@@ -469,6 +461,14 @@ impl CdcStreamSpec {
         let source_time_zone = c.time_zone(s.source_time_zone.as_ref());
         let heartbeat = c.heartbeat(self.heartbeat.as_ref());
         let finalization = c.finalization(self.finalization.as_ref());
+        let alerts = match self.alerts.as_ref().map(|a| a.limits()) {
+            None => AlertLimits::default(),
+            Some(Ok(limits)) => limits,
+            Some(Err(errors)) => {
+                c.0.extend(errors);
+                AlertLimits::default()
+            }
+        };
 
         match (table, password, target, checkpoint, facts) {
             (Some(table), Some(password), Some(target), Some(checkpoint), Some(facts))
@@ -500,6 +500,7 @@ impl CdcStreamSpec {
                     on_data_loss: self.on_data_loss,
                     heartbeat,
                     finalization,
+                    alerts,
                 })
             }
             _ => Err(ValidationErrors(c.0)),

@@ -240,6 +240,7 @@ fn crd_is_generated_from_the_same_types() {
         "onDataLoss",
         "heartbeat",
         "sourceTimeZone",
+        "maxIngestionLag",
     ] {
         assert!(yaml.contains(field), "CRD schema lacks {field}");
     }
@@ -373,5 +374,23 @@ fn options_that_cannot_take_effect_are_warned_about() {
     assert!(
         warnings[0].starts_with("spec.source.trustServerCertificate"),
         "{warnings:?}"
+    );
+}
+
+#[test]
+fn alerts_default_to_the_health_limits_and_bad_ones_fail_the_manifest() {
+    let config = spec(ORDERS).validate().unwrap();
+    assert_eq!(config.alerts, crate::spec::AlertLimits::default());
+
+    let errors = errors(|s| {
+        s.alerts = Some(crate::spec::AlertsSpec {
+            min_headroom: Some("two days".into()),
+            ..Default::default()
+        });
+    });
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("spec.alerts.minHeadroom:") && errors[0].contains("\"two days\""),
+        "{errors:?}"
     );
 }

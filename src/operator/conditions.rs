@@ -1,0 +1,435 @@
+//! The health conditions of a CdcStream, as a pure function of the stream
+//! (its spec and what its worker reported), its phase and the time. The
+//! verdicts are the shared `src/health` ones, so a stream is judged exactly
+//! as `mssql-cdc health` judges its facts.
+//!
+//! Every type is True when all is well, except DataLoss, which is True when
+//! the worker met purged changes. Reasons are the health alert and stale
+//! names; messages say what to do. `lastTransitionTime` only moves when a
+//! condition's status changes.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::status::Transition;
+use crate::health::{
+    Alert, LatestBatch, StaleReason, StreamHealth, Verdict, assess_finalization, assess_stream,
+};
+use crate::spec::{AlertLimits, CdcStream, DataLossAction, DataLossStatus, Phase, Trigger};
+
+/// The stream runs and nothing fires.
+pub const READY: &str = "Ready";
+/// The worker wrote a batch within `spec.alerts.silence`.
+pub const LIVE: &str = "Live";
+/// CDC cleanup is at least `spec.alerts.minHeadroom` behind the position.
+pub const RETENTION_HEADROOM: &str = "RetentionHeadroom";
+/// The stream trails capture by at most `spec.alerts.maxIngestionLag`.
+pub const INGESTION_LAG: &str = "IngestionLag";
+/// Capture trails the database by at most `spec.alerts.maxCaptureLag`.
+pub const CAPTURE_LAG: &str = "CaptureLag";
+/// The last batch carries its retention and lag metrics.
+pub const METRICS_AVAILABLE: &str = "MetricsAvailable";
+/// The finalization verdict is fresh (only with `spec.finalization`).
+pub const FINALIZED: &str = "Finalized";
+/// The worker met changes purged before it read them (True is bad).
+pub const DATA_LOSS: &str = "DataLoss";
+
+/// The reason of every condition that cannot be judged before the first batch.
+const NO_PROGRESS: &str = "NoProgress";
+const NO_PROGRESS_MESSAGE: &str = "the worker has not reported a batch yet: check that its pod \
+     runs and read its log";
+
+/// One condition before it becomes a `metav1.Condition`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Judged {
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+fn judged(
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> Judged {
+    Judged {
+        type_,
+        status,
+        reason,
+        message: message.into(),
+    }
+}
+
+/// The conditions of `stream` in `phase` at `now`, in a fixed order.
+/// Finalized is left out when the stream keeps no finalization table.
+pub fn conditions(stream: &CdcStream, phase: Phase, now: DateTime<Utc>) -> Vec<Condition> {
+    let validated = stream.spec.validate();
+    let (limits, trigger) = match &validated {
+        Ok(config) => (config.alerts, config.trigger),
+        Err(_) => (AlertLimits::default(), Trigger::AvailableNow),
+    };
+    let status = stream.status.clone().unwrap_or_default();
+    let batch = status.progress.as_ref().map(|p| LatestBatch {
+        target: stream.spec.target.name.clone(),
+        written_at: p.written_at,
+        end_commit_ts: p.end_commit_ts,
+        retention_headroom_hours: p.retention_headroom_hours,
+        ingestion_lag_seconds: p.ingestion_lag_seconds,
+        capture_lag_seconds: p.capture_lag_seconds,
+    });
+    let health = batch
+        .as_ref()
+        .map(|b| assess_stream(b, now, &limits.thresholds));
+
+    let live = live(phase, health.as_ref(), &limits);
+    let mut all = vec![
+        live.clone(),
+        headroom(health.as_ref(), &limits),
+        lag(
+            INGESTION_LAG,
+            health.as_ref(),
+            Alert::IngestionLagHigh,
+            &limits,
+        ),
+        lag(CAPTURE_LAG, health.as_ref(), Alert::CaptureLagHigh, &limits),
+        metrics(health.as_ref()),
+    ];
+    if let Some(spec) = &stream.spec.finalization {
+        let interval = match trigger {
+            Trigger::ProcessingTime(interval) => interval,
+            // A scheduled stream's period is its schedule: the silence
+            // limit is the closest the spec says about it.
+            Trigger::AvailableNow => limits.thresholds.silence,
+        };
+        all.push(match &status.finalization {
+            None => judged(
+                FINALIZED,
+                "Unknown",
+                "NotReported",
+                "the worker has not reported the finalization row yet: it does after its first batch",
+            ),
+            Some(row) => {
+                let verdict = Verdict {
+                    table_name: stream.spec.target.name.clone(),
+                    granularity: spec.granularity,
+                    finalized_until: row.finalized_until,
+                    updated_at: row.updated_at,
+                    open_snapshot_lsn: row.open_snapshot_lsn.clone(),
+                    applied_lsn: None,
+                };
+                let judged_verdict =
+                    assess_finalization(&verdict, batch.as_ref(), now, &limits.freshness(interval));
+                match judged_verdict.stale {
+                    None => judged(
+                        FINALIZED,
+                        "True",
+                        "VerdictFresh",
+                        "the finalization verdict is within its age limit",
+                    ),
+                    Some(reason) => judged(FINALIZED, "False", reason.name(), reason.message()),
+                }
+            }
+        });
+    }
+    all.push(data_loss(status.data_loss.as_ref()));
+    let ready = ready(phase, validated.as_ref().err(), &all, health.as_ref());
+    all.insert(0, ready);
+
+    let old = &status.conditions;
+    all.into_iter()
+        .map(|j| to_condition(j, old, stream.metadata.generation, now))
+        .collect()
+}
+
+fn live(phase: Phase, health: Option<&StreamHealth>, limits: &AlertLimits) -> Judged {
+    if phase == Phase::Suspended {
+        return judged(
+            LIVE,
+            "False",
+            "Suspended",
+            "spec.suspend is set, so no worker runs: unset it to resume the stream",
+        );
+    }
+    let Some(health) = health else {
+        return judged(LIVE, "Unknown", NO_PROGRESS, NO_PROGRESS_MESSAGE);
+    };
+    let since = format_hours(health.hours_since_last);
+    if health.alerts.contains(&Alert::FactsStopped) {
+        let limit = humantime::format_duration(limits.thresholds.silence);
+        return judged(
+            LIVE,
+            "False",
+            Alert::FactsStopped.name(),
+            format!(
+                "last batch {since} ago (limit {limit}); {}",
+                Alert::FactsStopped.message()
+            ),
+        );
+    }
+    judged(
+        LIVE,
+        "True",
+        "BatchesReported",
+        format!("last batch {since} ago"),
+    )
+}
+
+fn headroom(health: Option<&StreamHealth>, limits: &AlertLimits) -> Judged {
+    let Some(health) = health else {
+        return judged(
+            RETENTION_HEADROOM,
+            "Unknown",
+            NO_PROGRESS,
+            NO_PROGRESS_MESSAGE,
+        );
+    };
+    let Some(hours) = health.headroom_hours else {
+        return judged(
+            RETENTION_HEADROOM,
+            "Unknown",
+            Alert::MetricsMissing.name(),
+            Alert::MetricsMissing.message(),
+        );
+    };
+    let left = format_hours(hours - health.hours_since_last);
+    let limit = humantime::format_duration(limits.thresholds.min_headroom);
+    if health.alerts.contains(&Alert::RetentionHeadroomLow) {
+        let message = format!(
+            "{left} left before cleanup (limit {limit}); {}",
+            Alert::RetentionHeadroomLow.message()
+        );
+        return judged(
+            RETENTION_HEADROOM,
+            "False",
+            Alert::RetentionHeadroomLow.name(),
+            message,
+        );
+    }
+    judged(
+        RETENTION_HEADROOM,
+        "True",
+        "HeadroomSufficient",
+        format!("{left} left before cleanup (limit {limit})"),
+    )
+}
+
+fn lag(
+    type_: &'static str,
+    health: Option<&StreamHealth>,
+    alert: Alert,
+    limits: &AlertLimits,
+) -> Judged {
+    let Some(health) = health else {
+        return judged(type_, "Unknown", NO_PROGRESS, NO_PROGRESS_MESSAGE);
+    };
+    let (seconds, limit) = match alert {
+        Alert::CaptureLagHigh => (
+            health.capture_lag_seconds,
+            limits.thresholds.max_capture_lag,
+        ),
+        _ => (
+            health.ingestion_lag_seconds,
+            limits.thresholds.max_ingestion_lag,
+        ),
+    };
+    let Some(seconds) = seconds else {
+        return judged(
+            type_,
+            "Unknown",
+            "NotMeasured",
+            "the last batch has no value for this lag: check the worker's warnings and that its login can read the CDC metadata",
+        );
+    };
+    let limit = humantime::format_duration(limit);
+    if health.alerts.contains(&alert) {
+        let message = format!("{seconds:.0} s (limit {limit}); {}", alert.message());
+        return judged(type_, "False", alert.name(), message);
+    }
+    judged(
+        type_,
+        "True",
+        "WithinLimit",
+        format!("{seconds:.0} s (limit {limit})"),
+    )
+}
+
+fn metrics(health: Option<&StreamHealth>) -> Judged {
+    match health {
+        None => judged(
+            METRICS_AVAILABLE,
+            "Unknown",
+            NO_PROGRESS,
+            NO_PROGRESS_MESSAGE,
+        ),
+        Some(h) if h.alerts.contains(&Alert::MetricsMissing) => judged(
+            METRICS_AVAILABLE,
+            "False",
+            Alert::MetricsMissing.name(),
+            Alert::MetricsMissing.message(),
+        ),
+        Some(_) => judged(
+            METRICS_AVAILABLE,
+            "True",
+            "MetricsReported",
+            "the last batch carries its retention headroom",
+        ),
+    }
+}
+
+fn data_loss(reported: Option<&DataLossStatus>) -> Judged {
+    let Some(loss) = reported else {
+        return judged(
+            DATA_LOSS,
+            "False",
+            "NoneReported",
+            "the running worker met no purged changes",
+        );
+    };
+    let show =
+        |t: Option<DateTime<Utc>>| t.map_or_else(|| "unknown".to_string(), |t| t.to_rfc3339());
+    let range = format!(
+        "changes committed from {} to {} were purged by CDC cleanup before the stream read them",
+        show(loss.lost_from_ts),
+        show(loss.lost_to_ts)
+    );
+    let (reason, todo) = match loss.action {
+        DataLossAction::Stopped => (
+            "DataLossStopped",
+            "the worker stops (onDataLoss: fail): re-snapshot into a new target and checkpoint, or set onDataLoss, and lengthen the CDC retention",
+        ),
+        DataLossAction::Resnapshotted => (
+            "Resnapshotted",
+            "the table was copied again (onDataLoss: resnapshot); deletes in that range are not in the target: lengthen the CDC retention",
+        ),
+        DataLossAction::Skipped => (
+            "ChangesSkipped",
+            "streaming went on past the gap (onDataLoss: skip); the target misses those changes: repair it from the source if they matter, and lengthen the CDC retention",
+        ),
+    };
+    judged(DATA_LOSS, "True", reason, format!("{range}; {todo}"))
+}
+
+fn ready(
+    phase: Phase,
+    invalid: Option<&crate::spec::ValidationErrors>,
+    others: &[Judged],
+    health: Option<&StreamHealth>,
+) -> Judged {
+    if let Some(errors) = invalid {
+        let message = format!(
+            "the spec is not valid: {}; fix the spec",
+            errors
+                .0
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        return judged(READY, "False", "InvalidSpec", message);
+    }
+    match phase {
+        Phase::Streaming | Phase::Snapshotting => {}
+        Phase::Pending => return judged(READY, "False", "Pending", NO_PROGRESS_MESSAGE),
+        Phase::Suspended => {
+            return judged(
+                READY,
+                "False",
+                "Suspended",
+                "spec.suspend is set: unset it to resume the stream",
+            );
+        }
+        Phase::Failed => {
+            return judged(
+                READY,
+                "False",
+                "Failed",
+                "the worker cannot run: see the stream's Warning Events",
+            );
+        }
+    }
+    let not_live = others
+        .iter()
+        .find(|j| j.type_ == LIVE && j.status != "True");
+    if let Some(live) = not_live {
+        return judged(READY, "False", live.reason, live.message.clone());
+    }
+    let alert = health.and_then(|h| h.alerts.first().copied());
+    if let Some(alert) = alert {
+        return judged(READY, "False", alert.name(), alert.message());
+    }
+    let blocking = others.iter().find(|j| {
+        (j.type_ == FINALIZED && j.status == "False" && j.reason != StaleReason::Held.name())
+            || (j.type_ == DATA_LOSS && j.reason == "DataLossStopped")
+    });
+    if let Some(other) = blocking {
+        return judged(READY, "False", other.reason, other.message.clone());
+    }
+    judged(
+        READY,
+        "True",
+        "Healthy",
+        "the stream is running and no alert fires",
+    )
+}
+
+fn to_condition(
+    judged: Judged,
+    old: &[Condition],
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) -> Condition {
+    let previous = old.iter().find(|c| c.type_ == judged.type_);
+    let last_transition_time = match previous {
+        Some(c) if c.status == judged.status => c.last_transition_time.clone(),
+        _ => metav1_time(now),
+    };
+    Condition {
+        type_: judged.type_.to_string(),
+        status: judged.status.to_string(),
+        reason: judged.reason.to_string(),
+        message: judged.message,
+        last_transition_time,
+        observed_generation: generation,
+    }
+}
+
+/// `now` at the second precision of `metav1.Time`.
+fn metav1_time(now: DateTime<Utc>) -> Time {
+    Time(Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// Hours as `2h 5m` (rounded to whole minutes; negative values as `0s`).
+fn format_hours(hours: f64) -> String {
+    let minutes = (hours * 60.0).round().max(0.0) as u64;
+    humantime::format_duration(std::time::Duration::from_secs(minutes * 60)).to_string()
+}
+
+/// Whether the Ready condition's status differs between `old` and `new`;
+/// `Some(new Ready)` when it does.
+pub fn ready_changed<'a>(old: &[Condition], new: &'a [Condition]) -> Option<&'a Condition> {
+    let find = |list: &'a [Condition]| list.iter().find(|c| c.type_ == READY);
+    let before = old
+        .iter()
+        .find(|c| c.type_ == READY)
+        .map(|c| c.status.as_str());
+    let after = find(new)?;
+    (before != Some(after.status.as_str())).then_some(after)
+}
+
+/// The Event for a new Ready condition: Normal when the stream became
+/// ready, a Warning saying why and what to do when it stopped being so.
+pub fn ready_event(ready: &Condition) -> Transition {
+    let ok = ready.status == "True";
+    Transition {
+        reason: if ok { "Ready" } else { "NotReady" },
+        note: format!("{}: {}", ready.reason, ready.message),
+        warning: !ok,
+    }
+}
+
+#[cfg(test)]
+#[path = "conditions_tests.rs"]
+mod tests;

@@ -1,0 +1,383 @@
+use chrono::TimeZone;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::operator::test_fixtures;
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap()
+}
+
+/// `minutes` before [`now`], as the API server writes times.
+fn ago(minutes: i64) -> String {
+    (now() - chrono::Duration::minutes(minutes)).to_rfc3339()
+}
+
+/// Progress written `minutes` ago with the given metrics.
+fn progress(minutes: i64, headroom: Option<f64>, ingestion: f64, capture: f64) -> Value {
+    let mut p = json!({
+        "batchId": 7,
+        "writtenAt": ago(minutes),
+        "endCommitTs": ago(minutes + 1),
+        "ingestionLagSeconds": ingestion,
+        "captureLagSeconds": capture,
+    });
+    if let Some(h) = headroom {
+        p["retentionHeadroomHours"] = json!(h);
+    }
+    p
+}
+
+fn healthy() -> Value {
+    progress(1, Some(72.0), 2.0, 5.0)
+}
+
+fn stream(spec: Value, status: Value) -> CdcStream {
+    test_fixtures::stream(json!({"spec": spec, "status": status}))
+}
+
+/// (type, status, reason) of each condition, in order.
+fn summary(conditions: &[Condition]) -> Vec<(String, String, String)> {
+    conditions
+        .iter()
+        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+        .collect()
+}
+
+fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition in {:?}", summary(conditions)))
+}
+
+fn finalization_spec() -> Value {
+    json!({"finalization": {"name": "ops.finalization", "location": "/lake/control"}})
+}
+
+#[test]
+fn without_progress_only_the_phase_and_data_loss_are_known() {
+    let got = conditions(&stream(json!({}), json!({})), Phase::Pending, now());
+    let expected = [
+        (READY, "False", "Pending"),
+        (LIVE, "Unknown", "NoProgress"),
+        (RETENTION_HEADROOM, "Unknown", "NoProgress"),
+        (INGESTION_LAG, "Unknown", "NoProgress"),
+        (CAPTURE_LAG, "Unknown", "NoProgress"),
+        (METRICS_AVAILABLE, "Unknown", "NoProgress"),
+        (DATA_LOSS, "False", "NoneReported"),
+    ];
+    let expected: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(t, s, r)| (t.to_string(), s.to_string(), r.to_string()))
+        .collect();
+    assert_eq!(summary(&got), expected);
+    for condition in &got {
+        assert_eq!(
+            condition.observed_generation,
+            Some(1),
+            "{}",
+            condition.type_
+        );
+        assert_eq!(condition.last_transition_time, metav1_time(now()));
+    }
+}
+
+/// A scenario: spec patch, status, phase, then the expected
+/// (type, status, reason) of the conditions named.
+type Case = (
+    &'static str,
+    Value,
+    Value,
+    Phase,
+    Vec<(&'static str, &'static str, &'static str)>,
+);
+
+#[test]
+fn each_condition_follows_its_health_verdict() {
+    let none = json!({});
+    let cases: Vec<Case> = vec![
+        (
+            "healthy stream",
+            none.clone(),
+            json!({"progress": healthy()}),
+            Phase::Streaming,
+            vec![
+                (READY, "True", "Healthy"),
+                (LIVE, "True", "BatchesReported"),
+                (RETENTION_HEADROOM, "True", "HeadroomSufficient"),
+                (INGESTION_LAG, "True", "WithinLimit"),
+                (CAPTURE_LAG, "True", "WithinLimit"),
+                (METRICS_AVAILABLE, "True", "MetricsReported"),
+                (DATA_LOSS, "False", "NoneReported"),
+            ],
+        ),
+        (
+            "silent for 16 minutes",
+            none.clone(),
+            json!({"progress": progress(16, Some(72.0), 2.0, 5.0)}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "FactsStopped"),
+                (LIVE, "False", "FactsStopped"),
+            ],
+        ),
+        (
+            "headroom below a day",
+            none.clone(),
+            json!({"progress": progress(1, Some(20.0), 2.0, 5.0)}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "RetentionHeadroomLow"),
+                (LIVE, "True", "BatchesReported"),
+                (RETENTION_HEADROOM, "False", "RetentionHeadroomLow"),
+            ],
+        ),
+        (
+            "no metrics",
+            none.clone(),
+            json!({"progress": {"batchId": 7, "writtenAt": ago(1)}}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "MetricsMissing"),
+                (RETENTION_HEADROOM, "Unknown", "MetricsMissing"),
+                (INGESTION_LAG, "Unknown", "NotMeasured"),
+                (METRICS_AVAILABLE, "False", "MetricsMissing"),
+            ],
+        ),
+        (
+            "ingestion two hours behind",
+            none.clone(),
+            json!({"progress": progress(1, Some(72.0), 7200.0, 5.0)}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "IngestionLagHigh"),
+                (INGESTION_LAG, "False", "IngestionLagHigh"),
+                (CAPTURE_LAG, "True", "WithinLimit"),
+            ],
+        ),
+        (
+            "capture 15 minutes behind",
+            none.clone(),
+            json!({"progress": progress(1, Some(72.0), 2.0, 900.0)}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "CaptureLagHigh"),
+                (CAPTURE_LAG, "False", "CaptureLagHigh"),
+            ],
+        ),
+        (
+            "spec.alerts tightens the lag and loosens the silence",
+            json!({"alerts": {"silence": "2h", "maxIngestionLag": "1m"}}),
+            json!({"progress": progress(30, Some(72.0), 120.0, 5.0)}),
+            Phase::Streaming,
+            vec![
+                (LIVE, "True", "BatchesReported"),
+                (INGESTION_LAG, "False", "IngestionLagHigh"),
+            ],
+        ),
+        (
+            "a bad spec.alerts value",
+            json!({"alerts": {"silence": "soon"}}),
+            json!({"progress": healthy()}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "InvalidSpec"),
+                (LIVE, "True", "BatchesReported"),
+            ],
+        ),
+        (
+            "suspended",
+            none.clone(),
+            json!({"progress": healthy()}),
+            Phase::Suspended,
+            vec![(READY, "False", "Suspended"), (LIVE, "False", "Suspended")],
+        ),
+        (
+            "snapshotting before the first batch",
+            none.clone(),
+            json!({}),
+            Phase::Snapshotting,
+            vec![
+                (READY, "False", "NoProgress"),
+                (LIVE, "Unknown", "NoProgress"),
+            ],
+        ),
+        (
+            "finalization configured, not reported yet",
+            finalization_spec(),
+            json!({"progress": healthy()}),
+            Phase::Streaming,
+            vec![
+                (READY, "True", "Healthy"),
+                (FINALIZED, "Unknown", "NotReported"),
+            ],
+        ),
+        (
+            "a fresh verdict",
+            finalization_spec(),
+            json!({"progress": healthy(), "finalization": {"finalizedUntil": ago(60), "updatedAt": ago(1)}}),
+            Phase::Streaming,
+            vec![
+                (READY, "True", "Healthy"),
+                (FINALIZED, "True", "VerdictFresh"),
+            ],
+        ),
+        (
+            "a verdict held by an open snapshot is expected",
+            finalization_spec(),
+            json!({"progress": healthy(), "finalization": {
+                "finalizedUntil": ago(300), "updatedAt": ago(1),
+                "openSnapshotLsn": "0x00000010000000200001"}}),
+            Phase::Snapshotting,
+            vec![
+                (READY, "True", "Healthy"),
+                (FINALIZED, "False", "SnapshotHoldsVerdict"),
+            ],
+        ),
+        (
+            "a verdict that fell behind",
+            finalization_spec(),
+            json!({"progress": healthy(), "finalization": {"finalizedUntil": ago(300), "updatedAt": ago(1)}}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "VerdictNotAdvanced"),
+                (FINALIZED, "False", "VerdictNotAdvanced"),
+            ],
+        ),
+        (
+            "changes skipped: reported, the stream goes on",
+            none.clone(),
+            json!({"progress": healthy(), "dataLoss": {"action": "Skipped", "detectedAt": ago(5), "lostFromTs": ago(4000), "lostToTs": ago(3000)}}),
+            Phase::Streaming,
+            vec![
+                (READY, "True", "Healthy"),
+                (DATA_LOSS, "True", "ChangesSkipped"),
+            ],
+        ),
+        (
+            "data loss stopped the worker",
+            none.clone(),
+            json!({"progress": healthy(), "dataLoss": {"action": "Stopped", "detectedAt": ago(1)}}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "DataLossStopped"),
+                (DATA_LOSS, "True", "DataLossStopped"),
+            ],
+        ),
+    ];
+    for (name, spec, status, phase, expected) in cases {
+        let got = conditions(&stream(spec, status), phase, now());
+        for (type_, status, reason) in expected {
+            let c = find(&got, type_);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                (status, reason),
+                "{name}: {type_}: {}",
+                c.message
+            );
+        }
+    }
+}
+
+#[test]
+fn finalized_is_absent_without_a_finalization_table() {
+    let got = conditions(
+        &stream(json!({}), json!({"progress": healthy()})),
+        Phase::Streaming,
+        now(),
+    );
+    assert!(
+        got.iter().all(|c| c.type_ != FINALIZED),
+        "{:?}",
+        summary(&got)
+    );
+    assert_eq!(got.len(), 7);
+    let with = conditions(
+        &stream(finalization_spec(), json!({"progress": healthy()})),
+        Phase::Streaming,
+        now(),
+    );
+    assert_eq!(with.len(), 8);
+}
+
+#[test]
+fn messages_say_what_to_do_and_name_the_limits() {
+    let got = conditions(
+        &stream(
+            json!({"alerts": {"silence": "soon"}}),
+            json!({"progress": progress(16, Some(20.0), 2.0, 5.0)}),
+        ),
+        Phase::Streaming,
+        now(),
+    );
+    let ready = find(&got, READY);
+    assert!(
+        ready.message.contains("spec.alerts.silence"),
+        "{}",
+        ready.message
+    );
+    assert!(ready.message.ends_with("fix the spec"), "{}", ready.message);
+    let live = find(&got, LIVE);
+    assert!(
+        live.message.starts_with("last batch 16m ago (limit 15m); "),
+        "{}",
+        live.message
+    );
+    assert!(
+        live.message.contains(Alert::FactsStopped.message()),
+        "{}",
+        live.message
+    );
+    let headroom = find(&got, RETENTION_HEADROOM);
+    assert!(
+        headroom.message.contains("(limit 1day)"),
+        "{}",
+        headroom.message
+    );
+}
+
+#[test]
+fn transition_time_moves_only_when_the_status_changes() {
+    let earlier = metav1_time(now() - chrono::Duration::hours(3));
+    let old = json!([
+        {"type": "Live", "status": "True", "reason": "BatchesReported", "message": "",
+         "lastTransitionTime": earlier.0.to_string()},
+        {"type": "Ready", "status": "True", "reason": "Healthy", "message": "",
+         "lastTransitionTime": earlier.0.to_string()},
+    ]);
+    let healthy_now = conditions(
+        &stream(
+            json!({}),
+            json!({"progress": progress(14, Some(72.0), 2.0, 5.0), "conditions": old}),
+        ),
+        Phase::Streaming,
+        now(),
+    );
+    assert_eq!(find(&healthy_now, LIVE).last_transition_time, earlier);
+    assert_eq!(find(&healthy_now, READY).last_transition_time, earlier);
+    assert_eq!(ready_changed(&find_list(&old), &healthy_now), None);
+
+    let stopped = conditions(
+        &stream(
+            json!({}),
+            json!({"progress": progress(16, Some(72.0), 2.0, 5.0), "conditions": old}),
+        ),
+        Phase::Streaming,
+        now(),
+    );
+    assert_eq!(
+        find(&stopped, LIVE).last_transition_time,
+        metav1_time(now())
+    );
+    let changed = ready_changed(&find_list(&old), &stopped).map(|c| c.reason.as_str());
+    assert_eq!(changed, Some("FactsStopped"));
+    assert!(
+        ready_changed(&[], &stopped).is_some(),
+        "a first Ready is a change"
+    );
+}
+
+fn find_list(value: &Value) -> Vec<Condition> {
+    serde_json::from_value(value.clone()).unwrap()
+}
