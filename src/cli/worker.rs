@@ -1,6 +1,7 @@
 //! `mssql-cdc worker --stream NS/NAME`: what a worker pod runs. It reads
 //! its CdcStream, runs the engine, and reports each batch into
-//! `status.progress`.
+//! `status.progress`, each finalization row into `status.finalization` and
+//! purged changes it meets into `status.dataLoss`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,10 +12,10 @@ use kube::Api;
 use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::PASSWORD_ENV;
-use mssql_cdc::operator::worker::{ProgressObserver, publish_progress};
+use mssql_cdc::operator::worker::{StatusObserver, publish_status};
 use mssql_cdc::spec::{CdcStream, PasswordSource};
 
-/// How long the last progress may take to reach the API server at exit.
+/// How long the last report may take to reach the API server at exit.
 const FINAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Arguments of `worker`.
@@ -61,8 +62,8 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
     let server = MetricsServer::start(args.listen, metrics).await?;
-    let (observer, latest) = ProgressObserver::new();
-    let publisher = tokio::spawn(publish_progress(api, name.to_string(), latest));
+    let (observer, latest) = StatusObserver::new(stream.status.as_ref());
+    let publisher = tokio::spawn(publish_status(api, name.to_string(), latest));
     let observers: Vec<Arc<dyn Observer>> = vec![Arc::new(observer), Arc::new(stream_metrics)];
     let options = RunOptions::new(Arc::new(Fanout(observers)));
     let stop = options.stop.clone();
@@ -72,12 +73,12 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         stop.cancel();
     });
     let outcome = run(config, options).await;
-    // The engine dropped the observer: the publisher sends the last progress and ends.
+    // The engine dropped the observer: the publisher sends the last report and ends.
     if tokio::time::timeout(FINAL_REPORT_TIMEOUT, publisher)
         .await
         .is_err()
     {
-        tracing::warn!("the last progress did not reach the API server in time");
+        tracing::warn!("the last status report did not reach the API server in time");
     }
     drop(server);
     let summary = outcome?;

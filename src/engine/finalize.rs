@@ -1,11 +1,13 @@
 //! Keeps the target's row in the finalization control table (when the
 //! manifest names one): the verdict after each batch, held while a
-//! snapshot of the target is open. The rules are in
-//! `crate::lake::finalization`; this only feeds them the stream's state.
+//! snapshot of the target is open, and tells the observer each row written.
+//! The rules are in `crate::lake::finalization`; this only feeds them the
+//! stream's state.
 
 use chrono::{DateTime, Utc};
 
 use super::EngineError;
+use super::observer::Observer;
 use super::stream::StreamRun;
 use crate::lake::finalization::{FinalizationTable, VerdictUpdate, finalized_until};
 use crate::source::Lsn;
@@ -16,24 +18,30 @@ impl StreamRun {
     pub(super) async fn advance_verdict(
         &mut self,
         end_commit_ts: Option<DateTime<Utc>>,
+        observer: &dyn Observer,
     ) -> Result<(), EngineError> {
         let Some(granularity) = self.config.finalization.as_ref().map(|f| f.granularity) else {
             return Ok(());
         };
         let until = end_commit_ts.map(|ts| finalized_until(granularity, ts));
-        self.write_verdict(until, None).await
+        self.write_verdict(until, None, observer).await
     }
 
     /// While a snapshot taken at `lsn` is open: the row names it and the
     /// verdict stays where it was.
-    pub(super) async fn hold_verdict(&mut self, lsn: Lsn) -> Result<(), EngineError> {
-        self.write_verdict(None, Some(lsn)).await
+    pub(super) async fn hold_verdict(
+        &mut self,
+        lsn: Lsn,
+        observer: &dyn Observer,
+    ) -> Result<(), EngineError> {
+        self.write_verdict(None, Some(lsn), observer).await
     }
 
     async fn write_verdict(
         &mut self,
         finalized_until: Option<DateTime<Utc>>,
         open_snapshot_lsn: Option<Lsn>,
+        observer: &dyn Observer,
     ) -> Result<(), EngineError> {
         let Some(config) = self.config.finalization.clone() else {
             return Ok(());
@@ -56,6 +64,7 @@ impl StreamRun {
             }
         };
         table.upsert(&update).await?;
+        observer.finalized(&update);
         Ok(())
     }
 }

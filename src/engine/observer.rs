@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lake::facts::FactRow;
+use crate::lake::finalization::VerdictUpdate;
 use crate::source::BatchId;
 
 use super::EngineError;
@@ -33,6 +34,11 @@ pub trait Observer: Send + Sync {
     fn batch_reading(&self, _batch_id: BatchId, _rows: u64) {}
     /// A micro-batch finished; `row` is its facts row.
     fn batch_done(&self, _row: &FactRow) {}
+    /// A micro-batch's event rows (schema_change, capture_instance_switched,
+    /// data_skipped) are in the facts table; called before `batch_done`.
+    fn events_recorded(&self, _rows: &[FactRow]) {}
+    /// The target's row of the finalization control table was written.
+    fn finalized(&self, _update: &VerdictUpdate) {}
     /// A transient error; the engine retries after `delay`.
     fn retrying(&self, _error: &EngineError, _attempt: u32, _delay: Duration) {}
     /// The run stopped on an error that retrying cannot fix.
@@ -58,6 +64,12 @@ impl Observer for Fanout {
     }
     fn batch_done(&self, row: &FactRow) {
         self.0.iter().for_each(|o| o.batch_done(row));
+    }
+    fn events_recorded(&self, rows: &[FactRow]) {
+        self.0.iter().for_each(|o| o.events_recorded(rows));
+    }
+    fn finalized(&self, update: &VerdictUpdate) {
+        self.0.iter().for_each(|o| o.finalized(update));
     }
     fn retrying(&self, error: &EngineError, attempt: u32, delay: Duration) {
         self.0

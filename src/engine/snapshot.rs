@@ -134,7 +134,8 @@ impl StreamRun {
         if self.checkpoint.completed_snapshot(n).await?.is_some() {
             return Ok(position);
         }
-        self.hold_verdict(plan.lsn).await?;
+        self.hold_verdict(plan.lsn, options.observer.as_ref())
+            .await?;
         let txn_app_id = format!("{}/snapshot/{n}", self.config.app_id);
         let resumed = self.snapshot_progress(&txn_app_id).await?;
         let info = self.info()?.clone();
@@ -304,7 +305,8 @@ impl StreamRun {
             })
             .await?;
         tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
-        self.advance_verdict(commit_ts).await?;
+        self.advance_verdict(commit_ts, options.observer.as_ref())
+            .await?;
         self.summary.snapshot_rows += rows;
         options.observer.snapshot_done(&row);
         Ok(position)

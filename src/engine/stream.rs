@@ -456,6 +456,9 @@ impl StreamRun {
             // facts rows travelled in the commit; finish the bookkeeping.
             let rows = self.recover_fact_rows(plan).await?;
             self.tables()?.facts.append(&key, &rows).await?;
+            options
+                .observer
+                .events_recorded(rows.get(1..).unwrap_or_default());
             let row = rows.into_iter().next().ok_or_else(|| {
                 EngineError::Inconsistent(format!("batch {} has no facts row", plan.batch_id))
             })?;
@@ -572,6 +575,9 @@ impl StreamRun {
         if matches!(appended, AppendOutcome::Written { .. }) {
             self.warnings.recorded(rows[0].detail.as_deref());
         }
+        options
+            .observer
+            .events_recorded(rows.get(1..).unwrap_or_default());
         let row = rows.swap_remove(0);
         self.finish_batch(plan, version, row, options).await
     }
@@ -584,7 +590,8 @@ impl StreamRun {
         options: &RunOptions,
     ) -> Result<(), EngineError> {
         failpoint::hit("after_facts");
-        self.advance_verdict(row.end_commit_ts).await?;
+        self.advance_verdict(row.end_commit_ts, options.observer.as_ref())
+            .await?;
         self.checkpoint
             .commit(&CommittedBatch {
                 batch_id: plan.batch_id,

@@ -1,16 +1,23 @@
 //! The worker's side of the status: an engine [`Observer`] that keeps the
-//! latest progress, and a task that applies it to `status.progress` with
-//! server-side apply under the worker's own field manager.
+//! latest report (progress, finalization row, purged changes met), and a
+//! task that applies it to the status with server-side apply under the
+//! worker's own field manager.
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::engine::Observer;
-use crate::lake::facts::FactRow;
-use crate::spec::{API_VERSION, CdcStream, KIND, Progress};
+use crate::engine::{EngineError, Observer};
+use crate::lake::facts::{FactEvent, FactRow};
+use crate::lake::finalization::VerdictUpdate;
+use crate::spec::{
+    API_VERSION, CdcStream, CdcStreamStatus, DataLossAction, DataLossStatus, FinalizationStatus,
+    KIND, Progress,
+};
 
 use super::progress::progress_of;
 
@@ -30,60 +37,144 @@ pub enum ReportError {
     },
 }
 
-/// Hands each batch's progress to [`publish_progress`]; only the latest
-/// counts, so a slow API server never holds the engine back.
-#[derive(Debug, Clone)]
-pub struct ProgressObserver {
-    latest: Arc<watch::Sender<Option<Progress>>>,
+/// What the worker has to say in the status: its last batch, its
+/// target's finalization row and the last purged changes it met. Fields
+/// stay `None` until the engine reports them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerReport {
+    /// `status.progress`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// `status.finalization`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalization: Option<FinalizationStatus>,
+    /// `status.dataLoss`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_loss: Option<DataLossStatus>,
 }
 
-impl ProgressObserver {
-    /// An observer and the receiver [`publish_progress`] reads from.
-    pub fn new() -> (Self, watch::Receiver<Option<Progress>>) {
-        let (sender, receiver) = watch::channel(None);
+impl WorkerReport {
+    fn is_empty(&self) -> bool {
+        *self == WorkerReport::default()
+    }
+}
+
+/// Hands what the engine reports to [`publish_status`]; only the latest
+/// report counts, so a slow API server never holds the engine back.
+#[derive(Debug, Clone)]
+pub struct StatusObserver {
+    latest: Arc<watch::Sender<WorkerReport>>,
+    finalized_floor: Option<DateTime<Utc>>,
+}
+
+impl StatusObserver {
+    /// An observer and the receiver [`publish_status`] reads from.
+    /// `reported` is the status a previous worker left: a held verdict
+    /// keeps its `finalizedUntil`, which never moves back.
+    pub fn new(reported: Option<&CdcStreamStatus>) -> (Self, watch::Receiver<WorkerReport>) {
+        let (sender, receiver) = watch::channel(WorkerReport::default());
+        let finalized_floor = reported
+            .and_then(|s| s.finalization.as_ref())
+            .and_then(|f| f.finalized_until);
         (
-            ProgressObserver {
+            StatusObserver {
                 latest: Arc::new(sender),
+                finalized_floor,
             },
             receiver,
         )
     }
+
+    fn data_lost(&self, action: DataLossAction, row: &FactRow) {
+        self.latest.send_modify(|report| {
+            report.data_loss = Some(DataLossStatus {
+                action,
+                detected_at: row.written_at,
+                lost_from_ts: row.lost_from_ts,
+                lost_to_ts: row.lost_to_ts,
+            });
+        });
+    }
 }
 
-impl Observer for ProgressObserver {
+impl Observer for StatusObserver {
     fn snapshot_done(&self, row: &FactRow) {
+        if row.event == Some(FactEvent::Resnapshot) {
+            self.data_lost(DataLossAction::Resnapshotted, row);
+        }
         self.batch_done(row);
     }
 
     fn batch_done(&self, row: &FactRow) {
         if let Some(progress) = progress_of(row) {
-            self.latest.send_replace(Some(progress));
+            self.latest
+                .send_modify(|report| report.progress = Some(progress));
+        }
+    }
+
+    fn events_recorded(&self, rows: &[FactRow]) {
+        let skipped = rows
+            .iter()
+            .find(|r| r.event == Some(FactEvent::DataSkipped));
+        if let Some(row) = skipped {
+            self.data_lost(DataLossAction::Skipped, row);
+        }
+    }
+
+    fn finalized(&self, update: &VerdictUpdate) {
+        let floor = self.finalized_floor;
+        self.latest.send_modify(|report| {
+            let before = report
+                .finalization
+                .as_ref()
+                .and_then(|f| f.finalized_until)
+                .or(floor);
+            report.finalization = Some(FinalizationStatus {
+                // The table keeps the later of the row's and the update's.
+                finalized_until: before.max(update.finalized_until),
+                updated_at: update.updated_at,
+                open_snapshot_lsn: update.open_snapshot_lsn.map(|lsn| lsn.to_string()),
+            });
+        });
+    }
+
+    fn failed(&self, error: &EngineError) {
+        if let EngineError::DataLoss(loss) = error {
+            self.latest.send_modify(|report| {
+                report.data_loss = Some(DataLossStatus {
+                    action: DataLossAction::Stopped,
+                    detected_at: Utc::now(),
+                    lost_from_ts: loss.from_ts,
+                    lost_to_ts: loss.to_ts,
+                });
+            });
         }
     }
 }
 
-/// The server-side apply body that sets `status.progress`.
-pub fn progress_patch(name: &str, progress: &Progress) -> serde_json::Value {
+/// The server-side apply body that sets the worker's status fields.
+pub fn report_patch(name: &str, report: &WorkerReport) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": name},
-        "status": {"progress": progress},
+        "status": report,
     })
 }
 
-/// Applies every new progress until the observer is dropped, then the last
-/// one. A failed patch is logged and retried with the next progress.
-pub async fn publish_progress(
+/// Applies every new report until the observer is dropped, then the last
+/// one. A failed patch is logged and retried with the next report.
+pub async fn publish_status(
     api: Api<CdcStream>,
     name: String,
-    mut latest: watch::Receiver<Option<Progress>>,
+    mut latest: watch::Receiver<WorkerReport>,
 ) {
     loop {
         let closed = latest.changed().await.is_err();
-        let progress = latest.borrow_and_update().clone();
-        if let Some(progress) = progress
-            && let Err(error) = apply_progress(&api, &name, &progress).await
+        let report = latest.borrow_and_update().clone();
+        if !report.is_empty()
+            && let Err(error) = apply_report(&api, &name, &report).await
         {
             tracing::warn!("{error}");
         }
@@ -93,14 +184,14 @@ pub async fn publish_progress(
     }
 }
 
-/// One server-side apply of `status.progress`.
-pub async fn apply_progress(
+/// One server-side apply of the worker's status fields.
+pub async fn apply_report(
     api: &Api<CdcStream>,
     name: &str,
-    progress: &Progress,
+    report: &WorkerReport,
 ) -> Result<(), ReportError> {
     let params = PatchParams::apply(WORKER_FIELD_MANAGER);
-    api.patch_status(name, &params, &Patch::Apply(progress_patch(name, progress)))
+    api.patch_status(name, &params, &Patch::Apply(report_patch(name, report)))
         .await
         .map(|_| ())
         .map_err(|source| ReportError::Patch {
@@ -108,3 +199,7 @@ pub async fn apply_progress(
             source,
         })
 }
+
+#[cfg(test)]
+#[path = "worker_tests.rs"]
+mod tests;

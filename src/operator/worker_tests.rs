@@ -1,0 +1,123 @@
+use chrono::TimeZone;
+
+use super::*;
+use crate::source::{BatchId, Lsn};
+use crate::spec::Granularity;
+
+fn at(hour: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 29, hour, 0, 0).unwrap()
+}
+
+fn update(until: Option<u32>, snapshot: Option<&str>) -> VerdictUpdate {
+    VerdictUpdate {
+        table_name: "bronze.orders".into(),
+        app_id: "orders-v1".into(),
+        granularity: Granularity::Hour,
+        finalized_until: until.map(at),
+        updated_at: at(12),
+        open_snapshot_lsn: snapshot.map(|s| s.parse::<Lsn>().unwrap()),
+    }
+}
+
+fn reported_until(hour: u32) -> CdcStreamStatus {
+    CdcStreamStatus {
+        finalization: Some(FinalizationStatus {
+            finalized_until: Some(at(hour)),
+            updated_at: at(hour),
+            open_snapshot_lsn: None,
+        }),
+        ..CdcStreamStatus::default()
+    }
+}
+
+#[test]
+fn a_held_verdict_keeps_the_finalized_instant_the_table_keeps() {
+    let (observer, latest) = StatusObserver::new(Some(&reported_until(9)));
+    let lsn = "0x00000010000000200001";
+    observer.finalized(&update(None, Some(lsn)));
+    let held = latest.borrow().finalization.clone().unwrap();
+    assert_eq!(
+        held.finalized_until,
+        Some(at(9)),
+        "kept from the earlier status"
+    );
+    assert_eq!(held.open_snapshot_lsn.as_deref(), Some(lsn));
+
+    observer.finalized(&update(Some(11), None));
+    observer.finalized(&update(Some(10), None));
+    let moved = latest.borrow().finalization.clone().unwrap();
+    assert_eq!(moved.finalized_until, Some(at(11)), "never moves back");
+    assert_eq!(moved.open_snapshot_lsn, None);
+    assert_eq!(moved.updated_at, at(12));
+}
+
+#[test]
+fn purged_changes_are_reported_with_what_the_stream_did() {
+    let (observer, latest) = StatusObserver::new(None);
+    let mut skipped = FactRow::new(
+        "bronze.orders",
+        "orders-v1",
+        Some(BatchId::new(5).unwrap()),
+        Some(FactEvent::DataSkipped),
+        at(12),
+    );
+    skipped.lost_from_ts = Some(at(3));
+    skipped.lost_to_ts = Some(at(4));
+    let schema_change = FactRow::new(
+        "bronze.orders",
+        "orders-v1",
+        Some(BatchId::new(5).unwrap()),
+        Some(FactEvent::SchemaChange),
+        at(12),
+    );
+    observer.events_recorded(std::slice::from_ref(&schema_change));
+    assert_eq!(
+        latest.borrow().data_loss,
+        None,
+        "a schema change loses nothing"
+    );
+    observer.events_recorded(&[schema_change, skipped]);
+    assert_eq!(
+        latest.borrow().data_loss,
+        Some(DataLossStatus {
+            action: DataLossAction::Skipped,
+            detected_at: at(12),
+            lost_from_ts: Some(at(3)),
+            lost_to_ts: Some(at(4)),
+        })
+    );
+
+    let mut resnapshot = FactRow::new(
+        "bronze.orders",
+        "orders-v1",
+        None,
+        Some(FactEvent::Resnapshot),
+        at(13),
+    );
+    resnapshot.lost_from_ts = Some(at(5));
+    observer.snapshot_done(&resnapshot);
+    let loss = latest.borrow().data_loss.clone().unwrap();
+    assert_eq!(
+        (loss.action, loss.lost_from_ts),
+        (DataLossAction::Resnapshotted, Some(at(5)))
+    );
+}
+
+#[test]
+fn the_patch_carries_only_what_was_reported() {
+    let (observer, latest) = StatusObserver::new(None);
+    let mut row = FactRow::new(
+        "bronze.orders",
+        "orders-v1",
+        Some(BatchId::new(3).unwrap()),
+        None,
+        at(12),
+    );
+    row.rows = Some(2);
+    observer.batch_done(&row);
+    let patch = report_patch("orders", &latest.borrow());
+    assert_eq!(patch["kind"], "CdcStream");
+    let status = patch["status"].as_object().unwrap();
+    assert_eq!(status.keys().collect::<Vec<_>>(), vec!["progress"]);
+    assert_eq!(status["progress"]["batchId"], 3);
+}
