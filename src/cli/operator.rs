@@ -2,11 +2,14 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::WorkerDefaults;
 use mssql_cdc::operator::controller::{Context, run_controller};
+
+use super::lake_query::parse_duration;
 
 /// Arguments of `operator`.
 #[derive(clap::Args)]
@@ -21,6 +24,11 @@ pub struct OperatorArgs {
     /// spec.worker.serviceAccountName.
     #[arg(long)]
     pub worker_service_account: Option<String>,
+    /// How often each stream is looked at again without a change: a
+    /// stopped worker cannot report, so this bounds how late Live turns
+    /// False.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub resync: Duration,
 }
 
 /// Reconciles every CdcStream until SIGTERM or Ctrl-C.
@@ -37,7 +45,7 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
     let instance = std::env::var("POD_NAME").ok();
     tracing::info!("operator started");
     run_controller(
-        Context::new(client, defaults, instance),
+        Context::new(client, defaults, instance).with_resync(args.resync),
         super::shutdown_signal(),
     )
     .await;

@@ -1,27 +1,72 @@
 //! The whole path without a cluster: kubectl applies the CRD, a Secret and
-//! a CdcStream; `mssql-cdc operator` creates the worker Deployment; the
-//! harness kubelet runs `mssql-cdc worker` as a process; the sandbox's
-//! changes reach Delta; `kubectl get cdcstreams` shows the stream
-//! Streaming with its lag and headroom; suspend stops the worker; deleting
-//! the stream garbage-collects it.
+//! a CdcStream; the operator (run in the test, on the API server's fake
+//! clock) creates the worker Deployment; the harness kubelet runs
+//! `mssql-cdc worker` as a process; the sandbox's changes reach Delta;
+//! `kubectl get cdcstreams` shows the stream Streaming and Ready with its
+//! lag and headroom; once the worker is killed and cannot come back, Live
+//! and Ready turn False when the clock passes the silence limit; suspend
+//! stops the worker; deleting the stream garbage-collects it.
+
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use kube::api::ListParams;
-use mssql_cdc::spec::{CdcStream, Phase};
+use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
 
+use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
 use crate::support::kube::{KubeEnv, cells, eventually};
 use crate::support::operator::{
-    cluster_manifest, orders_with_changes, start_operator, suspend, wait_gone,
+    cluster_manifest, orders_with_changes, start_operator_in_process, suspend, wait_gone,
 };
-use crate::support::server::TestServer;
+use crate::support::server::{TestServer, run};
 use crate::support::stream::StreamFixture;
+
+/// The worker pods' label.
+const WORKER_PODS: &str = "mssql-cdc.io/stream=orders";
+
+fn condition<'a>(status: &'a CdcStreamStatus, type_: &str) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// The stream's status once `wanted` holds.
+async fn status_when(
+    streams: &Api<CdcStream>,
+    what: &str,
+    wanted: impl Fn(&CdcStreamStatus) -> bool,
+) -> CdcStreamStatus {
+    let wanted = &wanted;
+    eventually(what, move || async move {
+        let status = streams.get("orders").await.ok()?.status?;
+        wanted(&status).then_some(status)
+    })
+    .await
+}
+
+/// Minutes since the last batch, as the Live message states them.
+fn minutes_since_batch(live: &Condition) -> Option<u64> {
+    let text = live.message.strip_prefix("last batch ")?;
+    let (minutes, _) = text.split_once("m ago")?;
+    minutes.parse().ok()
+}
 
 #[tokio::test]
 async fn kubectl_apply_to_delta_and_back_to_the_status() {
     let server = TestServer::start().await;
-    let (_client, db) = orders_with_changes(&server, 3).await;
+    let (mut client, db) = orders_with_changes(&server, 2).await;
+    if server.is_sandbox() {
+        // Two days of kept changes before the third: a retention headroom
+        // of about 48 hours, as on a database CDC has run on for a while
+        // (a younger one would rightly fail the 24-hour headroom limit).
+        advance_clock(&mut client, 2 * 86_400).await;
+    }
+    let before = max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.orders VALUES (3, N'n3', 3)")
+        .await
+        .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
 
     let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
     let kube = KubeEnv::with_kubelet(binary.clone()).await;
@@ -41,7 +86,7 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     );
     kube.kubectl_ok(&["apply", "-f", &kube.write("secret.yaml", &secret)])
         .await;
-    let _operator = start_operator(&kube, &binary);
+    let _operator = start_operator_in_process(&kube, Duration::from_secs(1)).await;
     kube.kubectl_ok(&[
         "apply",
         "-n",
@@ -53,14 +98,17 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
 
     let kube_client = kube.client().await;
     let streams: Api<CdcStream> = Api::namespaced(kube_client.clone(), "default");
-    let status = eventually("the stream Streaming with 3 rows read", || {
-        let streams = streams.clone();
-        async move {
-            let status = streams.get("orders").await.ok()?.status?;
-            let progress = status.progress.as_ref()?;
-            (status.phase == Some(Phase::Streaming) && progress.end_lsn.is_some()).then_some(status)
-        }
-    })
+    let status = status_when(
+        &streams,
+        "the stream Streaming with 3 rows read",
+        |status| {
+            status.phase == Some(Phase::Streaming)
+                && status
+                    .progress
+                    .as_ref()
+                    .is_some_and(|p| p.end_lsn.is_some())
+        },
+    )
     .await;
     assert!(status.progress.is_some());
     let bronze = eventually("the changes in bronze", || {
@@ -73,18 +121,100 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     .await;
     assert_eq!(bronze, vec![vec!["3".to_string()]]);
 
+    let status = status_when(&streams, "Ready=True", |status| {
+        condition(status, "Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    for healthy in [
+        "Live",
+        "RetentionHeadroom",
+        "IngestionLag",
+        "CaptureLag",
+        "MetricsAvailable",
+    ] {
+        let c = condition(&status, healthy).expect(healthy);
+        assert_eq!(c.status, "True", "{healthy}: {} {}", c.reason, c.message);
+    }
     let table = kube.kubectl_ok(&["get", "cdcstreams"]).await;
     println!("{table}");
     let row = cells(table.lines().nth(1).unwrap_or_default());
-    assert_eq!(row[..2], ["orders", "Streaming"], "{table}");
+    assert_eq!(row[..3], ["orders", "Streaming", "True"], "{table}");
+
+    // Kill the worker so it stays dead: without the Secret no new worker
+    // can start (CreateContainerConfigError).
+    kube.kubectl_ok(&["delete", "secret", "sql"]).await;
+    kube.kubectl_ok(&["delete", "pods", "-l", WORKER_PODS])
+        .await;
+    let pods: Api<Pod> = Api::namespaced(kube_client.clone(), "default");
+    eventually("a replacement worker that cannot start", || {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels(WORKER_PODS))
+                .await
+                .ok()?;
+            let waiting = list.items.iter().all(|pod| {
+                let statuses = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref());
+                statuses.is_some_and(|all| {
+                    all.iter().all(|c| {
+                        c.state
+                            .as_ref()
+                            .and_then(|s| s.waiting.as_ref())
+                            .and_then(|w| w.reason.as_deref())
+                            == Some("CreateContainerConfigError")
+                    })
+                })
+            });
+            (!list.items.is_empty() && waiting).then_some(())
+        }
+    })
+    .await;
+
+    // Within the silence limit (15 minutes) the stream still counts as live.
+    kube.server.clock().advance(Duration::from_secs(10 * 60));
+    let status = status_when(&streams, "Live judged 10 minutes later", |status| {
+        condition(status, "Live")
+            .and_then(minutes_since_batch)
+            .is_some_and(|minutes| minutes >= 10)
+    })
+    .await;
+    let live = condition(&status, "Live").expect("Live");
+    assert_eq!(live.status, "True", "{}", live.message);
+
+    // Past it, Live and Ready turn False and say what to do.
+    kube.server.clock().advance(Duration::from_secs(6 * 60));
+    let status = status_when(&streams, "Live=False past the silence limit", |status| {
+        condition(status, "Live").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    let (live, ready) = (
+        condition(&status, "Live").expect("Live"),
+        condition(&status, "Ready").expect("Ready"),
+    );
+    assert_eq!(
+        (live.reason.as_str(), ready.status.as_str()),
+        ("FactsStopped", "False")
+    );
+    assert!(
+        live.message
+            .contains("check that the stream's process runs"),
+        "{}",
+        live.message
+    );
+    let table = kube.kubectl_ok(&["get", "cdcstreams"]).await;
+    println!("{table}");
+    let row = cells(table.lines().nth(1).unwrap_or_default());
+    assert_eq!(row[..3], ["orders", "Streaming", "False"], "{table}");
 
     suspend(&kube, "orders").await;
-    let pods: Api<Pod> = Api::namespaced(kube_client.clone(), "default");
     eventually("suspend removes the worker pod", || {
         let pods = pods.clone();
         async move {
             let list = pods
-                .list(&ListParams::default().labels("mssql-cdc.io/stream=orders"))
+                .list(&ListParams::default().labels(WORKER_PODS))
                 .await
                 .ok()?;
             list.items.is_empty().then_some(())

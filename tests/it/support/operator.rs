@@ -1,10 +1,15 @@
 //! Set-up shared by the operator tests: a captured `dbo.orders` with
 //! changes, the stream fixture's manifest as the cluster takes it, the
-//! operator process, and waiting for garbage collection.
+//! operator (as a process or in the test, on the fake clock), and waiting
+//! for garbage collection.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use kube::Api;
+use mssql_cdc::operator::children::WorkerDefaults;
+use mssql_cdc::operator::controller::{Context, run_controller};
 use tokio::process::Child;
 
 use super::cdc::{capture_table, max_lsn, wait_for_capture};
@@ -58,6 +63,33 @@ pub fn start_operator(kube: &KubeEnv, binary: &Path) -> Child {
         .kill_on_drop(true)
         .spawn()
         .expect("the operator starts")
+}
+
+/// The controller run inside the test, on the test API server's fake
+/// clock, looking at every stream again each `resync`; stopped when dropped.
+pub struct InProcessOperator(tokio::task::JoinHandle<()>);
+
+impl Drop for InProcessOperator {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts [`InProcessOperator`] against `kube`, with the defaults
+/// [`start_operator`] passes on its command line.
+pub async fn start_operator_in_process(kube: &KubeEnv, resync: Duration) -> InProcessOperator {
+    let clock = kube.server.clock().clone();
+    let defaults = WorkerDefaults {
+        image: "mssql-cdc:e2e".to_string(),
+        service_account: Some("cdc-worker".to_string()),
+    };
+    let context = Context::new(kube.client().await, defaults, None)
+        .with_clock(Arc::new(move || clock.now()))
+        .with_resync(resync);
+    InProcessOperator(tokio::spawn(run_controller(
+        context,
+        std::future::pending(),
+    )))
 }
 
 /// Waits until `name` no longer exists in `api`.
