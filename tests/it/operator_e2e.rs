@@ -45,6 +45,37 @@ async fn status_when(
     .await
 }
 
+/// Waits until the stream's worker pods satisfy `wanted`.
+async fn worker_pods_when(pods: &Api<Pod>, what: &str, wanted: impl Fn(&[Pod]) -> bool) {
+    let wanted = &wanted;
+    eventually(what, move || async move {
+        let list = pods
+            .list(&ListParams::default().labels(WORKER_PODS))
+            .await
+            .ok()?;
+        wanted(&list.items).then_some(())
+    })
+    .await
+}
+
+/// Whether every container of `pod` waits on its configuration (here: the
+/// deleted Secret), so no worker process runs.
+fn cannot_start(pod: &Pod) -> bool {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    statuses.is_some_and(|all| {
+        all.iter().all(|c| {
+            c.state
+                .as_ref()
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.as_deref())
+                == Some("CreateContainerConfigError")
+        })
+    })
+}
+
 /// Minutes since the last batch, as the Live message states them.
 fn minutes_since_batch(live: &Condition) -> Option<u64> {
     let text = live.message.strip_prefix("last batch ")?;
@@ -146,30 +177,8 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     kube.kubectl_ok(&["delete", "pods", "-l", WORKER_PODS])
         .await;
     let pods: Api<Pod> = Api::namespaced(kube_client.clone(), "default");
-    eventually("a replacement worker that cannot start", || {
-        let pods = pods.clone();
-        async move {
-            let list = pods
-                .list(&ListParams::default().labels(WORKER_PODS))
-                .await
-                .ok()?;
-            let waiting = list.items.iter().all(|pod| {
-                let statuses = pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.container_statuses.as_ref());
-                statuses.is_some_and(|all| {
-                    all.iter().all(|c| {
-                        c.state
-                            .as_ref()
-                            .and_then(|s| s.waiting.as_ref())
-                            .and_then(|w| w.reason.as_deref())
-                            == Some("CreateContainerConfigError")
-                    })
-                })
-            });
-            (!list.items.is_empty() && waiting).then_some(())
-        }
+    worker_pods_when(&pods, "a replacement worker that cannot start", |pods| {
+        !pods.is_empty() && pods.iter().all(cannot_start)
     })
     .await;
 
@@ -210,17 +219,7 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     assert_eq!(row[..3], ["orders", "Streaming", "False"], "{table}");
 
     suspend(&kube, "orders").await;
-    eventually("suspend removes the worker pod", || {
-        let pods = pods.clone();
-        async move {
-            let list = pods
-                .list(&ListParams::default().labels(WORKER_PODS))
-                .await
-                .ok()?;
-            list.items.is_empty().then_some(())
-        }
-    })
-    .await;
+    worker_pods_when(&pods, "suspend removes the worker pod", <[Pod]>::is_empty).await;
 
     kube.kubectl_ok(&["delete", "cdcs", "orders"]).await;
     let deployments: Api<Deployment> = Api::namespaced(kube_client, "default");
