@@ -1,7 +1,7 @@
 //! `mssql-cdc worker` against the test API server and the sandbox: it reads
 //! its CdcStream (password from the variable the operator fills from the
-//! Secret), streams into Delta, and applies `status.progress` under its own
-//! field manager.
+//! Secret), streams into Delta, and applies `status.progress` and
+//! `status.finalization` under its own field manager.
 
 use std::time::Duration;
 
@@ -11,14 +11,23 @@ use mssql_cdc::spec::CdcStream;
 use crate::support::kube::{KubeEnv, cells};
 use crate::support::operator::{cluster_manifest, orders_with_changes};
 use crate::support::server::TestServer;
-use crate::support::stream::StreamFixture;
+use crate::support::stream::{StreamFixture, query_table};
 
 #[tokio::test]
 async fn worker_streams_and_reports_progress_into_status() {
     let server = TestServer::start().await;
     let (_client, db) = orders_with_changes(&server, 3).await;
 
-    let fixture = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
+    let control = tempfile::tempdir().expect("control dir");
+    let control_path = control.path().join("control");
+    let fixture = StreamFixture::new(
+        &server,
+        &db,
+        &format!(
+            "  snapshot: {{mode: never}}\n  finalization: {{name: ops.table_finalization, location: \"{}\"}}\n",
+            control_path.display()
+        ),
+    );
     let manifest = cluster_manifest(&fixture);
     let kube = KubeEnv::start().await;
     kube.install_crd().await;
@@ -59,9 +68,10 @@ async fn worker_streams_and_reports_progress_into_status() {
 
     let api: Api<CdcStream> = Api::namespaced(kube.client().await, "default");
     let stream = api.get("orders").await.expect("the stream");
-    let progress = stream
-        .status
-        .and_then(|s| s.progress)
+    let status = stream.status.expect("a status after the run");
+    let progress = status
+        .progress
+        .clone()
         .expect("status.progress after the run");
     assert_eq!(
         vec![vec![
@@ -71,6 +81,24 @@ async fn worker_streams_and_reports_progress_into_status() {
         last,
         "status.progress is the last facts row"
     );
+    let finalization = status
+        .finalization
+        .expect("status.finalization after the run");
+    let row = query_table(
+        &control_path,
+        "SELECT CAST(finalized_until AS VARCHAR), CAST(open_snapshot_lsn AS VARCHAR) FROM t",
+    )
+    .await;
+    let reported = finalization
+        .finalized_until
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S").to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        row,
+        vec![vec![reported, String::new()]],
+        "status.finalization is the control table's row"
+    );
+    assert_eq!(finalization.open_snapshot_lsn, None);
     let managers: Vec<(String, Option<String>)> = stream
         .metadata
         .managed_fields
