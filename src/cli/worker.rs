@@ -62,7 +62,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
     let server = MetricsServer::start(args.listen, metrics).await?;
-    let (observer, latest) = StatusObserver::new(stream.status.as_ref());
+    let (observer, latest) = StatusObserver::new(&stream);
     let publisher = tokio::spawn(publish_status(api, name.to_string(), latest));
     let observers: Vec<Arc<dyn Observer>> = vec![Arc::new(observer), Arc::new(stream_metrics)];
     let options = RunOptions::new(Arc::new(Fanout(observers)));

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde::Serialize;
@@ -15,8 +15,7 @@ use crate::engine::{EngineError, Observer};
 use crate::lake::facts::{FactEvent, FactRow};
 use crate::lake::finalization::VerdictUpdate;
 use crate::spec::{
-    API_VERSION, CdcStream, CdcStreamStatus, DataLossAction, DataLossStatus, FinalizationStatus,
-    KIND, Progress,
+    API_VERSION, CdcStream, DataLossAction, DataLossStatus, FinalizationStatus, KIND, Progress,
 };
 
 use super::progress::progress_of;
@@ -65,22 +64,28 @@ impl WorkerReport {
 #[derive(Debug, Clone)]
 pub struct StatusObserver {
     latest: Arc<watch::Sender<WorkerReport>>,
-    finalized_floor: Option<DateTime<Utc>>,
 }
 
 impl StatusObserver {
-    /// An observer and the receiver [`publish_status`] reads from.
-    /// `reported` is the status a previous worker left: a held verdict
-    /// keeps its `finalizedUntil`, which never moves back.
-    pub fn new(reported: Option<&CdcStreamStatus>) -> (Self, watch::Receiver<WorkerReport>) {
-        let (sender, receiver) = watch::channel(WorkerReport::default());
-        let finalized_floor = reported
-            .and_then(|s| s.finalization.as_ref())
-            .and_then(|f| f.finalized_until);
+    /// An observer and the receiver [`publish_status`] reads from. The
+    /// report starts from what a previous worker left in `stream`'s status
+    /// (progress, and the finalization row while the spec names a control
+    /// table), so a run that fails before its first batch does not erase
+    /// them, and a held verdict keeps its `finalizedUntil`. Purged changes
+    /// are only reported by the run that meets them.
+    pub fn new(stream: &CdcStream) -> (Self, watch::Receiver<WorkerReport>) {
+        let reported = stream.status.as_ref();
+        let report = WorkerReport {
+            progress: reported.and_then(|s| s.progress.clone()),
+            finalization: reported
+                .and_then(|s| s.finalization.clone())
+                .filter(|_| stream.spec.finalization.is_some()),
+            data_loss: None,
+        };
+        let (sender, receiver) = watch::channel(report);
         (
             StatusObserver {
                 latest: Arc::new(sender),
-                finalized_floor,
             },
             receiver,
         )
@@ -123,13 +128,8 @@ impl Observer for StatusObserver {
     }
 
     fn finalized(&self, update: &VerdictUpdate) {
-        let floor = self.finalized_floor;
         self.latest.send_modify(|report| {
-            let before = report
-                .finalization
-                .as_ref()
-                .and_then(|f| f.finalized_until)
-                .or(floor);
+            let before = report.finalization.as_ref().and_then(|f| f.finalized_until);
             report.finalization = Some(FinalizationStatus {
                 // The table keeps the later of the row's and the update's.
                 finalized_until: before.max(update.finalized_until),

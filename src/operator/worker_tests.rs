@@ -1,4 +1,4 @@
-use chrono::TimeZone;
+use chrono::{DateTime, TimeZone};
 
 use super::*;
 use crate::source::{BatchId, Lsn};
@@ -19,20 +19,46 @@ fn update(until: Option<u32>, snapshot: Option<&str>) -> VerdictUpdate {
     }
 }
 
-fn reported_until(hour: u32) -> CdcStreamStatus {
-    CdcStreamStatus {
-        finalization: Some(FinalizationStatus {
-            finalized_until: Some(at(hour)),
-            updated_at: at(hour),
-            open_snapshot_lsn: None,
-        }),
-        ..CdcStreamStatus::default()
-    }
+/// The fixture stream with a finalization table and the status a previous
+/// worker left: progress and a verdict until `hour`.
+fn reported_until(hour: u32) -> CdcStream {
+    crate::operator::test_fixtures::stream(serde_json::json!({
+        "spec": {"finalization": {"name": "ops.finalization", "location": "/lake/control"}},
+        "status": {
+            "progress": {"batchId": 4, "writtenAt": at(hour)},
+            "finalization": {"finalizedUntil": at(hour), "updatedAt": at(hour)},
+        },
+    }))
+}
+
+fn fresh() -> CdcStream {
+    crate::operator::test_fixtures::stream(serde_json::json!({}))
+}
+
+#[test]
+fn a_run_starts_from_what_the_last_worker_reported() {
+    let (_, latest) = StatusObserver::new(&reported_until(9));
+    let report = latest.borrow().clone();
+    assert_eq!(report.progress.map(|p| p.batch_id), Some(4));
+    assert_eq!(
+        report.finalization.and_then(|f| f.finalized_until),
+        Some(at(9))
+    );
+
+    let mut without_table = reported_until(9);
+    without_table.spec.finalization = None;
+    let (_, latest) = StatusObserver::new(&without_table);
+    assert_eq!(
+        latest.borrow().finalization,
+        None,
+        "no control table, no row"
+    );
+    assert!(latest.borrow().progress.is_some());
 }
 
 #[test]
 fn a_held_verdict_keeps_the_finalized_instant_the_table_keeps() {
-    let (observer, latest) = StatusObserver::new(Some(&reported_until(9)));
+    let (observer, latest) = StatusObserver::new(&reported_until(9));
     let lsn = "0x00000010000000200001";
     observer.finalized(&update(None, Some(lsn)));
     let held = latest.borrow().finalization.clone().unwrap();
@@ -53,7 +79,7 @@ fn a_held_verdict_keeps_the_finalized_instant_the_table_keeps() {
 
 #[test]
 fn purged_changes_are_reported_with_what_the_stream_did() {
-    let (observer, latest) = StatusObserver::new(None);
+    let (observer, latest) = StatusObserver::new(&fresh());
     let mut skipped = FactRow::new(
         "bronze.orders",
         "orders-v1",
@@ -105,7 +131,7 @@ fn purged_changes_are_reported_with_what_the_stream_did() {
 
 #[test]
 fn the_patch_carries_only_what_was_reported() {
-    let (observer, latest) = StatusObserver::new(None);
+    let (observer, latest) = StatusObserver::new(&fresh());
     let mut row = FactRow::new(
         "bronze.orders",
         "orders-v1",

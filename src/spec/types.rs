@@ -88,8 +88,8 @@ pub struct CdcStreamSpec {
     /// moving on a quiet database.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<HeartbeatSpec>,
-    /// Limits of the health conditions (and of `mssql-cdc health`); the
-    /// defaults suit a continuous stream.
+    /// Kubernetes: limits of the health conditions, with the defaults of
+    /// `mssql-cdc health`'s flags (suited to a continuous stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alerts: Option<AlertsSpec>,
 }
