@@ -25,8 +25,8 @@ use super::worker::WorkerSpec;
     status = "CdcStreamStatus",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase","description":"Where the stream is in its life cycle."}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status","description":"Whether the stream is healthy."}"#,
-    printcolumn = r#"{"name":"Lag","type":"number","jsonPath":".status.progress.ingestionLagSeconds","description":"Seconds the last batch trailed the source's newest commit."}"#,
-    printcolumn = r#"{"name":"Headroom","type":"number","jsonPath":".status.progress.retentionHeadroomHours","description":"Hours before CDC cleanup reaches the read position."}"#,
+    printcolumn = r#"{"name":"Lag","type":"integer","jsonPath":".status.progress.ingestionLagSeconds","description":"Whole seconds the last batch trailed the source's newest commit."}"#,
+    printcolumn = r#"{"name":"Headroom","type":"integer","jsonPath":".status.progress.retentionHeadroomHours","description":"Whole hours before CDC cleanup reaches the read position."}"#,
     printcolumn = r#"{"name":"Finalized","type":"string","jsonPath":".status.finalization.finalizedUntil","description":"Everything committed before this instant is in the target."}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]

@@ -63,8 +63,8 @@ async fn examples_apply_and_get_shows_health_columns() {
             "orders",
             "Streaming",
             "True",
-            "1.5",
-            "70.25",
+            "1",
+            "70",
             "2026-11-29T10:00:00Z"
         ],
         "{table}"

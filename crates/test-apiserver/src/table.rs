@@ -133,7 +133,7 @@ fn cell(vals: &[Value], ty: &str, now: DateTime<Utc>) -> Value {
         return json!(vals[0].as_str().map(|s| age(s, now)).unwrap_or_default());
     }
     if vals.len() == 1 {
-        return vals[0].clone();
+        return typed(&vals[0], ty);
     }
     let parts: Vec<String> = vals
         .iter()
@@ -144,6 +144,18 @@ fn cell(vals: &[Value], ty: &str, now: DateTime<Utc>) -> Value {
         })
         .collect();
     json!(parts.join(","))
+}
+
+/// A single value as the CRD table converter types it: an `integer`
+/// column drops a number's fraction (Go's float-to-int64 conversion), other
+/// types keep the value.
+fn typed(value: &Value, ty: &str) -> Value {
+    match value.as_f64() {
+        Some(number) if ty == "integer" && !(value.is_i64() || value.is_u64()) => {
+            json!(number.trunc() as i64)
+        }
+        _ => value.clone(),
+    }
 }
 
 /// Where a column's cells come from.
@@ -277,8 +289,17 @@ pub fn table(
 
 #[cfg(test)]
 mod tests {
-    use super::jsonpath;
+    use super::{jsonpath, typed};
     use serde_json::json;
+
+    #[test]
+    fn integer_columns_drop_the_fraction_of_numbers() {
+        assert_eq!(typed(&json!(70.75), "integer"), json!(70));
+        assert_eq!(typed(&json!(-1.5), "integer"), json!(-1));
+        assert_eq!(typed(&json!(42), "integer"), json!(42));
+        assert_eq!(typed(&json!(70.75), "number"), json!(70.75));
+        assert_eq!(typed(&json!("n/a"), "integer"), json!("n/a"));
+    }
 
     #[test]
     fn filters_select_list_items_by_field() {
