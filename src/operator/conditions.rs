@@ -6,7 +6,9 @@
 //! Every type is True when all is well, except DataLoss, which is True when
 //! the worker met purged changes. Reasons are the health alert and stale
 //! names; messages say what to do. `lastTransitionTime` only moves when a
-//! condition's status changes.
+//! condition's status changes. Messages of healthy conditions carry no
+//! per-batch measure (Live's age is in whole minutes), so a healthy
+//! stream's conditions are not rewritten after every batch.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -84,17 +86,24 @@ pub fn conditions(stream: &CdcStream, phase: Phase, now: DateTime<Utc>) -> Vec<C
         .as_ref()
         .map(|b| assess_stream(b, now, &limits.thresholds));
 
-    let live = live(phase, health.as_ref(), &limits);
+    let t = &limits.thresholds;
     let mut all = vec![
-        live.clone(),
+        live(phase, health.as_ref(), &limits),
         headroom(health.as_ref(), &limits),
         lag(
             INGESTION_LAG,
             health.as_ref(),
             Alert::IngestionLagHigh,
-            &limits,
+            |h| h.ingestion_lag_seconds,
+            t.max_ingestion_lag,
         ),
-        lag(CAPTURE_LAG, health.as_ref(), Alert::CaptureLagHigh, &limits),
+        lag(
+            CAPTURE_LAG,
+            health.as_ref(),
+            Alert::CaptureLagHigh,
+            |h| h.capture_lag_seconds,
+            t.max_capture_lag,
+        ),
         metrics(health.as_ref()),
     ];
     if let Some(spec) = &stream.spec.finalization {
@@ -212,30 +221,23 @@ fn headroom(health: Option<&StreamHealth>, limits: &AlertLimits) -> Judged {
         RETENTION_HEADROOM,
         "True",
         "HeadroomSufficient",
-        format!("{left} left before cleanup (limit {limit})"),
+        format!("at least {limit} left before cleanup"),
     )
 }
 
+/// IngestionLag or CaptureLag: `alert` fires when `measured` (seconds)
+/// passes `limit`.
 fn lag(
     type_: &'static str,
     health: Option<&StreamHealth>,
     alert: Alert,
-    limits: &AlertLimits,
+    measured: impl Fn(&StreamHealth) -> Option<f64>,
+    limit: std::time::Duration,
 ) -> Judged {
     let Some(health) = health else {
         return judged(type_, "Unknown", NO_PROGRESS, NO_PROGRESS_MESSAGE);
     };
-    let (seconds, limit) = match alert {
-        Alert::CaptureLagHigh => (
-            health.capture_lag_seconds,
-            limits.thresholds.max_capture_lag,
-        ),
-        _ => (
-            health.ingestion_lag_seconds,
-            limits.thresholds.max_ingestion_lag,
-        ),
-    };
-    let Some(seconds) = seconds else {
+    let Some(seconds) = measured(health) else {
         return judged(
             type_,
             "Unknown",
@@ -252,7 +254,7 @@ fn lag(
         type_,
         "True",
         "WithinLimit",
-        format!("{seconds:.0} s (limit {limit})"),
+        format!("within the limit of {limit}"),
     )
 }
 

@@ -381,3 +381,14 @@ fn transition_time_moves_only_when_the_status_changes() {
 fn find_list(value: &Value) -> Vec<Condition> {
     serde_json::from_value(value.clone()).unwrap()
 }
+
+#[test]
+fn a_healthy_stream_keeps_the_same_conditions_from_batch_to_batch() {
+    let judge = |status: Value| conditions(&stream(json!({}), status), Phase::Streaming, now());
+    let first = judge(json!({"progress": progress(0, Some(72.0), 2.0, 5.0)}));
+    let next = judge(json!({"progress": progress(0, Some(71.9), 3.4, 7.2)}));
+    assert_eq!(first, next, "nothing to write after a healthy batch");
+    let lagging = judge(json!({"progress": progress(0, Some(72.0), 4000.0, 5.0)}));
+    let message = &find(&lagging, INGESTION_LAG).message;
+    assert!(message.starts_with("4000 s (limit 1h); "), "{message}");
+}
