@@ -16,7 +16,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::status::Transition;
 use crate::health::{
-    Alert, LatestBatch, StaleReason, StreamHealth, Verdict, assess_finalization, assess_stream,
+    Alert, FreshnessLimits, LatestBatch, StaleReason, StreamHealth, Verdict, assess_finalization,
+    assess_stream,
 };
 use crate::spec::{AlertLimits, CdcStream, DataLossAction, DataLossStatus, Phase, Trigger};
 
@@ -113,35 +114,16 @@ pub fn conditions(stream: &CdcStream, phase: Phase, now: DateTime<Utc>) -> Vec<C
             // limit is the closest the spec says about it.
             Trigger::AvailableNow => limits.thresholds.silence,
         };
-        all.push(match &status.finalization {
-            None => judged(
-                FINALIZED,
-                "Unknown",
-                "NotReported",
-                "the worker has not reported the finalization row yet: it does after its first batch",
-            ),
-            Some(row) => {
-                let verdict = Verdict {
-                    table_name: stream.spec.target.name.clone(),
-                    granularity: spec.granularity,
-                    finalized_until: row.finalized_until,
-                    updated_at: row.updated_at,
-                    open_snapshot_lsn: row.open_snapshot_lsn.clone(),
-                    applied_lsn: None,
-                };
-                let judged_verdict =
-                    assess_finalization(&verdict, batch.as_ref(), now, &limits.freshness(interval));
-                match judged_verdict.stale {
-                    None => judged(
-                        FINALIZED,
-                        "True",
-                        "VerdictFresh",
-                        "the finalization verdict is within its age limit",
-                    ),
-                    Some(reason) => judged(FINALIZED, "False", reason.name(), reason.message()),
-                }
-            }
+        let freshness = limits.freshness(interval);
+        let verdict = status.finalization.as_ref().map(|row| Verdict {
+            table_name: stream.spec.target.name.clone(),
+            granularity: spec.granularity,
+            finalized_until: row.finalized_until,
+            updated_at: row.updated_at,
+            open_snapshot_lsn: row.open_snapshot_lsn.clone(),
+            applied_lsn: None,
         });
+        all.push(finalized(verdict.as_ref(), batch.as_ref(), now, &freshness));
     }
     all.push(data_loss(status.data_loss.as_ref()));
     let ready = ready(phase, validated.as_ref().err(), &all, health.as_ref());
@@ -256,6 +238,31 @@ fn lag(
         "WithinLimit",
         format!("within the limit of {limit}"),
     )
+}
+
+fn finalized(
+    verdict: Option<&Verdict>,
+    batch: Option<&LatestBatch>,
+    now: DateTime<Utc>,
+    limits: &FreshnessLimits,
+) -> Judged {
+    let Some(verdict) = verdict else {
+        return judged(
+            FINALIZED,
+            "Unknown",
+            "NotReported",
+            "the worker has not reported the finalization row yet: it does after its first batch",
+        );
+    };
+    match assess_finalization(verdict, batch, now, limits).stale {
+        None => judged(
+            FINALIZED,
+            "True",
+            "VerdictFresh",
+            "the finalization verdict is within its age limit",
+        ),
+        Some(reason) => judged(FINALIZED, "False", reason.name(), reason.message()),
+    }
 }
 
 fn metrics(health: Option<&StreamHealth>) -> Judged {
