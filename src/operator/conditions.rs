@@ -416,16 +416,20 @@ fn format_hours(hours: f64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(minutes * 60)).to_string()
 }
 
-/// Whether the Ready condition's status differs between `old` and `new`;
-/// `Some(new Ready)` when it does.
+/// The new Ready condition when its status differs from the old one's.
+/// A stream's first Ready counts only when it is True: a new stream is
+/// not ready yet by nature, and the phase Event already says so.
 pub fn ready_changed<'a>(old: &[Condition], new: &'a [Condition]) -> Option<&'a Condition> {
-    let find = |list: &'a [Condition]| list.iter().find(|c| c.type_ == READY);
     let before = old
         .iter()
         .find(|c| c.type_ == READY)
         .map(|c| c.status.as_str());
-    let after = find(new)?;
-    (before != Some(after.status.as_str())).then_some(after)
+    let after = new.iter().find(|c| c.type_ == READY)?;
+    let changed = match before {
+        Some(before) => before != after.status,
+        None => after.status == "True",
+    };
+    changed.then_some(after)
 }
 
 /// The Event for a new Ready condition: Normal when the stream became

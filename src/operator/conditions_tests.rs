@@ -372,10 +372,20 @@ fn transition_time_moves_only_when_the_status_changes() {
     );
     let changed = ready_changed(&find_list(&old), &stopped).map(|c| c.reason.as_str());
     assert_eq!(changed, Some("FactsStopped"));
-    assert!(
-        ready_changed(&[], &stopped).is_some(),
-        "a first Ready is a change"
+    assert_eq!(
+        ready_changed(&[], &stopped),
+        None,
+        "a new stream is not ready yet"
     );
+    assert_eq!(
+        ready_changed(&[], &healthy_now).map(|c| c.reason.as_str()),
+        Some("Healthy"),
+        "a first Ready that is True is news"
+    );
+    let event = ready_event(find(&stopped, READY));
+    assert_eq!((event.reason, event.warning), ("NotReady", true));
+    assert!(event.note.starts_with("FactsStopped: "), "{}", event.note);
+    assert_eq!(ready_event(find(&healthy_now, READY)).reason, "Ready");
 }
 
 fn find_list(value: &Value) -> Vec<Condition> {
