@@ -5,6 +5,7 @@
 pub mod children;
 pub mod controller;
 pub mod crd;
+pub mod crd_reference;
 pub mod progress;
 pub mod status;
 pub mod worker;
