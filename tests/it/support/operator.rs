@@ -1,13 +1,16 @@
 //! Set-up shared by the operator tests: a captured `dbo.orders` with
 //! changes, the stream fixture's manifest as the cluster takes it, the
-//! operator process, and waiting for garbage collection.
+//! operator process (alone or as replicas with leader election and their
+//! metrics), and waiting for garbage collection.
 
+use std::net::SocketAddr;
 use std::path::Path;
 
 use kube::Api;
-use tokio::process::Child;
+use tokio::process::{Child, Command};
 
 use super::cdc::{capture_table, max_lsn, wait_for_capture};
+use super::http::{free_port, http_get};
 use super::kube::{KubeEnv, eventually};
 use super::server::{Client, TestServer, run};
 use super::stream::{PASSWORD_ENV, StreamFixture};
@@ -44,20 +47,59 @@ pub fn cluster_manifest(fixture: &StreamFixture) -> String {
 
 /// `mssql-cdc operator` against `kube`, killed when dropped.
 pub fn start_operator(kube: &KubeEnv, binary: &Path) -> Child {
-    tokio::process::Command::new(binary)
+    operator_command(kube, binary, "127.0.0.1:0")
+        .spawn()
+        .expect("the operator starts")
+}
+
+/// One operator replica with leader election on the Lease
+/// `default/mssql-cdc-operator` (3 s, so that a take-over is quick), as
+/// the pod `identity`, serving `/metrics` at `metrics`.
+pub struct Replica {
+    /// The process, killed when dropped.
+    pub process: Child,
+    /// Its `--listen` address.
+    pub metrics: SocketAddr,
+}
+
+impl Replica {
+    /// Starts the replica `identity` of the operator binary.
+    pub fn start(kube: &KubeEnv, binary: &Path, identity: &str) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let process = operator_command(kube, binary, &metrics.to_string())
+            .args(["--leader-election", "--lease-duration", "3s"])
+            .env("POD_NAME", identity)
+            .env("POD_NAMESPACE", "default")
+            .spawn()
+            .expect("the operator starts");
+        Replica { process, metrics }
+    }
+
+    /// The value of `series` (name and labels, as exposed) on its
+    /// `/metrics`; `None` while it has no such sample.
+    pub async fn sample(&self, series: &str) -> Option<f64> {
+        let (status, body) = http_get(self.metrics, "/metrics").await;
+        assert!(status.contains("200"), "{status}\n{body}");
+        body.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+}
+
+fn operator_command(kube: &KubeEnv, binary: &Path, listen: &str) -> Command {
+    let mut command = Command::new(binary);
+    command
         .args([
             "operator",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--worker-image",
             "mssql-cdc:e2e",
             "--worker-service-account",
             "cdc-worker",
         ])
         .env("KUBECONFIG", &kube.kubeconfig)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the operator starts")
+        .kill_on_drop(true);
+    command
 }
 
 /// Waits until `name` no longer exists in `api`.
