@@ -105,14 +105,14 @@ pub async fn run_controller(
     );
     metrics.count_phases_of(controller.store());
     let supervisor = Arc::new(Supervisor::new(metrics));
-    let observed = Arc::clone(&supervisor);
+    let for_reconciles = Arc::clone(&supervisor);
     controller
         .owns(Api::<Deployment>::all(client.clone()), owned.clone())
         .owns(Api::<CronJob>::all(client), owned)
         .graceful_shutdown_on(shutdown)
         .run(
             move |stream, context| {
-                let supervisor = Arc::clone(&observed);
+                let supervisor = Arc::clone(&for_reconciles);
                 async move {
                     let observed = Arc::clone(&stream);
                     supervisor

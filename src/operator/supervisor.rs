@@ -31,11 +31,6 @@ impl Supervisor {
         }
     }
 
-    /// The metrics it reports into.
-    pub fn metrics(&self) -> &Arc<OperatorMetrics> {
-        &self.metrics
-    }
-
     /// Runs `reconcile` of `stream`, counting and timing it.
     pub async fn observe(
         &self,

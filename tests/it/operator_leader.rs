@@ -11,7 +11,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
 use crate::support::kube::{KubeEnv, eventually, repo_file};
-use crate::support::operator::Replica;
+use crate::support::operator::Operator;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_mssql-cdc");
 
@@ -39,10 +39,10 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_is_killed() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let cron_jobs: Api<CronJob> = Api::namespaced(client, "default");
 
-    let mut first = Replica::start(&kube, Path::new(BINARY), "operator-a");
+    let mut first = Operator::replica(&kube, Path::new(BINARY), "operator-a");
     let leader = eventually("operator-a to take the Lease", || holder(&leases)).await;
     assert_eq!(leader, "operator-a");
-    let second = Replica::start(&kube, Path::new(BINARY), "operator-b");
+    let second = Operator::replica(&kube, Path::new(BINARY), "operator-b");
 
     apply_example(&kube, "orders-continuous.yaml").await;
     eventually("the leader's worker Deployment", || async {

@@ -16,8 +16,16 @@ pub fn free_port() -> u16 {
 
 /// `GET path` on `addr`, bounded in time; the status line and body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+    try_http_get(addr, path)
+        .await
+        .unwrap_or_else(|| panic!("nothing listens on {addr}"))
+}
+
+/// [`http_get`], or `None` while nothing listens on `addr` yet (a server
+/// process still starting).
+pub async fn try_http_get(addr: SocketAddr, path: &str) -> Option<(String, String)> {
     let exchange = async {
-        let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut socket = tokio::net::TcpStream::connect(addr).await.ok()?;
         socket
             .write_all(
                 format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
@@ -30,14 +38,14 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
             .read_to_string(&mut response)
             .await
             .expect("response");
-        response
+        Some(response)
     };
     let response = tokio::time::timeout(Duration::from_secs(10), exchange)
         .await
-        .expect("the endpoint answers in time");
+        .expect("the endpoint answers in time")?;
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (
+    Some((
         head.lines().next().unwrap_or_default().to_string(),
         body.to_string(),
-    )
+    ))
 }

@@ -10,7 +10,7 @@ use kube::Api;
 use tokio::process::{Child, Command};
 
 use super::cdc::{capture_table, max_lsn, wait_for_capture};
-use super::http::{free_port, http_get};
+use super::http::{free_port, try_http_get};
 use super::kube::{KubeEnv, eventually};
 use super::server::{Client, TestServer, run};
 use super::stream::{PASSWORD_ENV, StreamFixture};
@@ -52,33 +52,43 @@ pub fn start_operator(kube: &KubeEnv, binary: &Path) -> Child {
         .expect("the operator starts")
 }
 
-/// One operator replica with leader election on the Lease
-/// `default/mssql-cdc-operator` (3 s, so that a take-over is quick), as
-/// the pod `identity`, serving `/metrics` at `metrics`.
-pub struct Replica {
+/// An operator process serving `/metrics` on a known address.
+pub struct Operator {
     /// The process, killed when dropped.
     pub process: Child,
     /// Its `--listen` address.
     pub metrics: SocketAddr,
 }
 
-impl Replica {
-    /// Starts the replica `identity` of the operator binary.
-    pub fn start(kube: &KubeEnv, binary: &Path, identity: &str) -> Self {
+impl Operator {
+    /// One replica of the operator binary with leader election on the
+    /// Lease `default/mssql-cdc-operator`, as the pod `identity`. The Lease
+    /// lasts 6 s so that a take-over is quick (renewed every 4 s, each
+    /// request given 2 s).
+    pub fn replica(kube: &KubeEnv, binary: &Path, identity: &str) -> Self {
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let process = operator_command(kube, binary, &metrics.to_string())
-            .args(["--leader-election", "--lease-duration", "3s"])
+            .args(["--leader-election", "--lease-duration", "6s"])
             .env("POD_NAME", identity)
             .env("POD_NAMESPACE", "default")
             .spawn()
             .expect("the operator starts");
-        Replica { process, metrics }
+        Operator { process, metrics }
+    }
+
+    /// The operator binary without leader election.
+    pub fn alone(kube: &KubeEnv, binary: &Path) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let process = operator_command(kube, binary, &metrics.to_string())
+            .spawn()
+            .expect("the operator starts");
+        Operator { process, metrics }
     }
 
     /// The value of `series` (name and labels, as exposed) on its
-    /// `/metrics`; `None` while it has no such sample.
+    /// `/metrics`; `None` while it has no such sample or does not listen yet.
     pub async fn sample(&self, series: &str) -> Option<f64> {
-        let (status, body) = http_get(self.metrics, "/metrics").await;
+        let (status, body) = try_http_get(self.metrics, "/metrics").await?;
         assert!(status.contains("200"), "{status}\n{body}");
         body.lines()
             .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
