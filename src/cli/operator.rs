@@ -50,7 +50,9 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
         .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
     let client = kube::Client::try_from(config.clone())?;
     let metrics = Arc::new(OperatorMetrics::new());
-    let server = MetricsServer::start(args.listen, Arc::clone(&metrics)).await?;
+    let server = MetricsServer::start(args.listen, Arc::clone(&metrics))
+        .await
+        .context("--listen")?;
     let defaults = WorkerDefaults {
         image: args.worker_image,
         service_account: args.worker_service_account,

@@ -37,7 +37,7 @@ impl Exposition for Metrics {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The address could not be bound.
-    #[error("--metrics-addr {address}: cannot listen: {source}")]
+    #[error("cannot listen on {address} (metrics and health endpoint): {source}")]
     Bind {
         /// The address asked for.
         address: SocketAddr,
