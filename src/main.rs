@@ -39,8 +39,9 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Run one CdcStream manifest locally.
     Run(cli::run::RunArgs),
-    /// Print the CdcStream CustomResourceDefinition (YAML).
-    Crd,
+    /// Print the CdcStream CustomResourceDefinition (YAML), or with
+    /// --reference its field reference (Markdown).
+    Crd(CrdArgs),
     /// Run the Kubernetes controller: one worker per CdcStream.
     Operator(cli::operator::OperatorArgs),
     /// Run the CdcStream NAMESPACE/NAME from the Kubernetes API, reporting
@@ -60,6 +61,15 @@ enum Command {
     Health(cli::health::HealthArgs),
     /// Show one table's finalization verdict and how old it is.
     Freshness(cli::freshness::FreshnessArgs),
+}
+
+/// Arguments of `crd`.
+#[derive(clap::Args)]
+struct CrdArgs {
+    /// Print the Markdown reference of every field (docs/crd-reference.md)
+    /// instead of the CRD.
+    #[arg(long)]
+    reference: bool,
 }
 
 #[derive(clap::Args)]
@@ -138,8 +148,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => cli::run::run_manifest(args).await,
         Command::Worker(args) => cli::worker::run_worker(args).await,
         Command::Operator(args) => cli::operator::run_operator(args).await,
-        Command::Crd => {
-            print!("{}", mssql_cdc::operator::crd::crd_yaml()?);
+        Command::Crd(args) => {
+            if args.reference {
+                print!("{}", mssql_cdc::operator::crd_reference::crd_reference());
+            } else {
+                print!("{}", mssql_cdc::operator::crd::crd_yaml()?);
+            }
             Ok(())
         }
         Command::Maintain(args) => cli::maintain::run_maintain(args).await,

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mssql_cdc::metrics::{Metrics, MetricsServer};
+use mssql_cdc::metrics::MetricsServer;
 use mssql_cdc::operator::children::WorkerDefaults;
 use mssql_cdc::operator::controller::{Context, run_controller};
-
-use super::lake_query::parse_duration;
+use mssql_cdc::operator::leader::{Leadership, LeaseConfig, lease_client};
+use mssql_cdc::operator::metrics::OperatorMetrics;
+use tokio_util::sync::CancellationToken;
 
 /// Arguments of `operator`.
 #[derive(clap::Args)]
@@ -24,31 +25,91 @@ pub struct OperatorArgs {
     /// spec.worker.serviceAccountName.
     #[arg(long)]
     pub worker_service_account: Option<String>,
+    /// Reconcile only while holding a coordination.k8s.io Lease, so that
+    /// several replicas can run; without it, run a single replica.
+    #[arg(long)]
+    pub leader_election: bool,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "mssql-cdc-operator")]
+    pub lease_name: String,
+    /// Namespace of the Lease; the client's namespace when not set.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How long the Lease stays valid without renewal: how long replicas
+    /// wait after the leader died (whole seconds, at least 2s).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
     /// How often each stream is looked at again without a change: a
     /// stopped worker cannot report, so this bounds how late Live turns
     /// False.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub resync: Duration,
 }
 
-/// Reconciles every CdcStream until SIGTERM or Ctrl-C.
+/// Reconciles every CdcStream until SIGTERM or Ctrl-C; with leader
+/// election, only while this replica holds the Lease. Losing the Lease is
+/// an error: the process exits and Kubernetes restarts it as a candidate.
 pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
         .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
-    // Reconcile metrics are not written yet: /metrics is empty, /healthz answers.
-    let server = MetricsServer::start(args.listen, Arc::new(Metrics::new())).await?;
+    let client = kube::Client::try_from(config.clone())?;
+    let metrics = Arc::new(OperatorMetrics::new());
+    let server = MetricsServer::start(args.listen, Arc::clone(&metrics))
+        .await
+        .context("--listen")?;
     let defaults = WorkerDefaults {
         image: args.worker_image,
         service_account: args.worker_service_account,
     };
     let instance = std::env::var("POD_NAME").ok();
+    let shutdown = CancellationToken::new();
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            super::shutdown_signal().await;
+            shutdown.cancel();
+        }
+    });
     tracing::info!("operator started");
-    run_controller(
-        Context::new(client, defaults, instance).with_resync(args.resync),
-        super::shutdown_signal(),
-    )
-    .await;
+    let context = Context::new(client.clone(), defaults, instance.clone()).with_resync(args.resync);
+    if !args.leader_election {
+        metrics.set_leader(true);
+        run_controller(context, metrics, shutdown.cancelled_owned()).await;
+        drop(server);
+        tracing::info!("operator stopped");
+        return Ok(());
+    }
+
+    let lease = LeaseConfig {
+        name: args.lease_name,
+        namespace: args
+            .lease_namespace
+            .unwrap_or_else(|| client.default_namespace().to_string()),
+        identity: instance
+            .unwrap_or_else(|| format!("mssql-cdc-operator-{}", uuid::Uuid::new_v4().simple())),
+        duration_seconds: args.lease_duration.as_secs(),
+    };
+    let lease_client = lease_client(config, lease.grace_seconds()?)?;
+    let Some(leadership) = Leadership::acquire(lease_client, lease, shutdown.cancelled()).await?
+    else {
+        tracing::info!("operator stopped before leading");
+        return Ok(());
+    };
+    metrics.set_leader(true);
+    let controller = run_controller(context, Arc::clone(&metrics), shutdown.cancelled_owned());
+    tokio::pin!(controller);
+    tokio::select! {
+        // Dropping the controller abandons in-flight reconciles at once:
+        // another replica may lead already, and every step is idempotent.
+        lost = leadership.lost() => {
+            metrics.set_leader(false);
+            return Err(lost.into());
+        }
+        () = &mut controller => {}
+    }
+    leadership.release().await?;
+    metrics.set_leader(false);
     drop(server);
     tracing::info!("operator stopped");
     Ok(())

@@ -56,7 +56,9 @@ pub async fn run_manifest(args: RunArgs) -> anyhow::Result<()> {
             observers.push(Arc::new(
                 metrics.observer(&config.target.name, &config.app_id),
             ));
-            let server = MetricsServer::start(address, metrics).await?;
+            let server = MetricsServer::start(address, metrics)
+                .await
+                .context("--metrics-addr")?;
             eprintln!("metrics: http://{}/metrics", server.local_addr());
             Some(server)
         }

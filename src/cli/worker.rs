@@ -61,7 +61,9 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
 
     let metrics = Arc::new(Metrics::new());
     let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
-    let server = MetricsServer::start(args.listen, metrics).await?;
+    let server = MetricsServer::start(args.listen, metrics)
+        .await
+        .context("--listen")?;
     let (observer, latest) = StatusObserver::new(&stream);
     let publisher = tokio::spawn(publish_status(api, name.to_string(), latest));
     let observers: Vec<Arc<dyn Observer>> = vec![Arc::new(observer), Arc::new(stream_metrics)];

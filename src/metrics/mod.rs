@@ -10,4 +10,4 @@ mod registry;
 mod server;
 
 pub use registry::{Metrics, StreamObserver};
-pub use server::{MetricsServer, ServeError};
+pub use server::{Exposition, MetricsServer, ServeError};

@@ -14,11 +14,30 @@ use tokio_util::sync::CancellationToken;
 
 use super::Metrics;
 
+/// What the endpoint serves: the metrics of a stream runner or of the
+/// operator, and the health the probes see.
+pub trait Exposition: Send + Sync + 'static {
+    /// The OpenMetrics text exposition of every series.
+    fn encode(&self) -> Result<String, std::fmt::Error>;
+    /// What has failed (names for the probe's answer); empty while healthy.
+    fn failures(&self) -> Vec<String>;
+}
+
+impl Exposition for Metrics {
+    fn encode(&self) -> Result<String, std::fmt::Error> {
+        Metrics::encode(self)
+    }
+
+    fn failures(&self) -> Vec<String> {
+        self.failed_streams()
+    }
+}
+
 /// The metrics endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The address could not be bound.
-    #[error("--metrics-addr {address}: cannot listen: {source}")]
+    #[error("cannot listen on {address} (metrics and health endpoint): {source}")]
     Bind {
         /// The address asked for.
         address: SocketAddr,
@@ -38,7 +57,10 @@ pub struct MetricsServer {
 
 impl MetricsServer {
     /// Listens on `address` (port 0 picks a free one) and serves `metrics`.
-    pub async fn start(address: SocketAddr, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
+    pub async fn start<E: Exposition>(
+        address: SocketAddr,
+        metrics: Arc<E>,
+    ) -> Result<Self, ServeError> {
         let listener = TcpListener::bind(address)
             .await
             .map_err(|source| ServeError::Bind { address, source })?;
@@ -46,8 +68,8 @@ impl MetricsServer {
             .local_addr()
             .map_err(|source| ServeError::Bind { address, source })?;
         let router = Router::new()
-            .route("/metrics", get(metrics_text))
-            .route("/healthz", get(healthz))
+            .route("/metrics", get(metrics_text::<E>))
+            .route("/healthz", get(healthz::<E>))
             .with_state(metrics);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
@@ -80,16 +102,16 @@ impl Drop for MetricsServer {
     }
 }
 
-async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> Response {
+async fn metrics_text<E: Exposition>(State(metrics): State<Arc<E>>) -> Response {
     match metrics.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics\n").into_response(),
     }
 }
 
-/// 200 while every stream's engine runs; 503 naming those that failed.
-async fn healthz(State(metrics): State<Arc<Metrics>>) -> Response {
-    let failed = metrics.failed_streams();
+/// 200 while nothing failed (every stream's engine runs); 503 naming what did.
+async fn healthz<E: Exposition>(State(metrics): State<Arc<E>>) -> Response {
+    let failed = metrics.failures();
     if failed.is_empty() {
         (StatusCode::OK, "ok\n").into_response()
     } else {

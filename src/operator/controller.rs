@@ -24,15 +24,16 @@ use crate::spec::CdcStream;
 
 use super::children::{BuildError, WorkerDefaults, Workload, desired_workload};
 use super::conditions::{conditions, ready_changed, ready_event};
+use super::metrics::OperatorMetrics;
 use super::status::{OPERATOR_FIELD_MANAGER, Transition, phase, status_patch, transition};
+use super::supervisor::Supervisor;
 
 /// How often a stream is looked at again without any change by default: a
 /// stopped worker cannot report that it stopped.
 pub const RESYNC: Duration = Duration::from_secs(60);
-/// Delay before a failed reconcile is retried.
-const RETRY: Duration = Duration::from_secs(5);
 
-/// Why a reconcile failed; it is retried after [`RETRY`].
+/// Why a reconcile failed; it is retried with a growing delay
+/// ([`super::backoff`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// The API server refused a write or could not be reached.
@@ -52,6 +53,21 @@ pub enum ReconcileError {
     /// The stream has no namespace (a cluster-scoped copy cannot exist).
     #[error("CdcStream {0} has no namespace")]
     NoNamespace(String),
+}
+
+impl ReconcileError {
+    /// A short label for the metric of errors by kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            // The server answered with a refusal (conflict, invalid, forbidden...).
+            ReconcileError::Api {
+                source: kube::Error::Api(_),
+                ..
+            } => "api_rejected",
+            ReconcileError::Api { .. } => "api_unreachable",
+            ReconcileError::NoNamespace(_) => "no_namespace",
+        }
+    }
 }
 
 /// The time conditions are judged at; tests put a fake clock here.
@@ -98,33 +114,50 @@ impl Context {
 }
 
 /// Runs the controller until `shutdown` completes; in-flight reconciles
-/// finish first.
+/// finish first. Every reconcile is counted and timed in `metrics`.
 pub async fn run_controller(
     context: Context,
+    metrics: Arc<OperatorMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = context.client.clone();
     let owned =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=mssql-cdc-operator");
-    Controller::new(
+    let controller = Controller::new(
         Api::<CdcStream>::all(client.clone()),
         watcher::Config::default(),
-    )
-    .owns(Api::<Deployment>::all(client.clone()), owned.clone())
-    .owns(Api::<CronJob>::all(client), owned)
-    .graceful_shutdown_on(shutdown)
-    .run(reconcile, error_policy, Arc::new(context))
-    .for_each(|outcome| async move {
-        match outcome {
-            Ok((object, _)) => tracing::debug!(stream = %object, "reconciled"),
-            // A child's change for a stream that was just deleted.
-            Err(error @ kube::runtime::controller::Error::ObjectNotFound(_)) => {
-                tracing::debug!("{error}")
+    );
+    metrics.count_phases_of(controller.store());
+    let supervisor = Arc::new(Supervisor::new(metrics));
+    let for_reconciles = Arc::clone(&supervisor);
+    controller
+        .owns(Api::<Deployment>::all(client.clone()), owned.clone())
+        .owns(Api::<CronJob>::all(client), owned)
+        .graceful_shutdown_on(shutdown)
+        .run(
+            move |stream, context| {
+                let supervisor = Arc::clone(&for_reconciles);
+                async move {
+                    let observed = Arc::clone(&stream);
+                    supervisor
+                        .observe(&observed, reconcile(stream, context))
+                        .await
+                }
+            },
+            move |stream, error, _| error_policy(&supervisor, &stream, error),
+            Arc::new(context),
+        )
+        .for_each(|outcome| async move {
+            match outcome {
+                Ok((object, _)) => tracing::debug!(stream = %object, "reconciled"),
+                // A child's change for a stream that was just deleted.
+                Err(error @ kube::runtime::controller::Error::ObjectNotFound(_)) => {
+                    tracing::debug!("{error}")
+                }
+                Err(error) => tracing::warn!("reconcile failed: {error}"),
             }
-            Err(error) => tracing::warn!("reconcile failed: {error}"),
-        }
-    })
-    .await;
+        })
+        .await;
 }
 
 async fn reconcile(
@@ -202,9 +235,8 @@ async fn reconcile(
     Ok(Action::requeue(context.resync))
 }
 
-fn error_policy(stream: Arc<CdcStream>, error: &ReconcileError, _: Arc<Context>) -> Action {
-    tracing::warn!(stream = %stream.name_any(), "{error}; retrying in {RETRY:?}");
-    Action::requeue(RETRY)
+fn error_policy(supervisor: &Supervisor, stream: &CdcStream, error: &ReconcileError) -> Action {
+    supervisor.retry(stream, error)
 }
 
 fn apply_params() -> PatchParams {

@@ -15,18 +15,30 @@ pub const GENERATED_FILES: [&str; 2] = [
     "charts/mssql-cdc-operator/crds/cdcstreams.yaml",
 ];
 
+/// Where the committed output of [`super::crd_reference::crd_reference`] lives.
+pub const GENERATED_REFERENCE: &str = "docs/crd-reference.md";
+
 /// The CRD as the API server gets it. Locally a password may come from an
 /// env var or a file; in the cluster only a Secret reference makes sense,
 /// so the CRD's `passwordFrom` offers `secretKeyRef` alone.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = CdcStream::crd();
     for version in &mut crd.spec.versions {
-        let schema = version
+        let Some(schema) = version
             .schema
             .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut());
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        // kube-derive describes the root as its own generated type.
+        schema.description = Some(
+            "A SQL Server table streamed into a bronze Delta table by one worker, \
+             with one facts row per micro-batch and its health in the status."
+                .to_string(),
+        );
         if let Some(password_from) =
-            schema.and_then(|s| descend(s, &["spec", "source", "credentials", "passwordFrom"]))
+            descend(schema, &["spec", "source", "credentials", "passwordFrom"])
         {
             secret_refs_only(password_from);
         }

@@ -94,23 +94,29 @@ fn immutability_and_exclusivity_are_cel_rules() {
     }
 }
 
-/// The committed copies must equal `mssql-cdc crd`. With
-/// `MSSQL_CDC_REGENERATE=1` the test rewrites them instead.
+/// The committed copies must equal `mssql-cdc crd` (and the reference page
+/// `mssql-cdc crd --reference`). With `MSSQL_CDC_REGENERATE=1` the test
+/// rewrites them instead.
 #[test]
 fn committed_crd_files_match_the_generator() {
-    let expected = crd_yaml().expect("yaml");
+    let crd = crd_yaml().expect("yaml");
+    let reference = crate::operator::crd_reference::crd_reference();
+    let files = GENERATED_FILES
+        .iter()
+        .map(|file| (*file, &crd))
+        .chain([(GENERATED_REFERENCE, &reference)]);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let regenerate = std::env::var_os("MSSQL_CDC_REGENERATE").is_some();
-    for file in GENERATED_FILES {
+    for (file, expected) in files {
         let path = root.join(file);
         if regenerate {
-            std::fs::write(&path, &expected).expect("write generated CRD");
+            std::fs::write(&path, expected).expect("write generated file");
             continue;
         }
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
-            committed == expected,
-            "{file} differs from `mssql-cdc crd`; regenerate both copies with\n  \
+            &committed == expected,
+            "{file} differs from `mssql-cdc crd`; regenerate the generated files with\n  \
              MSSQL_CDC_REGENERATE=1 cargo test --workspace --all-targets --locked \
              --features mssql-cdc/failpoints --lib committed_crd_files"
         );

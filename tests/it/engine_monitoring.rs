@@ -5,15 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::TryStreamExt;
 use mssql_cdc::engine::{Observer, SnapshotProgress};
 use mssql_cdc::lake::facts::FactRow;
 use mssql_cdc::metrics::{Metrics, MetricsServer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::cdc::{advance_clock, capture_table, max_lsn, wait_for_capture};
+use crate::support::http::http_get;
 use crate::support::proxy::CuttableProxy;
 use crate::support::server::{Client, Endpoint, TestServer, run, scalar};
 use crate::support::stream::{StreamFixture, query_table};
@@ -476,34 +475,6 @@ async fn two_streams_share_one_control_table() {
         assert_eq!(row[1], expected[0][0], "{name}");
         assert_eq!(row[4], "minute");
     }
-}
-
-/// `GET path` on 127.0.0.1, bounded in time; the status line and body.
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
-    let exchange = async {
-        let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        socket
-            .write_all(
-                format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-                    .as_bytes(),
-            )
-            .await
-            .expect("request");
-        let mut response = String::new();
-        socket
-            .read_to_string(&mut response)
-            .await
-            .expect("response");
-        response
-    };
-    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .expect("the endpoint answers in time");
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (
-        head.lines().next().unwrap_or_default().to_string(),
-        body.to_string(),
-    )
 }
 
 #[tokio::test]

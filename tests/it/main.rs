@@ -23,6 +23,8 @@ mod operator_controller;
 mod operator_crd;
 mod operator_e2e;
 mod operator_helm;
+mod operator_leader;
+mod operator_scale;
 mod operator_worker;
 mod sandbox_cdc_capture;
 mod sandbox_cdc_cleanup;

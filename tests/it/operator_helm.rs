@@ -78,6 +78,37 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
     );
     let args = container.args.clone().unwrap_or_default();
     assert!(args.contains(&"operator".to_string()), "{args:?}");
+    // Leader election is on by default, on a Lease only the operator's
+    // namespace grants (POD_NAMESPACE).
+    for arg in [
+        "--leader-election",
+        "--lease-name=mssql-cdc-operator",
+        "--lease-duration=15s",
+    ] {
+        assert!(args.contains(&arg.to_string()), "{arg} missing: {args:?}");
+    }
+    let env: Vec<String> = container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    assert!(env.contains(&"POD_NAMESPACE".to_string()), "{env:?}");
+    let lease_role: Role = serde_yaml::from_value(
+        documents(&rendered, "rbac-operator.yaml")
+            .into_iter()
+            .find(|d| d["kind"] == "Role")
+            .expect("leader-election Role"),
+    )
+    .expect("Role");
+    assert_eq!(lease_role.metadata.namespace.as_deref(), Some("ops"));
+    let lease_rules: Vec<Vec<String>> = lease_role
+        .rules
+        .iter()
+        .flatten()
+        .map(|r| r.resources.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(lease_rules, [vec!["leases".to_string()]]);
 
     // Workers: one Role per namespace, get the stream and patch its status.
     let worker_roles: Vec<Role> = documents(&rendered, "rbac-worker.yaml")
@@ -105,6 +136,26 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
                 vec!["patch".to_string()]
             ),
         ]
+    );
+    // Without leader election: no Lease flags and no Lease Role.
+    let single = r#"{"leaderElection":{"enabled":false}}"#;
+    let Some(rendered_single) = helm(&["render", &repo_file(CHART), "cdc", "ops", single]).await
+    else {
+        return;
+    };
+    let deployment = &rendered_single["mssql-cdc-operator/templates/deployment.yaml"];
+    assert!(
+        !deployment
+            .as_str()
+            .unwrap_or_default()
+            .contains("--leader-election"),
+        "{deployment}"
+    );
+    assert!(
+        !documents(&rendered_single, "rbac-operator.yaml")
+            .iter()
+            .any(|d| d["kind"] == "Role"),
+        "no Lease Role without leader election"
     );
     // The operator never reads Secrets.
     let operator_rules = rendered["mssql-cdc-operator/templates/rbac-operator.yaml"]

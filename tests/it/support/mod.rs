@@ -3,6 +3,7 @@
 pub mod cdc;
 pub mod control;
 pub mod duckdb;
+pub mod http;
 pub mod kube;
 pub mod objectstores;
 pub mod operator;

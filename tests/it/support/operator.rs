@@ -1,8 +1,10 @@
 //! Set-up shared by the operator tests: a captured `dbo.orders` with
 //! changes, the stream fixture's manifest as the cluster takes it, the
-//! operator (as a process or in the test, on the fake clock), and waiting
-//! for garbage collection.
+//! operator process (alone or as replicas with leader election and their
+//! metrics) or the controller run in the test on the fake clock, and
+//! waiting for garbage collection.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,9 +12,11 @@ use std::time::Duration;
 use kube::Api;
 use mssql_cdc::operator::children::WorkerDefaults;
 use mssql_cdc::operator::controller::{Context, run_controller};
-use tokio::process::Child;
+use mssql_cdc::operator::metrics::OperatorMetrics;
+use tokio::process::{Child, Command};
 
 use super::cdc::{capture_table, max_lsn, wait_for_capture};
+use super::http::{free_port, try_http_get};
 use super::kube::{KubeEnv, eventually};
 use super::server::{Client, TestServer, run};
 use super::stream::{PASSWORD_ENV, StreamFixture};
@@ -49,20 +53,69 @@ pub fn cluster_manifest(fixture: &StreamFixture) -> String {
 
 /// `mssql-cdc operator` against `kube`, killed when dropped.
 pub fn start_operator(kube: &KubeEnv, binary: &Path) -> Child {
-    tokio::process::Command::new(binary)
+    operator_command(kube, binary, "127.0.0.1:0")
+        .spawn()
+        .expect("the operator starts")
+}
+
+/// An operator process serving `/metrics` on a known address.
+pub struct Operator {
+    /// The process, killed when dropped.
+    pub process: Child,
+    /// Its `--listen` address.
+    pub metrics: SocketAddr,
+}
+
+impl Operator {
+    /// One replica of the operator binary with leader election on the
+    /// Lease `default/mssql-cdc-operator`, as the pod `identity`. The Lease
+    /// lasts 6 s so that a take-over is quick (renewed every 4 s, each
+    /// request given 2 s).
+    pub fn replica(kube: &KubeEnv, binary: &Path, identity: &str) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let process = operator_command(kube, binary, &metrics.to_string())
+            .args(["--leader-election", "--lease-duration", "6s"])
+            .env("POD_NAME", identity)
+            .env("POD_NAMESPACE", "default")
+            .spawn()
+            .expect("the operator starts");
+        Operator { process, metrics }
+    }
+
+    /// The operator binary without leader election.
+    pub fn alone(kube: &KubeEnv, binary: &Path) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let process = operator_command(kube, binary, &metrics.to_string())
+            .spawn()
+            .expect("the operator starts");
+        Operator { process, metrics }
+    }
+
+    /// The value of `series` (name and labels, as exposed) on its
+    /// `/metrics`; `None` while it has no such sample or does not listen yet.
+    pub async fn sample(&self, series: &str) -> Option<f64> {
+        let (status, body) = try_http_get(self.metrics, "/metrics").await?;
+        assert!(status.contains("200"), "{status}\n{body}");
+        body.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+}
+
+fn operator_command(kube: &KubeEnv, binary: &Path, listen: &str) -> Command {
+    let mut command = Command::new(binary);
+    command
         .args([
             "operator",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--worker-image",
             "mssql-cdc:e2e",
             "--worker-service-account",
             "cdc-worker",
         ])
         .env("KUBECONFIG", &kube.kubeconfig)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the operator starts")
+        .kill_on_drop(true);
+    command
 }
 
 /// The controller run inside the test, on the test API server's fake
@@ -88,6 +141,7 @@ pub async fn start_operator_in_process(kube: &KubeEnv, resync: Duration) -> InPr
         .with_resync(resync);
     InProcessOperator(tokio::spawn(run_controller(
         context,
+        Arc::new(OperatorMetrics::new()),
         std::future::pending(),
     )))
 }

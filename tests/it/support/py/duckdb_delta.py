@@ -28,6 +28,9 @@ def main(argv):
                 "extension_directory": extensions,
             }
         )
+        # A query slower than 2 s would print a progress bar on stdout,
+        # before the JSON this script prints.
+        con.sql("SET enable_progress_bar = false")
         duckdb_extensions.import_extension("delta", con=con)
         con.sql("LOAD delta")
         quoted = "'" + table.replace("'", "''") + "'"
