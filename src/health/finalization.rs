@@ -71,7 +71,7 @@ pub enum StaleReason {
     /// Batches read far past the verdict, yet it did not move: the
     /// finalization step fails or no longer runs.
     NotAdvanced,
-    /// The stream runs and the verdict moves, but the stream is behind.
+    /// The stream runs and its verdict advances, yet it lags the source.
     Behind,
 }
 

@@ -6,6 +6,9 @@
 //! lag and headroom; once the worker is killed and cannot come back, Live
 //! and Ready turn False when the clock passes the silence limit; suspend
 //! stops the worker; deleting the stream garbage-collects it.
+//!
+//! With `KUBECONFIG` (and `MSSQL_CDC_TEST_IMAGE`) set, the same steps run on
+//! that cluster, with the sandbox as a pod (`support::cluster`).
 
 use std::time::Duration;
 
@@ -17,6 +20,9 @@ use kube::api::ListParams;
 use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
 
 use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
+use crate::support::cluster::{
+    count_rows_in_pod, sandbox_endpoint_for_pods, start_sandbox_pod, worker_rbac_manifest,
+};
 use crate::support::kube::{KubeEnv, cells, eventually};
 use crate::support::operator::{
     cluster_manifest, orders_with_changes, start_operator_in_process, suspend, wait_gone,
@@ -85,7 +91,18 @@ fn minutes_since_batch(live: &Condition) -> Option<u64> {
 
 #[tokio::test]
 async fn kubectl_apply_to_delta_and_back_to_the_status() {
-    let server = TestServer::start().await;
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
+    let kube = KubeEnv::for_e2e(binary).await;
+    let ns = kube.namespace.clone();
+    // On a real cluster the sandbox runs as a pod, reached through a
+    // port-forward; on the test API server, in this process.
+    let (_forward, server) = match &kube.cluster {
+        Some(cluster) => {
+            let (forward, server) = start_sandbox_pod(&kube, cluster).await;
+            (Some(forward), server)
+        }
+        None => (None, TestServer::start().await),
+    };
     let (mut client, db) = orders_with_changes(&server, 2).await;
     if server.is_sandbox() {
         // Two days of kept changes before the third: a retention headroom
@@ -99,36 +116,53 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
         .expect("insert");
     wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
 
-    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
-    let kube = KubeEnv::with_kubelet(binary.clone()).await;
     kube.install_crd().await;
-    let fixture = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
-    let worker_env = format!(
-        "  worker:\n    env:\n    - {{name: KUBECONFIG, value: \"{}\"}}\n    - {{name: MSSQL_CDC_LISTEN, value: \"127.0.0.1:0\"}}\n",
-        kube.kubeconfig.display()
-    );
+    let extra = "  snapshot: {mode: never}\n";
+    let (fixture, worker_env) = match &kube.cluster {
+        // The worker pod reaches the sandbox by its Service, the API server
+        // in-cluster, and writes the lake on its /tmp volume.
+        Some(_) => {
+            let endpoint = sandbox_endpoint_for_pods(&ns);
+            (
+                StreamFixture::with_endpoint(endpoint, &db, extra),
+                String::new(),
+            )
+        }
+        None => (
+            StreamFixture::new(&server, &db, extra),
+            format!(
+                "  worker:\n    env:\n    - {{name: KUBECONFIG, value: \"{}\"}}\n    - {{name: MSSQL_CDC_LISTEN, value: \"127.0.0.1:0\"}}\n",
+                kube.kubeconfig.display()
+            ),
+        ),
+    };
     let manifest = cluster_manifest(&fixture).replace(
         "trigger: {availableNow: true}",
         "trigger: {processingTime: 1s}",
     ) + &worker_env;
     let secret = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: sql, namespace: default}}\nstringData: {{password: \"{}\"}}\n",
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: sql, namespace: {ns}}}\nstringData: {{password: \"{}\"}}\n",
         fixture.password
     );
     kube.kubectl_ok(&["apply", "-f", &kube.write("secret.yaml", &secret)])
         .await;
+    if kube.cluster.is_some() {
+        let rbac = worker_rbac_manifest(&ns, "cdc-worker");
+        kube.kubectl_ok(&["apply", "-f", &kube.write("worker-rbac.yaml", &rbac)])
+            .await;
+    }
     let _operator = start_operator_in_process(&kube, Duration::from_secs(1)).await;
     kube.kubectl_ok(&[
         "apply",
         "-n",
-        "default",
+        &ns,
         "-f",
         &kube.write("orders.yaml", &manifest),
     ])
     .await;
 
     let kube_client = kube.client().await;
-    let streams: Api<CdcStream> = Api::namespaced(kube_client.clone(), "default");
+    let streams: Api<CdcStream> = Api::namespaced(kube_client.clone(), &ns);
     let status = status_when(
         &streams,
         "the stream Streaming with 3 rows read",
@@ -142,15 +176,22 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     )
     .await;
     assert!(status.progress.is_some());
+    let bronze_location = fixture.path("bronze").display().to_string();
     let bronze = eventually("the changes in bronze", || {
-        let fixture = &fixture;
+        let (kube, fixture, location) = (&kube, &fixture, &bronze_location);
         async move {
-            let rows = fixture.bronze_query("SELECT COUNT(*) FROM t").await;
-            (rows == vec![vec!["3".to_string()]]).then_some(rows)
+            let rows = match kube.cluster {
+                Some(_) => count_rows_in_pod(kube, "orders", location).await?,
+                None => {
+                    let rows = fixture.bronze_query("SELECT COUNT(*) FROM t").await;
+                    rows.first()?.first()?.parse().ok()?
+                }
+            };
+            (rows == 3).then_some(rows)
         }
     })
     .await;
-    assert_eq!(bronze, vec![vec!["3".to_string()]]);
+    assert_eq!(bronze, 3);
 
     let status = status_when(&streams, "Ready=True", |status| {
         condition(status, "Ready").is_some_and(|c| c.status == "True")
@@ -166,24 +207,25 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
         let c = condition(&status, healthy).expect(healthy);
         assert_eq!(c.status, "True", "{healthy}: {} {}", c.reason, c.message);
     }
-    let table = kube.kubectl_ok(&["get", "cdcstreams"]).await;
+    let table = kube.kubectl_ok(&["get", "-n", &ns, "cdcstreams"]).await;
     println!("{table}");
     let row = cells(table.lines().nth(1).unwrap_or_default());
     assert_eq!(row[..3], ["orders", "Streaming", "True"], "{table}");
 
     // Kill the worker so it stays dead: without the Secret no new worker
     // can start (CreateContainerConfigError).
-    kube.kubectl_ok(&["delete", "secret", "sql"]).await;
-    kube.kubectl_ok(&["delete", "pods", "-l", WORKER_PODS])
+    kube.kubectl_ok(&["delete", "-n", &ns, "secret", "sql"])
         .await;
-    let pods: Api<Pod> = Api::namespaced(kube_client.clone(), "default");
+    kube.kubectl_ok(&["delete", "-n", &ns, "pods", "-l", WORKER_PODS])
+        .await;
+    let pods: Api<Pod> = Api::namespaced(kube_client.clone(), &ns);
     worker_pods_when(&pods, "a replacement worker that cannot start", |pods| {
         !pods.is_empty() && pods.iter().all(cannot_start)
     })
     .await;
 
     // Within the silence limit (15 minutes) the stream still counts as live.
-    kube.server.clock().advance(Duration::from_secs(10 * 60));
+    kube.clock().advance(Duration::from_secs(10 * 60));
     let status = status_when(&streams, "Live judged 10 minutes later", |status| {
         condition(status, "Live")
             .and_then(minutes_since_batch)
@@ -194,7 +236,7 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     assert_eq!(live.status, "True", "{}", live.message);
 
     // Past it, Live and Ready turn False and say what to do.
-    kube.server.clock().advance(Duration::from_secs(6 * 60));
+    kube.clock().advance(Duration::from_secs(6 * 60));
     let status = status_when(&streams, "Live=False past the silence limit", |status| {
         condition(status, "Live").is_some_and(|c| c.status == "False")
     })
@@ -213,7 +255,7 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
         "{}",
         live.message
     );
-    let table = kube.kubectl_ok(&["get", "cdcstreams"]).await;
+    let table = kube.kubectl_ok(&["get", "-n", &ns, "cdcstreams"]).await;
     println!("{table}");
     let row = cells(table.lines().nth(1).unwrap_or_default());
     assert_eq!(row[..3], ["orders", "Streaming", "False"], "{table}");
@@ -221,7 +263,8 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     suspend(&kube, "orders").await;
     worker_pods_when(&pods, "suspend removes the worker pod", <[Pod]>::is_empty).await;
 
-    kube.kubectl_ok(&["delete", "cdcs", "orders"]).await;
-    let deployments: Api<Deployment> = Api::namespaced(kube_client, "default");
+    kube.kubectl_ok(&["delete", "-n", &ns, "cdcs", "orders"])
+        .await;
+    let deployments: Api<Deployment> = Api::namespaced(kube_client, &ns);
     wait_gone(&deployments, "orders").await;
 }

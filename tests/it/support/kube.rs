@@ -1,25 +1,36 @@
 //! A Kubernetes API for the operator tests: the project's test API server
 //! (crates/test-apiserver, optionally with its harness kubelet), driven
-//! through a kubeconfig only, and the real `kubectl` client.
+//! through a kubeconfig only, and the real `kubectl` client. The e2e test
+//! can also run on a real cluster (`KUBECONFIG`, see `super::cluster`).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use mssql_cdc_test_apiserver::{KubeletOptions, ServerOptions, TestApiServer};
+use mssql_cdc_test_apiserver::{Clock, KubeletOptions, ServerOptions, TestApiServer};
 
-/// Upper bound of one kubectl call or wait.
+use super::cluster::{Cluster, POD_START};
+
+/// Upper bound of one kubectl call or wait on the test API server.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// A running API server, its kubeconfig, and a scratch directory.
+/// A running API server (or a real cluster), its kubeconfig, and a scratch
+/// directory.
 pub struct KubeEnv {
-    /// The server (dropped last).
-    pub server: TestApiServer,
+    /// The test API server; `None` on a real cluster.
+    server: Option<TestApiServer>,
+    /// The real cluster, when the e2e runs on one.
+    pub cluster: Option<Cluster>,
+    /// The clock the in-process operator reads: the test API server's fake
+    /// clock, or on a real cluster one of the test's own.
+    clock: Clock,
     /// Scratch files, kubectl's cache and the pods' logs.
     pub dir: tempfile::TempDir,
     /// The kubeconfig every client uses.
     pub kubeconfig: PathBuf,
+    /// The namespace the test's objects go to.
+    pub namespace: String,
 }
 
 impl KubeEnv {
@@ -31,6 +42,29 @@ impl KubeEnv {
     /// A server whose harness kubelet runs pods as processes of `binary`.
     pub async fn with_kubelet(binary: PathBuf) -> Self {
         Self::start_with(Some(binary)).await
+    }
+
+    /// For the e2e: the cluster `KUBECONFIG` names, in a new namespace, or
+    /// else the test API server with its harness kubelet running `binary`.
+    pub async fn for_e2e(binary: PathBuf) -> Self {
+        let Some(cluster) = Cluster::from_env() else {
+            return Self::with_kubelet(binary).await;
+        };
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let env = KubeEnv {
+            server: None,
+            kubeconfig: PathBuf::from(&cluster.kubeconfig),
+            cluster: Some(cluster),
+            clock: Clock::new(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            namespace: format!(
+                "mssql-cdc-e2e-{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+        };
+        env.kubectl_ok(&["create", "namespace", &env.namespace])
+            .await;
+        env
     }
 
     async fn start_with(binary: Option<PathBuf>) -> Self {
@@ -51,15 +85,28 @@ impl KubeEnv {
             .write_kubeconfig(&kubeconfig)
             .expect("write kubeconfig");
         KubeEnv {
-            server,
+            clock: server.clock().clone(),
+            server: Some(server),
+            cluster: None,
             dir,
             kubeconfig,
+            namespace: "default".to_string(),
         }
     }
 
-    /// A kube-rs client for the server.
+    /// The clock the in-process operator reads, which the test moves.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// A kube-rs client for the server or the cluster.
     pub async fn client(&self) -> kube::Client {
-        let kubeconfig = Kubeconfig::from_yaml(&self.server.kubeconfig()).expect("kubeconfig");
+        let kubeconfig = match &self.server {
+            Some(server) => Kubeconfig::from_yaml(&server.kubeconfig()).expect("kubeconfig"),
+            None => Kubeconfig::from_env()
+                .expect("KUBECONFIG reads")
+                .expect("KUBECONFIG is set"),
+        };
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
@@ -70,16 +117,20 @@ impl KubeEnv {
     /// Runs kubectl with `args`; the caller judges the outcome.
     pub async fn kubectl(&self, args: &[&str]) -> Output {
         let mut command = tokio::process::Command::new(kubectl_path());
+        command.env("KUBECONFIG", &self.kubeconfig);
+        // A real cluster's credential plugins read the user's home.
+        if self.server.is_some() {
+            command.env("HOME", self.dir.path());
+        }
         command
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir.path())
             .arg("--cache-dir")
             .arg(self.dir.path().join("kube-cache"))
             .args(args)
             .kill_on_drop(true);
-        tokio::time::timeout(WAIT, command.output())
+        let limit = wait_limit();
+        tokio::time::timeout(limit, command.output())
             .await
-            .unwrap_or_else(|_| panic!("kubectl {} took over {WAIT:?}", args.join(" ")))
+            .unwrap_or_else(|_| panic!("kubectl {} took over {limit:?}", args.join(" ")))
             .expect("kubectl starts")
     }
 
@@ -156,7 +207,7 @@ fn kubectl_path() -> String {
 }
 
 /// Polls `check` every 100 ms (each poll a real read) until it returns
-/// `Some`, failing the test with `what` after [`WAIT`].
+/// `Some`, failing the test with `what` after [`wait_limit`].
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
@@ -171,7 +222,30 @@ where
             }
         }
     };
-    tokio::time::timeout(WAIT, polls)
+    let limit = wait_limit();
+    tokio::time::timeout(limit, polls)
         .await
-        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
+        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting for {what}"))
+}
+
+/// How long one kubectl call or wait may take: longer when the e2e runs on
+/// a real cluster, where pods pull images and get scheduled.
+pub fn wait_limit() -> Duration {
+    if Cluster::from_env().is_some() {
+        POD_START
+    } else {
+        WAIT
+    }
+}
+
+impl Drop for KubeEnv {
+    fn drop(&mut self) {
+        // A real cluster keeps what the test made unless it is deleted.
+        if self.cluster.is_some() {
+            let _ = std::process::Command::new(kubectl_path())
+                .env("KUBECONFIG", &self.kubeconfig)
+                .args(["delete", "namespace", &self.namespace, "--wait=false"])
+                .output();
+        }
+    }
 }

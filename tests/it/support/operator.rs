@@ -118,8 +118,9 @@ fn operator_command(kube: &KubeEnv, binary: &Path, listen: &str) -> Command {
     command
 }
 
-/// The controller run inside the test, on the test API server's fake
-/// clock, looking at every stream again each `resync`; stopped when dropped.
+/// The controller run inside the test, on the clock of [`KubeEnv::clock`]
+/// (the test API server's fake clock), looking at every stream again each
+/// `resync`; stopped when dropped.
 pub struct InProcessOperator(tokio::task::JoinHandle<()>);
 
 impl Drop for InProcessOperator {
@@ -131,9 +132,10 @@ impl Drop for InProcessOperator {
 /// Starts [`InProcessOperator`] against `kube`, with the defaults
 /// [`start_operator`] passes on its command line.
 pub async fn start_operator_in_process(kube: &KubeEnv, resync: Duration) -> InProcessOperator {
-    let clock = kube.server.clock().clone();
+    let clock = kube.clock().clone();
+    let image = kube.cluster.as_ref().map(|c| c.image.clone());
     let defaults = WorkerDefaults {
-        image: "mssql-cdc:e2e".to_string(),
+        image: image.unwrap_or_else(|| "mssql-cdc:e2e".to_string()),
         service_account: Some("cdc-worker".to_string()),
     };
     let context = Context::new(kube.client().await, defaults, None)
@@ -161,6 +163,8 @@ where
 pub async fn suspend(kube: &KubeEnv, name: &str) {
     kube.kubectl_ok(&[
         "patch",
+        "-n",
+        &kube.namespace,
         "cdcs",
         name,
         "--type=merge",

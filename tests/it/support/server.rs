@@ -61,6 +61,8 @@ pub struct TestServer {
 enum Target {
     Sandbox(Sandbox),
     Real(String),
+    /// A sandbox in another process (a pod), by connection string.
+    RemoteSandbox(String),
 }
 
 impl TestServer {
@@ -101,9 +103,19 @@ impl TestServer {
         })
     }
 
-    /// True when the tests run against the built-in sandbox.
+    /// The sandbox that `url` (ADO.NET) reaches, running elsewhere (as a
+    /// pod of a real cluster): its clock can still be moved.
+    pub fn remote_sandbox(url: String) -> Self {
+        install_crypto_provider();
+        Self {
+            target: Target::RemoteSandbox(url),
+        }
+    }
+
+    /// True when the tests run against the built-in sandbox (its clock can
+    /// be moved with `sandbox.sp_advance_clock`).
     pub fn is_sandbox(&self) -> bool {
-        matches!(self.target, Target::Sandbox(_))
+        matches!(self.target, Target::Sandbox(_) | Target::RemoteSandbox(_))
     }
 
     /// An administrator's config with full TLS (the server's certificate
@@ -118,7 +130,9 @@ impl TestServer {
                 config.authentication(AuthMethod::sql_server("sa", SANDBOX_SA_PASSWORD));
                 config
             }
-            Target::Real(url) => Config::from_ado_string(url).expect("MSSQL_CDC_TEST_URL parses"),
+            Target::Real(url) | Target::RemoteSandbox(url) => {
+                Config::from_ado_string(url).expect("the test server's connection string parses")
+            }
         };
         config.encryption(EncryptionLevel::Required);
         config.trust_cert();
@@ -137,7 +151,7 @@ impl TestServer {
                     password: SANDBOX_SA_PASSWORD.into(),
                 }
             }
-            Target::Real(url) => Endpoint::from_ado(url),
+            Target::Real(url) | Target::RemoteSandbox(url) => Endpoint::from_ado(url),
         }
     }
 
