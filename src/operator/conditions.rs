@@ -19,7 +19,9 @@ use crate::health::{
     Alert, FreshnessLimits, LatestBatch, StaleReason, StreamHealth, Verdict, assess_finalization,
     assess_stream,
 };
-use crate::spec::{AlertLimits, CdcStream, DataLossAction, DataLossStatus, Phase, Trigger};
+use crate::spec::{
+    AlertLimits, CdcStream, CdcStreamStatus, DataLossAction, DataLossStatus, Phase, Trigger,
+};
 
 /// The stream runs and nothing fires.
 pub const READY: &str = "Ready";
@@ -74,7 +76,8 @@ pub fn conditions(stream: &CdcStream, phase: Phase, now: DateTime<Utc>) -> Vec<C
         Ok(config) => (config.alerts, config.trigger),
         Err(_) => (AlertLimits::default(), Trigger::AvailableNow),
     };
-    let status = stream.status.clone().unwrap_or_default();
+    let unreported = CdcStreamStatus::default();
+    let status = stream.status.as_ref().unwrap_or(&unreported);
     let batch = status.progress.as_ref().map(|p| LatestBatch {
         target: stream.spec.target.name.clone(),
         written_at: p.written_at,

@@ -35,6 +35,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Whether `KUBECONFIG` asks for a real cluster.
+    pub fn requested() -> bool {
+        std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty())
+    }
+
     /// The cluster `KUBECONFIG` names; `None` when it is not set.
     pub fn from_env() -> Option<Self> {
         let kubeconfig = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty())?;

@@ -231,7 +231,7 @@ where
 /// How long one kubectl call or wait may take: longer when the e2e runs on
 /// a real cluster, where pods pull images and get scheduled.
 pub fn wait_limit() -> Duration {
-    if Cluster::from_env().is_some() {
+    if Cluster::requested() {
         POD_START
     } else {
         WAIT
