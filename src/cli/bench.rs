@@ -16,8 +16,10 @@ use deltalake::arrow::array::{
 use deltalake::arrow::datatypes::Schema;
 use deltalake::arrow::record_batch::RecordBatch;
 use futures::StreamExt;
+use mssql_cdc::domain::BatchId;
 use mssql_cdc::engine::{RunOptions, Silent, run};
 use mssql_cdc::lake::bronze::{BronzeTable, bronze_schema};
+use mssql_cdc::lake::txn::Txn;
 use mssql_cdc::lake::{StorageLocation, StorageOptions};
 use mssql_cdc::source::reader::{ReadRequest, RowShape, spawn_read};
 use mssql_cdc::source::{cdc, connect};
@@ -302,11 +304,7 @@ async fn read_only(address: std::net::SocketAddr) -> anyhow::Result<u64> {
     let info = cdc::discover(&mut client, &source.table, None, None).await?;
     let min = cdc::min_lsn(&mut client, &info.instance).await?;
     let max = cdc::max_lsn(&mut client).await?;
-    let fields = info
-        .columns
-        .iter()
-        .map(|c| c.field())
-        .collect::<Result<Vec<_>, _>>()?;
+    let fields = info.arrow_fields()?;
     let schema = bronze_schema(&Schema::new(fields))?;
     let request = ReadRequest {
         sql: cdc::changes_query(&info),
@@ -322,7 +320,7 @@ async fn read_only(address: std::net::SocketAddr) -> anyhow::Result<u64> {
         batch_id: 1,
         on_batch: None,
     };
-    let (batches, task) = spawn_read(client, request);
+    let (batches, task) = spawn_read(Box::new(client), request);
     let mut batches = std::pin::pin!(batches);
     let mut rows = 0u64;
     while let Some(batch) = batches.next().await {
@@ -355,10 +353,9 @@ async fn write_only(dir: &Path, rows: u64, per_batch: u64) -> anyhow::Result<()>
     std::fs::create_dir_all(dir)?;
     let location = StorageLocation::parse(&dir.display().to_string())?;
     let mut table =
-        BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema, "bench")
-            .await?;
+        BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema).await?;
     let chunk = 8192u64;
-    let mut version = 0i64;
+    let mut batch = BatchId::SNAPSHOT;
     let mut written = 0u64;
     while written < rows {
         let batch_rows = per_batch.min(rows - written);
@@ -369,9 +366,12 @@ async fn write_only(dir: &Path, rows: u64, per_batch: u64) -> anyhow::Result<()>
             let to = (from + chunk).min(start + batch_rows);
             synthetic(&schema, from, to)
         }));
-        version += 1;
+        batch = batch.next()?;
         let staged = table.stage(batches).await?;
-        table.commit(staged, "bench", version, Vec::new()).await?;
+        let txn = Txn::bronze_batch("bench", batch);
+        table
+            .commit_batch(&txn, staged, &serde_json::json!({}))
+            .await?;
         written += batch_rows;
     }
     Ok(())

@@ -5,8 +5,8 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use mssql_cdc::domain::FactRow;
 use mssql_cdc::engine::{EngineError, Observer, SnapshotProgress};
-use mssql_cdc::lake::facts::FactRow;
 
 /// Prints the engine's progress for people.
 pub struct Console {
@@ -83,7 +83,7 @@ impl Observer for Console {
 /// `batch 7: 12 rows, LSN 0x…→0x…, lag 1.2 s, headroom 71.9 h`
 pub fn batch_line(row: &FactRow) -> String {
     let lsn =
-        |l: Option<mssql_cdc::source::Lsn>| l.map(|l| l.to_string()).unwrap_or_else(|| "-".into());
+        |l: Option<mssql_cdc::domain::Lsn>| l.map(|l| l.to_string()).unwrap_or_else(|| "-".into());
     let lag = row
         .ingestion_lag_seconds
         .map_or_else(|| "-".into(), |s| format!("{s:.1} s"));

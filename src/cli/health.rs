@@ -2,8 +2,6 @@
 //! per target and, with the control table, each verdict's staleness.
 //! Exit status: 0 nothing fires, 1 something fires, 2 error (for cron).
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use mssql_cdc::health::{
     Alert, FinalizationHealth, FreshnessLimits, StaleReason, StreamHealth, Thresholds,
@@ -12,7 +10,7 @@ use mssql_cdc::health::{
 use mssql_cdc::query::monitoring::{CONTROL, FACTS, latest_batches, verdicts};
 use serde_json::{Value, json};
 
-use super::lake_query::{QueryClockArgs, parse_duration};
+use super::lake_query::QueryClockArgs;
 
 /// Arguments of `health`.
 #[derive(clap::Args)]
@@ -28,25 +26,25 @@ pub struct HealthArgs {
     pub json: bool,
     /// Alert when a target wrote no micro-batch row for longer than this
     /// (use the schedule interval for scheduled jobs).
-    #[arg(long, default_value = "15m", value_parser = parse_duration)]
-    pub silence: Duration,
+    #[arg(long, default_value_t = Thresholds::default().silence.into())]
+    pub silence: humantime::Duration,
     /// Alert when retention headroom minus the time since the last row
     /// falls below this.
-    #[arg(long, default_value = "24h", value_parser = parse_duration)]
-    pub min_headroom: Duration,
+    #[arg(long, default_value_t = Thresholds::default().min_headroom.into())]
+    pub min_headroom: humantime::Duration,
     /// Alert when the stream trails capture by more than this.
-    #[arg(long, default_value = "1h", value_parser = parse_duration)]
-    pub max_ingestion_lag: Duration,
+    #[arg(long, default_value_t = Thresholds::default().max_ingestion_lag.into())]
+    pub max_ingestion_lag: humantime::Duration,
     /// Alert when capture trails the database by more than this.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
-    pub max_capture_lag: Duration,
+    #[arg(long, default_value_t = Thresholds::default().max_capture_lag.into())]
+    pub max_capture_lag: humantime::Duration,
     /// The streams' trigger or schedule interval, part of the verdict's
     /// age limit (one period + trigger + margin).
-    #[arg(long, default_value = "1m", value_parser = parse_duration)]
-    pub trigger: Duration,
+    #[arg(long, default_value_t = FreshnessLimits::default().trigger.into())]
+    pub trigger: humantime::Duration,
     /// Slack added to the verdict's age limit.
-    #[arg(long, default_value = "15m", value_parser = parse_duration)]
-    pub margin: Duration,
+    #[arg(long, default_value_t = FreshnessLimits::default().margin.into())]
+    pub margin: humantime::Duration,
     #[command(flatten)]
     pub clock: QueryClockArgs,
 }
@@ -61,11 +59,7 @@ impl HealthReport {
     /// Whether any alert fires. A verdict held by an open snapshot is
     /// expected and does not count.
     pub fn fires(&self) -> bool {
-        self.streams.iter().any(|s| !s.alerts.is_empty())
-            || self
-                .verdicts
-                .iter()
-                .any(|(v, _)| v.stale.is_some_and(|r| r != StaleReason::Held))
+        self.streams.iter().any(StreamHealth::fires) || self.verdicts.iter().any(|(v, _)| v.fires())
     }
 }
 
@@ -76,10 +70,10 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<HealthReport> {
     args.clock.register(&session, FACTS, &args.facts).await?;
     let batches = latest_batches(&session).await?;
     let thresholds = Thresholds {
-        silence: args.silence,
-        min_headroom: args.min_headroom,
-        max_ingestion_lag: args.max_ingestion_lag,
-        max_capture_lag: args.max_capture_lag,
+        silence: *args.silence,
+        min_headroom: *args.min_headroom,
+        max_ingestion_lag: *args.max_ingestion_lag,
+        max_capture_lag: *args.max_capture_lag,
     };
     let streams = batches
         .iter()
@@ -89,9 +83,9 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<HealthReport> {
     if let Some(control) = &args.control {
         args.clock.register(&session, CONTROL, control).await?;
         let limits = FreshnessLimits {
-            trigger: args.trigger,
-            margin: args.margin,
-            silence: args.silence,
+            trigger: *args.trigger,
+            margin: *args.margin,
+            silence: *args.silence,
         };
         for verdict in verdicts(&session).await? {
             let batch = batches.iter().find(|b| b.target == verdict.table_name);

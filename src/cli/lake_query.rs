@@ -4,7 +4,7 @@
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use mssql_cdc::lake::StorageLocation;
-use mssql_cdc::query::{QueryClock, SparkSession, TableName};
+use mssql_cdc::query::{QueryClock, SparkSession, TableRef};
 
 use super::StorageOptionArgs;
 
@@ -47,7 +47,7 @@ impl QueryClockArgs {
         name: &str,
         uri: &str,
     ) -> anyhow::Result<()> {
-        let table: TableName = name.parse()?;
+        let table: TableRef = name.parse()?;
         let location = StorageLocation::parse(uri)?;
         let options = self.storage.for_location(&location);
         session
@@ -74,11 +74,6 @@ pub fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
     Err(format!(
         "{text:?} is not a timestamp such as 2026-11-29T12:00:00Z"
     ))
-}
-
-/// A `humantime` duration flag (`15m`, `24h`, `90s`).
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))
 }
 
 #[cfg(test)]

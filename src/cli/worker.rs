@@ -11,9 +11,9 @@ use anyhow::{Context, anyhow};
 use kube::Api;
 use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
 use mssql_cdc::metrics::{Metrics, MetricsServer};
-use mssql_cdc::operator::children::PASSWORD_ENV;
+use mssql_cdc::operator::children::worker_config;
 use mssql_cdc::operator::worker::{StatusObserver, publish_status};
-use mssql_cdc::spec::{CdcStream, PasswordSource};
+use mssql_cdc::spec::CdcStream;
 
 /// How long the last report may take to reach the API server at exit.
 const FINAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,14 +50,8 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .get(name)
         .await
         .with_context(|| format!("cannot read CdcStream {namespace}/{name}"))?;
-    let mut config = stream
-        .spec
-        .validate()
+    let config = worker_config(&stream)
         .map_err(|errors| anyhow!("CdcStream {namespace}/{name} is not valid:\n{errors}"))?;
-    // The operator puts the Secret's value into this variable.
-    if matches!(config.source.password, PasswordSource::SecretKeyRef { .. }) {
-        config.source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
-    }
 
     let metrics = Arc::new(Metrics::new());
     let stream_metrics = metrics.observer(&config.target.name, &config.app_id);

@@ -2,12 +2,14 @@
 
 use chrono::{DateTime, Utc};
 
+use super::plan::PlanError;
+use crate::domain::{CaptureInstance, Lsn};
 use crate::lake::bronze::BronzeError;
 use crate::lake::checkpoint::CheckpointError;
 use crate::lake::facts::FactsError;
 use crate::lake::finalization::FinalizationError;
 use crate::lake::lease::LeaseError;
-use crate::source::{CaptureInstance, Lsn, SourceError};
+use crate::source::SourceError;
 use crate::spec::CredentialError;
 
 /// Changes the stream had not read were purged by CDC cleanup.
@@ -95,6 +97,15 @@ pub enum EngineError {
     /// The snapshot's progress in bronze does not match the checkpoint.
     #[error("{0}")]
     Inconsistent(String),
+}
+
+impl From<PlanError> for EngineError {
+    fn from(error: PlanError) -> Self {
+        match error {
+            PlanError::DataLoss(loss) => EngineError::DataLoss(loss),
+            PlanError::LsnOverflow(lsn) => EngineError::Source(SourceError::LsnOverflow(lsn)),
+        }
+    }
 }
 
 impl EngineError {

@@ -1,30 +1,39 @@
 //! The ingestion engine: it runs one stream from its manifest.
 //!
-//! `stream` holds the loop (plan → offsets → read → bronze → facts →
-//! commits, see docs/adr/0002-exactly-once.md) and `snapshot` the bootstrap
-//! and re-snapshots. What the source does to a stream has a module each:
-//! `source_changes` (DDL and capture-instance switches), `data_loss` (the
-//! `onDataLoss` policies), `time_zone` (the server's UTC offset) and
-//! `heartbeat`. `warnings` records the run's warnings once in the facts,
-//! `read_metrics` measures the reader session, `finalize` keeps the
-//! target's row in the finalization control table, `retry` is the backoff
-//! for transient errors and `observer` the progress events the CLI, the
-//! demo and the metrics endpoint consume.
+//! Pure decisions sit apart from the I/O that feeds them: `plan` (where a
+//! run starts, what the next batch reads, what a replay still has to do),
+//! `data_loss` (the `onDataLoss` policies), `facts_row` (each facts
+//! column's rule), `warnings` and `time_zone`. The state a run needs once
+//! it is ready is `session` (the connected source: its capture instance
+//! and columns) and `sink` (checkpoint, bronze, facts, finalization).
+//! `run` drives the loop with `retry`'s backoff; `step` is one step of it;
+//! `batch` runs a planned batch, `snapshot` the bootstrap and re-snapshots,
+//! `source_changes` moves to a newer capture instance; `heartbeat` is the
+//! optional write that keeps a quiet database's max LSN moving; `observer`
+//! is how the CLI, the demo, the worker and the metrics see progress.
+//! The exactly-once protocol is docs/adr/0002-exactly-once.md.
 
+mod batch;
+mod context;
 mod data_loss;
 mod error;
-mod finalize;
+mod facts_row;
 mod heartbeat;
 mod observer;
-mod read_metrics;
+mod options;
+mod plan;
 mod retry;
+mod run;
+mod session;
+mod sink;
 mod snapshot;
 mod source_changes;
-mod stream;
+mod step;
 mod time_zone;
 mod warnings;
 
 pub use error::{DataLossError, EngineError};
 pub use observer::{Fanout, Observer, Silent, SnapshotProgress};
+pub use options::{RunOptions, RunSummary};
 pub use retry::Backoff;
-pub use stream::{RunOptions, RunSummary, run};
+pub use run::run;

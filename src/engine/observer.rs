@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lake::facts::FactRow;
-use crate::lake::finalization::VerdictUpdate;
-use crate::source::BatchId;
+use crate::domain::BatchId;
+use crate::domain::FactRow;
+use crate::domain::VerdictUpdate;
 
-use super::EngineError;
+use super::error::EngineError;
 
 /// Where a snapshot stands.
 #[derive(Debug, Clone, PartialEq)]

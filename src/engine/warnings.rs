@@ -6,13 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use super::EngineError;
-use super::stream::StreamRun;
-use crate::source::cdc;
-
 /// The warnings of one run.
 #[derive(Debug, Default)]
-pub(super) struct Warnings {
+pub struct Warnings {
     /// Raised and not yet in a durable facts row.
     pending: Vec<String>,
     /// Every warning raised this run, so each is recorded once.
@@ -22,54 +18,62 @@ pub(super) struct Warnings {
 impl Warnings {
     /// Starts with warnings raised before the run (manifest warnings, which
     /// the caller has logged).
-    pub(super) fn new(initial: &[String]) -> Self {
+    pub fn new(initial: &[String]) -> Self {
         let mut warnings = Warnings::default();
         for text in initial {
-            if warnings.seen.insert(text.clone()) {
-                warnings.pending.push(text.clone());
-            }
+            warnings.record(text.clone());
         }
         warnings
     }
 
+    /// Logs `text` and keeps it for the next micro-batch row, once per run.
+    pub fn raise(&mut self, text: String) {
+        if !self.seen.contains(&text) {
+            tracing::warn!("{text}");
+        }
+        self.record(text);
+    }
+
+    fn record(&mut self, text: String) {
+        if self.seen.insert(text.clone()) {
+            self.pending.push(text);
+        }
+    }
+
     /// The `detail` a micro-batch row carries, if warnings are pending.
-    pub(super) fn detail(&self) -> Option<String> {
+    pub fn detail(&self) -> Option<String> {
         (!self.pending.is_empty())
             .then(|| serde_json::json!({ "warnings": self.pending }).to_string())
     }
 
     /// A row with `detail` is durable: its warnings are recorded.
-    pub(super) fn recorded(&mut self, detail: Option<&str>) {
+    pub fn recorded(&mut self, detail: Option<&str>) {
         if detail.is_some() && detail == self.detail().as_deref() {
             self.pending.clear();
         }
     }
 }
 
-impl StreamRun {
-    /// Logs `text` and records it in the next micro-batch row, once per run.
-    pub(super) fn warn(&mut self, text: String) {
-        if self.warnings.seen.insert(text.clone()) {
-            tracing::warn!("{text}");
-            self.warnings.pending.push(text);
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::Warnings;
 
-    /// The warnings about what the stream does not read, checked once
-    /// connected: computed columns (CDC does not capture them) and captured
-    /// columns `spec.source.columns` leaves out.
-    pub(super) async fn check_columns(&mut self) -> Result<(), EngineError> {
-        let table = self.config.source.table.clone();
-        let computed = cdc::computed_columns(self.client()?, &table).await?;
-        if !computed.is_empty() {
-            self.warn(format!(
-                "{}.{}: computed columns are not captured by CDC and are left out of bronze: {}",
-                table.schema,
-                table.table,
-                computed.join(", ")
-            ));
-        }
-        let info = self.info()?.clone();
-        self.warn_left_out_columns(&info).await
+    #[test]
+    fn a_warning_is_recorded_once_and_only_by_the_row_that_carries_it() {
+        let mut warnings = Warnings::new(&["unknown field spec.x".to_string()]);
+        warnings.raise("computed columns left out".to_string());
+        warnings.raise("computed columns left out".to_string());
+        let detail = warnings.detail().unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&detail).unwrap();
+        assert_eq!(parsed["warnings"].as_array().unwrap().len(), 2);
+
+        // A row carrying another detail (an older run's) records nothing.
+        warnings.recorded(Some(r#"{"warnings":["older"]}"#));
+        assert_eq!(warnings.detail().as_deref(), Some(detail.as_str()));
+        warnings.recorded(Some(&detail));
+        assert_eq!(warnings.detail(), None);
+        // Raised again later in the run: already recorded.
+        warnings.raise("computed columns left out".to_string());
+        assert_eq!(warnings.detail(), None);
     }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::seconds_between;
 use super::stream::LatestBatch;
-pub use crate::spec::{Granularity, GranularityError};
+use crate::domain::Granularity;
 
 /// A target's row of the finalization control table.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +144,14 @@ pub struct FinalizationHealth {
     pub seconds_since_batch: Option<f64>,
     /// Why the verdict is stale; `None` while it is fresh.
     pub stale: Option<StaleReason>,
+}
+
+impl FinalizationHealth {
+    /// Whether the verdict should alert: it is stale for any reason but an
+    /// open snapshot holding it, which is expected (possibly for days).
+    pub fn fires(&self) -> bool {
+        self.stale.is_some_and(|reason| reason != StaleReason::Held)
+    }
 }
 
 /// Judges a verdict against the target's newest micro-batch row (if any).
@@ -296,6 +304,30 @@ mod tests {
         for (name, v, b, expected) in cases {
             let health = assess_finalization(&v, b.as_ref(), at(0), &FreshnessLimits::default());
             assert_eq!(health.stale, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn every_stale_reason_fires_but_a_held_verdict() {
+        let health = |stale| FinalizationHealth {
+            table_name: "bronze.orders".into(),
+            age_seconds: Some(1.0),
+            seconds_since_update: 1.0,
+            seconds_since_batch: None,
+            stale,
+        };
+        use StaleReason::*;
+        let cases = [
+            (None, false),
+            (Some(Held), false),
+            (Some(Silver), true),
+            (Some(NoFacts), true),
+            (Some(Stopped), true),
+            (Some(NotAdvanced), true),
+            (Some(Behind), true),
+        ];
+        for (stale, fires) in cases {
+            assert_eq!(health(stale).fires(), fires, "{stale:?}");
         }
     }
 

@@ -10,8 +10,7 @@ mod finalization;
 mod stream;
 
 pub use finalization::{
-    FinalizationHealth, FreshnessLimits, Granularity, GranularityError, StaleReason, Verdict,
-    assess_finalization,
+    FinalizationHealth, FreshnessLimits, StaleReason, Verdict, assess_finalization,
 };
 pub use stream::{Alert, LatestBatch, StreamHealth, Thresholds, assess_stream};
 

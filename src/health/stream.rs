@@ -125,6 +125,13 @@ pub struct StreamHealth {
     pub alerts: Vec<Alert>,
 }
 
+impl StreamHealth {
+    /// Whether any alert fires on the stream.
+    pub fn fires(&self) -> bool {
+        !self.alerts.is_empty()
+    }
+}
+
 /// Judges one stream. A missing metric never fires its own alert (only
 /// [`Alert::MetricsMissing`], for the headroom), the way a comparison with
 /// NULL is never true in SQL.

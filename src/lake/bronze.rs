@@ -2,10 +2,9 @@
 //! carries `txn(appId, batch_id)`, so a replayed batch is never written twice
 //! (docs/adr/0002-exactly-once.md).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Action;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
@@ -17,32 +16,21 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::{Stream, StreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::delta::{open_or_create, txn_version};
-use super::facts::FactRow;
+use super::schema::arrow_field;
 use super::storage::{StorageLocation, StorageOptions};
-use crate::source::BatchId;
+use super::txn::Txn;
+use crate::domain::change::CDC_COLUMNS;
 
-/// Commit LSN of the change (`0x` + 20 hex digits, so text order is LSN order).
-pub const LSN: &str = "_lsn";
-/// Order of the change within its transaction (`__$seqval`, same text form).
-pub const SEQVAL: &str = "_seqval";
-/// What the row is: see [`Operation`].
-pub const OPERATION: &str = "_operation";
-/// Commit time of `_lsn`, UTC, TIMESTAMP_NTZ.
-pub const COMMIT_TS: &str = "_commit_ts";
-/// The micro-batch that wrote the row.
-pub const BATCH_ID: &str = "_batch_id";
-
-/// Key of the facts row in a bronze commit's commitInfo.
-pub const COMMIT_INFO_FACTS: &str = "mssql_cdc.facts";
-
-/// commitInfo keys naming the commit's `txn`, so its metadata can be found again.
-pub const COMMIT_INFO_TXN_APP_ID: &str = "mssql_cdc.txn_app_id";
+/// commitInfo keys naming the commit's `txn`, so its record can be found again.
+const COMMIT_INFO_TXN_APP_ID: &str = "mssql_cdc.txn_app_id";
 /// See [`COMMIT_INFO_TXN_APP_ID`].
-pub const COMMIT_INFO_TXN_VERSION: &str = "mssql_cdc.txn_version";
+const COMMIT_INFO_TXN_VERSION: &str = "mssql_cdc.txn_version";
 
-/// How many recent commits [`BronzeTable::commit_metadata`] looks through.
+/// How many recent commits [`BronzeTable::record`] looks through.
 const HISTORY_SEARCH_DEPTH: usize = 200;
 
 /// Parquet files written for one commit and not yet committed.
@@ -75,69 +63,14 @@ fn writer_properties() -> WriterProperties {
         .build()
 }
 
-/// The kind of a bronze row (`_operation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// A row inserted on the source.
-    Insert,
-    /// A row deleted on the source (its last values).
-    Delete,
-    /// An updated row's values before the update.
-    UpdateBefore,
-    /// An updated row's values after the update.
-    UpdateAfter,
-    /// A row copied by a snapshot.
-    Snapshot,
-}
-
-impl Operation {
-    /// The `_operation` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Insert => "insert",
-            Operation::Delete => "delete",
-            Operation::UpdateBefore => "update_before",
-            Operation::UpdateAfter => "update_after",
-            Operation::Snapshot => "snapshot",
-        }
-    }
-
-    /// Maps CDC's `__$operation` code (1 delete, 2 insert, 3 and 4 the two
-    /// images of an update).
-    pub fn from_cdc_code(code: i32) -> Option<Self> {
-        match code {
-            1 => Some(Operation::Delete),
-            2 => Some(Operation::Insert),
-            3 => Some(Operation::UpdateBefore),
-            4 => Some(Operation::UpdateAfter),
-            _ => None,
-        }
-    }
-}
-
-/// The CDC columns appended after the captured columns.
-pub fn cdc_fields() -> Vec<Field> {
-    vec![
-        Field::new(LSN, DataType::Utf8, false),
-        Field::new(SEQVAL, DataType::Utf8, false),
-        Field::new(OPERATION, DataType::Utf8, false),
-        Field::new(
-            COMMIT_TS,
-            DataType::Timestamp(TimeUnit::Microsecond, None),
-            true,
-        ),
-        Field::new(BATCH_ID, DataType::Int64, false),
-    ]
-}
-
-/// The bronze schema: the captured columns, then [`cdc_fields`].
+/// The bronze schema: the captured columns, then the CDC columns
+/// ([`crate::domain::change::CDC_COLUMNS`]).
 pub fn bronze_schema(captured: &Schema) -> Result<SchemaRef, BronzeError> {
-    let cdc = cdc_fields();
-    if let Some(clash) = captured
-        .fields()
-        .iter()
-        .find(|f| cdc.iter().any(|c| c.name().eq_ignore_ascii_case(f.name())))
-    {
+    if let Some(clash) = captured.fields().iter().find(|f| {
+        CDC_COLUMNS
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(f.name()))
+    }) {
         return Err(BronzeError::ReservedColumn(clash.name().clone()));
     }
     let mut fields: Vec<Field> = captured
@@ -145,7 +78,7 @@ pub fn bronze_schema(captured: &Schema) -> Result<SchemaRef, BronzeError> {
         .iter()
         .map(|f| f.as_ref().clone())
         .collect();
-    fields.extend(cdc);
+    fields.extend(CDC_COLUMNS.iter().map(arrow_field));
     Ok(Arc::new(Schema::new(fields)))
 }
 
@@ -159,11 +92,8 @@ pub enum BronzeOutcome {
         /// Rows written.
         rows: u64,
     },
-    /// The table already holds this batch (a replay): nothing written.
-    AlreadyCommitted {
-        /// The batch the table's `txn` for the appId is at.
-        committed: BatchId,
-    },
+    /// The table already holds this commit (a replay): nothing written.
+    AlreadyCommitted,
     /// The batch had no rows: nothing written, no commit.
     Empty,
 }
@@ -179,6 +109,9 @@ pub enum BronzeError {
     /// The source stream failed while the batch was written.
     #[error("reading the batch failed: {0}")]
     Source(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A commit's record could not be written or read back.
+    #[error("bronze commit record: {0}")]
+    Record(String),
     /// The Delta table failed.
     #[error("bronze table {location}: {source}")]
     Delta {
@@ -193,19 +126,17 @@ pub enum BronzeError {
 #[derive(Debug)]
 pub struct BronzeTable {
     table: DeltaTable,
-    app_id: String,
     location: String,
     target_file_size: u64,
 }
 
 impl BronzeTable {
     /// Opens the table, creating it with `schema` (see [`bronze_schema`]) if
-    /// needed. `app_id` is the stream's appId, the `txn` id of its commits.
+    /// needed.
     pub async fn open_or_create(
         location: &StorageLocation,
         options: &StorageOptions,
         schema: &Schema,
-        app_id: impl Into<String>,
     ) -> Result<Self, BronzeError> {
         let delta_error = |source| BronzeError::Delta {
             location: location.to_string(),
@@ -221,7 +152,6 @@ impl BronzeTable {
             .map_err(delta_error)?;
         Ok(BronzeTable {
             table,
-            app_id: app_id.into(),
             location: location.to_string(),
             target_file_size: DEFAULT_TARGET_FILE_SIZE,
         })
@@ -279,16 +209,6 @@ impl BronzeTable {
         self.arrow_schema()
     }
 
-    /// The newest batch the table holds for this appId.
-    pub async fn committed_batch(&mut self) -> Result<Option<BatchId>, BronzeError> {
-        let app_id = self.app_id.clone();
-        let version = self.committed_version(&app_id).await?;
-        version
-            .map(BatchId::from_txn_version)
-            .transpose()
-            .map_err(|e| self.delta_error(DeltaTableError::Generic(e.to_string())))
-    }
-
     /// The newest `txn.version` committed under `txn_app_id`.
     pub async fn committed_version(
         &mut self,
@@ -299,33 +219,9 @@ impl BronzeTable {
             .map_err(|e| self.delta_error(e))
     }
 
-    /// Writes one micro-batch as one commit. `batches` are streamed to
-    /// Parquet files as they arrive (memory stays near the target file size);
-    /// the commit carries `txn(appId, batch_id)` and `facts` in commitInfo.
-    pub async fn write_batch<S, E>(
-        &mut self,
-        batch_id: BatchId,
-        batches: S,
-        facts: &FactRow,
-    ) -> Result<BronzeOutcome, BronzeError>
-    where
-        S: Stream<Item = Result<RecordBatch, E>>,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        if let Some(committed) = self.committed_batch().await?
-            && committed >= batch_id
-        {
-            return Ok(BronzeOutcome::AlreadyCommitted { committed });
-        }
-        let staged = self.stage(batches).await?;
-        let app_id = self.app_id.clone();
-        self.commit(
-            staged,
-            &app_id,
-            batch_id.txn_version(),
-            vec![(COMMIT_INFO_FACTS.to_string(), facts.to_json())],
-        )
-        .await
+    /// Whether the table holds the commit `txn` (see [`Txn::is_done`]).
+    pub async fn holds(&mut self, txn: &Txn) -> Result<bool, BronzeError> {
+        Ok(txn.is_done(self.committed_version(&txn.app_id).await?))
     }
 
     /// Streams `batches` into Parquet files that no table version references
@@ -357,17 +253,22 @@ impl BronzeTable {
         Ok(StagedFiles { writer, rows })
     }
 
-    /// Commits staged files as one table version carrying
-    /// `txn(txn_app_id, version)` and `metadata` in commitInfo. Staged files
-    /// with no rows commit nothing ([`BronzeOutcome::Empty`]).
-    pub async fn commit(
+    /// The one way rows reach bronze: commits staged files as one table
+    /// version carrying `txn` and `record` (in commitInfo), unless the table
+    /// already holds `txn`. A replayed batch or chunk is therefore never
+    /// written twice. Staged files with no rows commit nothing
+    /// ([`BronzeOutcome::Empty`]).
+    pub async fn commit_batch<R: Serialize>(
         &mut self,
+        txn: &Txn,
         staged: StagedFiles,
-        txn_app_id: &str,
-        version: i64,
-        metadata: Vec<(String, serde_json::Value)>,
+        record: &R,
     ) -> Result<BronzeOutcome, BronzeError> {
         let StagedFiles { mut writer, rows } = staged;
+        if self.holds(txn).await? {
+            writer.reset();
+            return Ok(BronzeOutcome::AlreadyCommitted);
+        }
         if rows == 0 {
             writer.reset();
             return Ok(BronzeOutcome::Empty);
@@ -380,11 +281,19 @@ impl BronzeTable {
             .map(Action::Add)
             .collect();
         crate::failpoint::hit("before_bronze_commit");
-        let mut metadata = metadata;
-        metadata.push((COMMIT_INFO_TXN_APP_ID.to_string(), txn_app_id.into()));
-        metadata.push((COMMIT_INFO_TXN_VERSION.to_string(), version.into()));
+        let mut metadata = match serde_json::to_value(record) {
+            Ok(serde_json::Value::Object(entries)) => entries,
+            Ok(other) => {
+                return Err(BronzeError::Record(format!(
+                    "a commit record must be a JSON object, got {other}"
+                )));
+            }
+            Err(e) => return Err(BronzeError::Record(e.to_string())),
+        };
+        metadata.insert(COMMIT_INFO_TXN_APP_ID.into(), txn.app_id.clone().into());
+        metadata.insert(COMMIT_INFO_TXN_VERSION.into(), txn.version.into());
         let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(txn_app_id, version))
+            .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
             .with_metadata(metadata);
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
@@ -408,13 +317,12 @@ impl BronzeTable {
         })
     }
 
-    /// The commitInfo entries of the commit that recorded
-    /// `txn(txn_app_id, version)`, searched among the newest commits.
-    pub async fn commit_metadata(
+    /// The record the commit of `txn` carried, searched among the newest
+    /// commits; `None` when no such commit is found.
+    pub async fn record<R: DeserializeOwned>(
         &mut self,
-        txn_app_id: &str,
-        version: i64,
-    ) -> Result<Option<HashMap<String, serde_json::Value>>, BronzeError> {
+        txn: &Txn,
+    ) -> Result<Option<R>, BronzeError> {
         self.table
             .update_state()
             .await
@@ -429,14 +337,22 @@ impl BronzeTable {
                 .info
                 .get(COMMIT_INFO_TXN_APP_ID)
                 .and_then(|v| v.as_str())
-                == Some(txn_app_id)
+                == Some(txn.app_id.as_str())
                 && info
                     .info
                     .get(COMMIT_INFO_TXN_VERSION)
                     .and_then(|v| v.as_i64())
-                    == Some(version);
+                    == Some(txn.version);
             if matches {
-                return Ok(Some(info.info));
+                let entries = info.info.into_iter().collect();
+                return serde_json::from_value(serde_json::Value::Object(entries))
+                    .map(Some)
+                    .map_err(|e| {
+                        BronzeError::Record(format!(
+                            "the commit of {}/{} carries an unreadable record: {e}",
+                            txn.app_id, txn.version
+                        ))
+                    });
             }
         }
         Ok(None)

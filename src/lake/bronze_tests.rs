@@ -6,7 +6,12 @@ use deltalake::arrow::array::{
 };
 use futures::stream;
 
+use deltalake::arrow::datatypes::DataType;
+
 use super::*;
+use crate::domain::change::Operation;
+use crate::domain::{BatchId, FactRow};
+use crate::lake::records::BatchRecord;
 use crate::lake::test_support::{query, reopen};
 
 fn captured() -> Schema {
@@ -66,15 +71,36 @@ fn ok_stream(batches: Vec<RecordBatch>) -> impl Stream<Item = Result<RecordBatch
 async fn open(dir: &tempfile::TempDir) -> (BronzeTable, StorageLocation, SchemaRef) {
     let location = StorageLocation::parse(dir.path().join("bronze").to_str().unwrap()).unwrap();
     let schema = bronze_schema(&captured()).unwrap();
-    let table =
-        BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema, "orders-v1")
-            .await
-            .unwrap();
+    let table = BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema)
+        .await
+        .unwrap();
     (table, location, schema)
 }
 
 fn id(n: u64) -> BatchId {
     BatchId::new(n).unwrap()
+}
+
+/// Stages `batches` and commits them as batch `batch` of appId orders-v1,
+/// the way the engine does.
+async fn write<S, E>(
+    bronze: &mut BronzeTable,
+    batch: BatchId,
+    batches: S,
+    facts: &FactRow,
+) -> Result<BronzeOutcome, BronzeError>
+where
+    S: Stream<Item = Result<RecordBatch, E>>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let staged = bronze.stage(batches).await?;
+    let record = BatchRecord {
+        facts: facts.clone(),
+        events: Vec::new(),
+    };
+    bronze
+        .commit_batch(&Txn::bronze_batch("orders-v1", batch), staged, &record)
+        .await
 }
 
 async fn count(location: &StorageLocation) -> Vec<Vec<String>> {
@@ -91,8 +117,7 @@ async fn a_replayed_batch_is_not_written_twice() {
     let (mut bronze, location, schema) = open(&dir).await;
     let batch0 = || vec![changes(&schema, 0, 1, 3), changes(&schema, 0, 4, 2)];
 
-    let first = bronze
-        .write_batch(id(0), ok_stream(batch0()), &facts(0, 5))
+    let first = write(&mut bronze, id(0), ok_stream(batch0()), &facts(0, 5))
         .await
         .unwrap();
     assert_eq!(
@@ -102,20 +127,19 @@ async fn a_replayed_batch_is_not_written_twice() {
             rows: 5
         }
     );
-    let replay = bronze
-        .write_batch(id(0), ok_stream(batch0()), &facts(0, 5))
+    let replay = write(&mut bronze, id(0), ok_stream(batch0()), &facts(0, 5))
         .await
         .unwrap();
-    assert_eq!(replay, BronzeOutcome::AlreadyCommitted { committed: id(0) });
+    assert_eq!(replay, BronzeOutcome::AlreadyCommitted);
 
-    let second = bronze
-        .write_batch(
-            id(1),
-            ok_stream(vec![changes(&schema, 1, 6, 4)]),
-            &facts(1, 4),
-        )
-        .await
-        .unwrap();
+    let second = write(
+        &mut bronze,
+        id(1),
+        ok_stream(vec![changes(&schema, 1, 6, 4)]),
+        &facts(1, 4),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         second,
         BronzeOutcome::Committed {
@@ -126,13 +150,20 @@ async fn a_replayed_batch_is_not_written_twice() {
 
     // A restarted process sees the same position and skips both batches.
     let (mut restarted, _, _) = open(&dir).await;
-    assert_eq!(restarted.committed_batch().await.unwrap(), Some(id(1)));
+    assert_eq!(
+        restarted.committed_version("orders-v1").await.unwrap(),
+        Some(1)
+    );
     for batch in [0, 1] {
-        let again = restarted
-            .write_batch(id(batch), ok_stream(batch0()), &facts(batch, 5))
-            .await
-            .unwrap();
-        assert_eq!(again, BronzeOutcome::AlreadyCommitted { committed: id(1) });
+        let again = write(
+            &mut restarted,
+            id(batch),
+            ok_stream(batch0()),
+            &facts(batch, 5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(again, BronzeOutcome::AlreadyCommitted);
     }
     let expected = [["0", "5", "150.15"], ["1", "4", "300.30"]];
     assert_eq!(
@@ -145,14 +176,14 @@ async fn a_replayed_batch_is_not_written_twice() {
 async fn the_commit_carries_txn_and_facts() {
     let dir = tempfile::tempdir().unwrap();
     let (mut bronze, _, schema) = open(&dir).await;
-    bronze
-        .write_batch(
-            id(7),
-            ok_stream(vec![changes(&schema, 7, 1, 2)]),
-            &facts(7, 2),
-        )
-        .await
-        .unwrap();
+    write(
+        &mut bronze,
+        id(7),
+        ok_stream(vec![changes(&schema, 7, 1, 2)]),
+        &facts(7, 2),
+    )
+    .await
+    .unwrap();
     let log = std::fs::read_to_string(
         dir.path()
             .join("bronze/_delta_log/00000000000000000001.json"),
@@ -174,8 +205,8 @@ async fn the_commit_carries_txn_and_facts() {
         .iter()
         .find_map(|a| a.get("commitInfo"))
         .expect("commitInfo");
-    assert_eq!(info[COMMIT_INFO_FACTS]["batch_id"], 7);
-    assert_eq!(info[COMMIT_INFO_FACTS]["rows"], 2);
+    assert_eq!(info["mssql_cdc.facts"]["batch_id"], 7);
+    assert_eq!(info["mssql_cdc.facts"]["rows"], 2);
 }
 
 #[tokio::test]
@@ -183,22 +214,21 @@ async fn a_batch_without_rows_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (mut bronze, location, schema) = open(&dir).await;
     let outcomes = [
-        bronze
-            .write_batch(id(0), ok_stream(vec![]), &facts(0, 0))
+        write(&mut bronze, id(0), ok_stream(vec![]), &facts(0, 0))
             .await
             .unwrap(),
-        bronze
-            .write_batch(
-                id(1),
-                ok_stream(vec![changes(&schema, 1, 1, 0)]),
-                &facts(1, 0),
-            )
-            .await
-            .unwrap(),
+        write(
+            &mut bronze,
+            id(1),
+            ok_stream(vec![changes(&schema, 1, 1, 0)]),
+            &facts(1, 0),
+        )
+        .await
+        .unwrap(),
     ];
     assert_eq!(outcomes, [BronzeOutcome::Empty, BronzeOutcome::Empty]);
     assert_eq!(reopen(&location).await.version(), Some(0));
-    assert_eq!(bronze.committed_batch().await.unwrap(), None);
+    assert_eq!(bronze.committed_version("orders-v1").await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -209,21 +239,20 @@ async fn a_failing_source_leaves_no_commit() {
         Ok(changes(&schema, 0, 1, 3)),
         Err(std::io::Error::other("connection reset")),
     ];
-    let err = bronze
-        .write_batch(id(0), stream::iter(items), &facts(0, 3))
+    let err = write(&mut bronze, id(0), stream::iter(items), &facts(0, 3))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("connection reset"), "{err}");
     assert_eq!(reopen(&location).await.version(), Some(0));
     // The replay after the failure writes the batch once.
-    let retry = bronze
-        .write_batch(
-            id(0),
-            ok_stream(vec![changes(&schema, 0, 1, 3)]),
-            &facts(0, 3),
-        )
-        .await
-        .unwrap();
+    let retry = write(
+        &mut bronze,
+        id(0),
+        ok_stream(vec![changes(&schema, 0, 1, 3)]),
+        &facts(0, 3),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         retry,
         BronzeOutcome::Committed {
@@ -240,8 +269,7 @@ async fn large_batches_roll_files_within_one_commit() {
     let (bronze, location, schema) = open(&dir).await;
     let mut bronze = bronze.with_target_file_size(1);
     let batches: Vec<RecordBatch> = (0..4).map(|i| changes(&schema, 0, i * 100, 100)).collect();
-    let outcome = bronze
-        .write_batch(id(0), ok_stream(batches), &facts(0, 400))
+    let outcome = write(&mut bronze, id(0), ok_stream(batches), &facts(0, 400))
         .await
         .unwrap();
     assert_eq!(
@@ -284,24 +312,4 @@ fn cdc_columns_follow_the_captured_ones() {
     assert!(
         matches!(bronze_schema(&clash), Err(BronzeError::ReservedColumn(name)) if name == "_LSN")
     );
-}
-
-#[test]
-fn cdc_operation_codes_map_to_names() {
-    let cases = [
-        (1, Some("delete")),
-        (2, Some("insert")),
-        (3, Some("update_before")),
-        (4, Some("update_after")),
-        (0, None),
-        (5, None),
-    ];
-    for (code, name) in cases {
-        assert_eq!(
-            Operation::from_cdc_code(code).map(Operation::as_str),
-            name,
-            "{code}"
-        );
-    }
-    assert_eq!(Operation::Snapshot.as_str(), "snapshot");
 }

@@ -16,7 +16,8 @@ use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::storage::{StorageError, StorageLocation, StorageOptions};
-use crate::source::{BatchId, CaptureInstance, Lsn};
+use crate::domain::facts::EventDetail;
+use crate::domain::{BatchId, BatchIdError, CaptureInstance, FactEvent, Lsn};
 
 const OFFSETS: &str = "offsets";
 const COMMITS: &str = "commits";
@@ -83,9 +84,9 @@ pub struct PlannedBatch {
 /// A source event a batch records as an event row of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedEvent {
-    /// The facts `event` value (`schema_change`, `capture_instance_switched`,
-    /// `data_skipped`).
-    pub event: String,
+    /// What happened (`schema_change`, `capture_instance_switched`,
+    /// `data_skipped`; never a snapshot event).
+    pub event: FactEvent,
     /// The event's LSN.
     pub lsn: Lsn,
     /// Its commit time (UTC), if known.
@@ -93,8 +94,8 @@ pub struct PlannedEvent {
     pub commit_ts: Option<DateTime<Utc>>,
     /// The capture instance it concerns.
     pub capture_instance: CaptureInstance,
-    /// What happened, as JSON.
-    pub detail: serde_json::Value,
+    /// What happened.
+    pub detail: EventDetail,
     /// Start of the commit-time range lost (`data_skipped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_from_ts: Option<DateTime<Utc>>,
@@ -134,7 +135,7 @@ impl CheckpointState {
     }
 
     /// The id of the next batch to plan.
-    pub fn next_batch_id(&self) -> Result<BatchId, crate::source::BatchIdError> {
+    pub fn next_batch_id(&self) -> Result<BatchId, BatchIdError> {
         match &self.latest_planned {
             Some(plan) => plan.batch_id.next(),
             None => Ok(BatchId::FIRST),

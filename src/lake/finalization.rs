@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{ArrayRef, StringArray, TimestampMicrosecondArray};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::datafusion::prelude::{DataFrame, SessionContext};
@@ -16,10 +16,10 @@ use deltalake::kernel::transaction::{CommitProperties, TransactionError};
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::delta::open_or_create;
-use super::facts::{ColumnKind, FactColumn, arrow_schema_of, col, delta_fields_of};
+use super::schema::{arrow_schema, delta_fields};
 use super::storage::{StorageLocation, StorageOptions};
-use crate::source::Lsn;
-use crate::spec::Granularity;
+use crate::domain::VerdictUpdate;
+use crate::domain::columns::{Column, ColumnKind, col};
 
 const TABLE_COMMENT: &str =
     "mssql-cdc finalization verdicts: per table, the instant up to which it is complete";
@@ -28,7 +28,7 @@ use ColumnKind::{String as Str, TimestampNtz as Ts};
 
 /// The control table's columns, in table order. Other readers (health,
 /// freshness, silver jobs) depend on exactly these names and types.
-pub const COLUMNS: [FactColumn; 7] = [
+pub const COLUMNS: [Column; 7] = [
     col(
         "table_name",
         Str,
@@ -79,41 +79,6 @@ const MAX_ATTEMPTS: u32 = 8;
 /// The first pause after a conflict; doubled on each further one.
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 
-/// The verdict `end_commit_ts` supports: the start of the period it falls
-/// in. Every change committed up to `end_commit_ts` is in the target, so
-/// every change committed before that period start is too; the period
-/// itself may still receive changes, so it is not final.
-pub fn finalized_until(granularity: Granularity, end_commit_ts: DateTime<Utc>) -> DateTime<Utc> {
-    let period = match granularity {
-        Granularity::Minute => TimeDelta::minutes(1),
-        Granularity::Hour => TimeDelta::hours(1),
-        Granularity::Day => TimeDelta::days(1),
-    };
-    // Rounding to a period that divides a day cannot overflow for any
-    // commit time SQL Server can produce; keep the instant itself if it did.
-    end_commit_ts
-        .duration_trunc(period)
-        .unwrap_or(end_commit_ts)
-}
-
-/// What one stream writes into its target's row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerdictUpdate {
-    /// The target table.
-    pub table_name: String,
-    /// The stream's appId.
-    pub app_id: String,
-    /// The verdict's period.
-    pub granularity: Granularity,
-    /// The new verdict (already rounded down), or `None` to keep the row's
-    /// (a held verdict). A verdict older than the row's is ignored.
-    pub finalized_until: Option<DateTime<Utc>>,
-    /// When this update was made.
-    pub updated_at: DateTime<Utc>,
-    /// The snapshot in progress, which holds the verdict.
-    pub open_snapshot_lsn: Option<Lsn>,
-}
-
 /// Why the control table could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizationError {
@@ -148,7 +113,7 @@ impl FinalizationTable {
         location: &StorageLocation,
         options: &StorageOptions,
     ) -> Result<Self, FinalizationError> {
-        let table = open_or_create(location, options, delta_fields_of(&COLUMNS), TABLE_COMMENT)
+        let table = open_or_create(location, options, delta_fields(&COLUMNS), TABLE_COMMENT)
             .await
             .map_err(|source| FinalizationError::Delta {
                 location: location.to_string(),
@@ -253,7 +218,7 @@ fn source_batch(
         ])) as ArrayRef
     };
     RecordBatch::try_new(
-        arrow_schema_of(&COLUMNS),
+        arrow_schema(&COLUMNS),
         vec![
             text(Some(update.table_name.clone())),
             text(Some(update.app_id.clone())),

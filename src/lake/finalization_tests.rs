@@ -1,51 +1,12 @@
 use chrono::TimeZone;
 
 use super::*;
+use crate::domain::Granularity;
 use crate::lake::test_support::{query, reopen};
 
 fn utc(text: &str) -> DateTime<Utc> {
     let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f").unwrap();
     Utc.from_utc_datetime(&naive)
-}
-
-#[test]
-fn a_verdict_is_the_start_of_the_period_the_end_commit_falls_in() {
-    let cases = [
-        (
-            Granularity::Minute,
-            "2026-11-29 10:17:42.5",
-            "2026-11-29 10:17:00.0",
-        ),
-        (
-            Granularity::Hour,
-            "2026-11-29 10:17:42.5",
-            "2026-11-29 10:00:00.0",
-        ),
-        (
-            Granularity::Day,
-            "2026-11-29 10:17:42.5",
-            "2026-11-29 00:00:00.0",
-        ),
-        // On a boundary the period just starting holds nothing yet, but it
-        // is not final either: the verdict stays at its start.
-        (
-            Granularity::Hour,
-            "2026-11-29 11:00:00.0",
-            "2026-11-29 11:00:00.0",
-        ),
-        (
-            Granularity::Hour,
-            "2026-11-29 10:59:59.997",
-            "2026-11-29 10:00:00.0",
-        ),
-    ];
-    for (granularity, end_commit, expected) in cases {
-        assert_eq!(
-            finalized_until(granularity, utc(end_commit)),
-            utc(expected),
-            "{granularity:?} of {end_commit}"
-        );
-    }
 }
 
 fn update(table: &str, until: Option<&str>, snapshot: Option<&str>) -> VerdictUpdate {

@@ -1,11 +1,13 @@
 //! The Delta side of a stream.
 //!
 //! `storage` parses locations and builds object stores; `checkpoint` is the
-//! offsets/commits log that plans and fences batches; `bronze` writes one
-//! batch as one Delta commit carrying a `txn` action; `facts` is the shared
-//! table with one row per batch and event; `finalization` the control table
-//! saying up to which instant each target is complete. Exactly-once rests
-//! on the `txn` idea described in `docs/adr/0002-exactly-once.md`.
+//! offsets/commits log that plans and fences batches; `txn` builds every
+//! Delta `txn` a stream writes and states when a commit is already done;
+//! `bronze` writes one batch as one guarded commit, carrying a `records`
+//! entry; `facts` is the shared table with one row per batch and event;
+//! `finalization` the control table saying up to which instant each target
+//! is complete; `schema` gives our columns their Delta and Arrow types.
+//! Exactly-once rests on the `txn` idea of docs/adr/0002-exactly-once.md.
 
 pub mod bronze;
 pub mod checkpoint;
@@ -14,8 +16,11 @@ pub mod facts;
 pub mod finalization;
 pub mod lease;
 pub mod maintenance;
+pub mod records;
+pub mod schema;
 pub mod storage;
 #[cfg(test)]
 mod test_support;
+pub mod txn;
 
 pub use storage::{StorageError, StorageKind, StorageLocation, StorageOptions, register_handlers};

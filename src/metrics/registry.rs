@@ -10,8 +10,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::domain::FactRow;
 use crate::engine::{EngineError, Observer, SnapshotProgress};
-use crate::lake::facts::FactRow;
 
 /// Identifies a stream's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
-use crate::spec::CdcStream;
+use crate::spec::{CdcStream, PasswordSource, StreamConfig, ValidationErrors};
 
 /// The variable the worker reads the SQL password from; the operator fills
 /// it from the stream's `passwordFrom.secretKeyRef`.
@@ -26,6 +26,17 @@ pub const WORKER_PORT: i32 = 8080;
 pub const STREAM_LABEL: &str = "mssql-cdc.io/stream";
 /// Unprivileged user the worker runs as (distroless `nonroot`).
 const WORKER_UID: i64 = 65532;
+
+/// What a worker pod runs for `stream`: its validated spec, with the
+/// password read from [`PASSWORD_ENV`], where the pod this module builds
+/// puts the Secret's value.
+pub fn worker_config(stream: &CdcStream) -> Result<StreamConfig, ValidationErrors> {
+    let mut config = stream.spec.validate()?;
+    if matches!(config.source.password, PasswordSource::SecretKeyRef { .. }) {
+        config.source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
+    }
+    Ok(config)
+}
 
 /// Operator-wide defaults a stream's `spec.worker` may override.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -182,3 +182,21 @@ fn streams_that_cannot_run_say_why() {
         );
     }
 }
+
+#[test]
+fn a_worker_reads_the_secret_password_from_the_variable_its_pod_sets() {
+    let config = worker_config(&stream(serde_json::json!({}))).expect("the fixture is valid");
+    assert_eq!(
+        config.source.password,
+        PasswordSource::Env(PASSWORD_ENV.into())
+    );
+    let pod = pod(&deployment(
+        desired_workload(&stream(serde_json::json!({})), &defaults()).unwrap(),
+    ));
+    let env = &pod.containers[0].env.clone().unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == PASSWORD_ENV && e.value_from.is_some()),
+        "{env:?}"
+    );
+}

@@ -16,8 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::status::Transition;
 use crate::health::{
-    Alert, FreshnessLimits, LatestBatch, StaleReason, StreamHealth, Verdict, assess_finalization,
-    assess_stream,
+    Alert, FreshnessLimits, LatestBatch, StreamHealth, Verdict, assess_finalization, assess_stream,
 };
 use crate::spec::{
     AlertLimits, CdcStream, CdcStreamStatus, DataLossAction, DataLossStatus, Phase, Trigger,
@@ -52,6 +51,16 @@ struct Judged {
     status: &'static str,
     reason: &'static str,
     message: String,
+    /// Whether it makes the stream not Ready (set from the verdict's own
+    /// rule, e.g. `FinalizationHealth::fires`).
+    blocks_ready: bool,
+}
+
+impl Judged {
+    fn blocking(mut self, blocks: bool) -> Self {
+        self.blocks_ready = blocks;
+        self
+    }
 }
 
 fn judged(
@@ -65,6 +74,7 @@ fn judged(
         status,
         reason,
         message: message.into(),
+        blocks_ready: false,
     }
 }
 
@@ -257,14 +267,17 @@ fn finalized(
             "the worker has not reported the finalization row yet: it does after its first batch",
         );
     };
-    match assess_finalization(verdict, batch, now, limits).stale {
+    let health = assess_finalization(verdict, batch, now, limits);
+    match health.stale {
         None => judged(
             FINALIZED,
             "True",
             "VerdictFresh",
             "the finalization verdict is within its age limit",
         ),
-        Some(reason) => judged(FINALIZED, "False", reason.name(), reason.message()),
+        Some(reason) => {
+            judged(FINALIZED, "False", reason.name(), reason.message()).blocking(health.fires())
+        }
     }
 }
 
@@ -307,6 +320,7 @@ fn data_loss(reported: Option<&DataLossStatus>) -> Judged {
         show(loss.lost_from_ts),
         show(loss.lost_to_ts)
     );
+    let stopped = loss.action == DataLossAction::Stopped;
     let (reason, todo) = match loss.action {
         DataLossAction::Stopped => (
             "DataLossStopped",
@@ -321,7 +335,7 @@ fn data_loss(reported: Option<&DataLossStatus>) -> Judged {
             "streaming went on past the gap (onDataLoss: skip); the target misses those changes: repair it from the source if they matter, and lengthen the CDC retention",
         ),
     };
-    judged(DATA_LOSS, "True", reason, format!("{range}; {todo}"))
+    judged(DATA_LOSS, "True", reason, format!("{range}; {todo}")).blocking(stopped)
 }
 
 fn ready(
@@ -368,14 +382,10 @@ fn ready(
     if let Some(live) = not_live {
         return judged(READY, "False", live.reason, live.message.clone());
     }
-    let alert = health.and_then(|h| h.alerts.first().copied());
-    if let Some(alert) = alert {
+    if let Some(alert) = health.filter(|h| h.fires()).and_then(|h| h.alerts.first()) {
         return judged(READY, "False", alert.name(), alert.message());
     }
-    let blocking = others.iter().find(|j| {
-        (j.type_ == FINALIZED && j.status == "False" && j.reason != StaleReason::Held.name())
-            || (j.type_ == DATA_LOSS && j.reason == "DataLossStopped")
-    });
+    let blocking = others.iter().find(|j| j.blocks_ready);
     if let Some(other) = blocking {
         return judged(READY, "False", other.reason, other.message.clone());
     }

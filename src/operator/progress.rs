@@ -1,7 +1,7 @@
 //! `status.progress` from the facts row of a batch: what the worker reports
 //! after every batch, so the operator can judge health without reading Delta.
 
-use crate::lake::facts::FactRow;
+use crate::domain::FactRow;
 use crate::spec::Progress;
 
 /// The progress a facts row reports; `None` for rows without a batch
@@ -23,7 +23,7 @@ pub fn progress_of(row: &FactRow) -> Option<Progress> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{BatchId, Lsn};
+    use crate::domain::{BatchId, Lsn};
     use chrono::{TimeZone, Utc};
 
     #[test]

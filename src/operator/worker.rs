@@ -11,9 +11,8 @@ use kube::api::{Patch, PatchParams};
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::domain::{FactEvent, FactRow, VerdictUpdate};
 use crate::engine::{EngineError, Observer};
-use crate::lake::facts::{FactEvent, FactRow};
-use crate::lake::finalization::VerdictUpdate;
 use crate::spec::{
     API_VERSION, CdcStream, DataLossAction, DataLossStatus, FinalizationStatus, KIND, Progress,
 };

@@ -1,8 +1,7 @@
 use chrono::{DateTime, TimeZone};
 
 use super::*;
-use crate::source::{BatchId, Lsn};
-use crate::spec::Granularity;
+use crate::domain::{BatchId, Granularity, Lsn};
 
 fn at(hour: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 29, hour, 0, 0).unwrap()

@@ -1,7 +1,7 @@
 //! Spark-flavoured SQL over Delta tables, on DataFusion.
 //!
 //! The monitoring queries users already run in Spark must run here
-//! unchanged and give Spark's answers (ADR 0003). `dialect` parses Spark SQL
+//! unchanged and give Spark's answers (docs/adr/0004-spark-sql-on-datafusion.md). `dialect` parses Spark SQL
 //! and rewrites the one construct DataFusion reads differently; `functions`
 //! holds the Spark functions and Spark's division; `session` registers Delta
 //! tables under dotted names and runs a query with a fixed clock; `render`
@@ -15,4 +15,4 @@ pub mod render;
 mod session;
 
 pub use functions::{QueryClock, Zone};
-pub use session::{QueryError, SparkSession, TableName};
+pub use session::{QueryError, SparkSession, TableRef};

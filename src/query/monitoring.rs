@@ -8,7 +8,8 @@ use deltalake::arrow::datatypes::{DataType, TimeUnit};
 use deltalake::arrow::record_batch::RecordBatch;
 
 use super::session::{QueryError, SparkSession};
-use crate::health::{Granularity, LatestBatch, Verdict};
+use crate::domain::{Granularity, GranularityError};
+use crate::health::{LatestBatch, Verdict};
 
 /// Why monitoring data could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -111,14 +112,12 @@ pub async fn verdicts(session: &SparkSession) -> Result<Vec<Verdict>, Monitoring
             let granularity: Granularity =
                 granularity_text
                     .parse()
-                    .map_err(
-                        |e: crate::health::GranularityError| MonitoringError::Value {
-                            table: "control",
-                            column: "granularity",
-                            row: name.clone(),
-                            reason: e.to_string(),
-                        },
-                    )?;
+                    .map_err(|e: GranularityError| MonitoringError::Value {
+                        table: "control",
+                        column: "granularity",
+                        row: name.clone(),
+                        reason: e.to_string(),
+                    })?;
             out.push(Verdict {
                 granularity,
                 finalized_until: time_at(&until, row),

@@ -21,7 +21,7 @@ use crate::lake::storage::{StorageLocation, StorageOptions, register_handlers};
 pub enum QueryError {
     /// The table name is not `table`, `schema.table` or `catalog.schema.table`.
     #[error("table name {0:?} must be table, schema.table or catalog.schema.table")]
-    TableName(String),
+    TableRef(String),
     /// The Delta table could not be opened.
     #[error("cannot open Delta table {name} at {location}: {source}")]
     Open {
@@ -48,13 +48,13 @@ impl From<DataFusionError> for QueryError {
 
 /// A dotted table name, lower-cased as unquoted SQL identifiers are.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableName {
+pub struct TableRef {
     catalog: Option<String>,
     schema: Option<String>,
     table: String,
 }
 
-impl FromStr for TableName {
+impl FromStr for TableRef {
     type Err = QueryError;
 
     fn from_str(text: &str) -> Result<Self, QueryError> {
@@ -63,30 +63,30 @@ impl FromStr for TableName {
             .map(|p| p.trim().to_ascii_lowercase())
             .collect();
         if parts.iter().any(String::is_empty) {
-            return Err(QueryError::TableName(text.to_string()));
+            return Err(QueryError::TableRef(text.to_string()));
         }
         match parts.as_slice() {
-            [table] => Ok(TableName {
+            [table] => Ok(TableRef {
                 catalog: None,
                 schema: None,
                 table: table.clone(),
             }),
-            [schema, table] => Ok(TableName {
+            [schema, table] => Ok(TableRef {
                 catalog: None,
                 schema: Some(schema.clone()),
                 table: table.clone(),
             }),
-            [catalog, schema, table] => Ok(TableName {
+            [catalog, schema, table] => Ok(TableRef {
                 catalog: Some(catalog.clone()),
                 schema: Some(schema.clone()),
                 table: table.clone(),
             }),
-            _ => Err(QueryError::TableName(text.to_string())),
+            _ => Err(QueryError::TableRef(text.to_string())),
         }
     }
 }
 
-impl fmt::Display for TableName {
+impl fmt::Display for TableRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for part in [&self.catalog, &self.schema].into_iter().flatten() {
             write!(f, "{part}.")?;
@@ -114,7 +114,7 @@ impl SparkSession {
     /// Registers the Delta table at `location` as `name`.
     pub async fn register_delta(
         &self,
-        name: &TableName,
+        name: &TableRef,
         location: &StorageLocation,
         options: &StorageOptions,
     ) -> Result<(), QueryError> {
@@ -142,7 +142,7 @@ impl SparkSession {
                 .clone()
         });
         let Some(catalog) = self.ctx.catalog(&catalog_name) else {
-            return Err(QueryError::TableName(name.to_string()));
+            return Err(QueryError::TableRef(name.to_string()));
         };
         let schema_name = name.schema.clone().unwrap_or_else(|| {
             self.ctx
@@ -183,11 +183,11 @@ mod tests {
 
     #[test]
     fn table_names_split_on_dots() {
-        let name: TableName = "Ops.Ingestion_Facts".parse().unwrap();
+        let name: TableRef = "Ops.Ingestion_Facts".parse().unwrap();
         assert_eq!(name.to_string(), "ops.ingestion_facts");
-        assert_eq!("c.s.t".parse::<TableName>().unwrap().to_string(), "c.s.t");
+        assert_eq!("c.s.t".parse::<TableRef>().unwrap().to_string(), "c.s.t");
         for bad in ["", "a..b", "a.b.c.d"] {
-            assert!(bad.parse::<TableName>().is_err(), "{bad}");
+            assert!(bad.parse::<TableRef>().is_err(), "{bad}");
         }
     }
 }

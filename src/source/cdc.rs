@@ -7,13 +7,15 @@
 //! same against SQL Server and the sandbox.
 
 use chrono::{DateTime, Duration, Utc};
+use deltalake::arrow::datatypes::Field;
 use tiberius::{ColumnData, Row};
 
+use super::SourceError;
 use super::arrow_rows::naive_utc;
 use super::connection::SqlClient;
 use super::types::{SqlColumn, quote_ident, quote_literal};
-use super::{CaptureInstance, Lsn, SourceError};
-use crate::spec::TableName;
+use crate::domain::TableName;
+use crate::domain::{CaptureInstance, Lsn};
 
 /// What the engine knows about the capture instance it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +29,13 @@ pub struct CaptureInfo {
     /// The columns identifying a row (the instance's index columns, or the
     /// table's primary key), in key order; empty when the table has none.
     pub key_columns: Vec<String>,
+}
+
+impl CaptureInfo {
+    /// The Arrow fields of the columns read, in capture order.
+    pub fn arrow_fields(&self) -> Result<Vec<Field>, SourceError> {
+        self.columns.iter().map(SqlColumn::field).collect()
+    }
 }
 
 /// Minutes the server's local clock is ahead of UTC (CDC commit times are
@@ -311,30 +320,48 @@ fn commit_time(value: Option<ColumnData<'_>>, utc_offset_minutes: i64) -> Option
         .map(|t| t - Duration::minutes(utc_offset_minutes))
 }
 
-/// The end of the next batch: the last of the first `max_commits` mapped
-/// LSNs in `[start, max]`, or `None` when nothing was committed since.
-pub async fn plan_end(
+/// A mapped commit of the database (`cdc.lsn_time_mapping`): a
+/// transaction's commit LSN, or an idle entry the capture job wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Commit {
+    /// The commit LSN.
+    pub lsn: Lsn,
+    /// Its commit time (UTC).
+    pub commit_ts: Option<DateTime<Utc>>,
+}
+
+/// The first `limit` mapped commits in `[from, to]`, oldest first: the
+/// commits a batch may end at.
+pub async fn commits(
     client: &mut SqlClient,
-    start: Lsn,
-    max: Lsn,
-    max_commits: u64,
-) -> Result<Option<Lsn>, SourceError> {
-    if start > max {
-        return Ok(None);
+    from: Lsn,
+    to: Lsn,
+    limit: u64,
+    utc_offset_minutes: i64,
+) -> Result<Vec<Commit>, SourceError> {
+    if from > to {
+        return Ok(Vec::new());
     }
+    let context = "the commits of the next batch";
     let sql = format!(
-        "SELECT MAX(t.start_lsn) FROM (SELECT TOP ({max_commits}) m.start_lsn \
-         FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn >= @P1 AND m.start_lsn <= @P2 \
-         ORDER BY m.start_lsn) AS t"
+        "SELECT TOP ({limit}) start_lsn, tran_end_time FROM cdc.lsn_time_mapping \
+         WHERE start_lsn >= @P1 AND start_lsn <= @P2 ORDER BY start_lsn"
     );
-    let (start, max) = (start.to_bytes(), max.to_bytes());
-    lsn_scalar(
-        client,
-        &sql,
-        &[&&start[..], &&max[..]],
-        "the end of the next batch",
-    )
-    .await
+    let (from, to) = (from.to_bytes(), to.to_bytes());
+    let rows = all_rows(client, &sql, &[&&from[..], &&to[..]], context).await?;
+    let mut commits = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut values = row.into_iter();
+        let lsn = values
+            .next()
+            .ok_or_else(|| SourceError::Missing(context.into()))?;
+        let lsn = lsn_of(&lsn, context)?.ok_or_else(|| SourceError::Missing(context.into()))?;
+        commits.push(Commit {
+            lsn,
+            commit_ts: commit_time(values.next(), utc_offset_minutes),
+        });
+    }
+    Ok(commits)
 }
 
 /// One DDL statement on a captured table (`cdc.ddl_history`).

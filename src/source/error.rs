@@ -1,7 +1,7 @@
 //! Errors of the SQL Server side. Messages name the server object or column
 //! involved and never carry credentials.
 
-use crate::source::Lsn;
+use crate::domain::Lsn;
 
 /// Why talking to SQL Server failed.
 #[derive(Debug, thiserror::Error)]

@@ -2,6 +2,7 @@
 //! own, so reading from SQL Server overlaps with Parquet encoding and memory
 //! stays at a few batches whatever the result size.
 
+use std::ops::DerefMut;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,12 +17,13 @@ use tiberius::ColumnData;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::SourceError;
 use super::arrow_rows::{ColumnBuilder, naive_utc};
 use super::cdc::lsn_of;
 use super::connection::SqlClient;
 use super::types::SqlColumn;
-use super::{Lsn, SourceError};
-use crate::lake::bronze::{self, Operation};
+use crate::domain::Lsn;
+use crate::domain::change::{CDC_COLUMNS, Operation};
 
 /// Rows per Arrow record batch handed to the writer.
 pub const ROWS_PER_RECORD_BATCH: usize = 8192;
@@ -85,17 +87,22 @@ pub struct ReadStats {
 }
 
 /// A running read: the batches, then the session back with the stats.
-pub type ReadTask = JoinHandle<(SqlClient, Result<ReadStats, SourceError>)>;
+pub type ReadTask<C> = JoinHandle<(C, Result<ReadStats, SourceError>)>;
 
-/// Starts `request` on its own task. The stream yields record batches (at
-/// most two are buffered); awaiting the task returns the client and stats.
-pub fn spawn_read(
-    client: SqlClient,
+/// Starts `request` on its own task, so reading overlaps with what the
+/// caller does with the batches. `client` is the session, owned or held
+/// (a lock guard); the stream yields record batches (at most two are
+/// buffered), and awaiting the task gives the client back with the stats.
+pub fn spawn_read<C>(
+    client: C,
     request: ReadRequest,
 ) -> (
     impl Stream<Item = Result<RecordBatch, SourceError>> + Send + 'static,
-    ReadTask,
-) {
+    ReadTask<C>,
+)
+where
+    C: DerefMut<Target = SqlClient> + Send + 'static,
+{
     let (sender, receiver) = mpsc::channel::<Result<Chunk, SourceError>>(2);
     let task = tokio::spawn(async move {
         let mut client = client;
@@ -297,12 +304,11 @@ impl BatchBuilder {
         arrays.push(Arc::new(self.batch_id.finish()));
         let rows = self.len;
         self.len = 0;
-        let cdc = bronze::cdc_fields();
         let names: Vec<&str> = request
             .columns
             .iter()
             .map(|c| c.name.as_str())
-            .chain(cdc.iter().map(|f| f.name().as_str()))
+            .chain(CDC_COLUMNS.iter().map(|c| c.name))
             .collect();
         let fields = request.schema.fields();
         let in_order =

@@ -6,8 +6,48 @@ use tiberius::ColumnData;
 
 use super::cdc::CaptureInfo;
 use super::connection::SqlClient;
-use super::types::{quote_ident, quote_literal};
-use crate::spec::TableName;
+use super::types::{ValueKind, quote_ident, quote_literal};
+use crate::domain::TableName;
+
+/// How a snapshot pages through a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Paging {
+    /// Keyset pagination on the key columns, at these positions among the
+    /// columns read: each chunk resumes after the last key copied.
+    ByKey(Vec<usize>),
+    /// One chunk: the table has no key, or a key type whose order and
+    /// equality cannot be resumed from safely.
+    WholeTable,
+}
+
+/// Whether a snapshot of `info`'s table can resume after a key: only when
+/// every key column is read and is an integer, a string or a GUID.
+pub fn paging(info: &CaptureInfo) -> Paging {
+    let positions: Option<Vec<usize>> = info
+        .key_columns
+        .iter()
+        .map(|key| {
+            let position = info
+                .columns
+                .iter()
+                .position(|c| c.name.eq_ignore_ascii_case(key))?;
+            let kind = info.columns[position].kind().ok()?;
+            matches!(
+                kind,
+                ValueKind::Int16
+                    | ValueKind::Int32
+                    | ValueKind::Int64
+                    | ValueKind::Text
+                    | ValueKind::Guid
+            )
+            .then_some(position)
+        })
+        .collect();
+    match positions {
+        Some(positions) if !positions.is_empty() => Paging::ByKey(positions),
+        _ => Paging::WholeTable,
+    }
+}
 
 /// The query of one chunk: up to `rows` rows after `after` (all key columns),
 /// or from the start. Without key columns the whole table is one chunk.
@@ -117,6 +157,54 @@ pub fn key_from_json(value: &Value) -> Option<ColumnData<'static>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::CaptureInstance;
+    use crate::source::types::SqlColumn;
+
+    fn column(name: &str, type_name: &str) -> SqlColumn {
+        SqlColumn {
+            name: name.into(),
+            type_name: type_name.into(),
+            max_length: 8,
+            precision: 0,
+            scale: 0,
+            nullable: false,
+        }
+    }
+
+    fn info(keys: &[&str]) -> CaptureInfo {
+        CaptureInfo {
+            instance: CaptureInstance::new("dbo_t").unwrap(),
+            change_table_id: 1,
+            columns: vec![
+                column("id", "bigint"),
+                column("code", "nvarchar"),
+                column("guid", "uniqueidentifier"),
+                column("price", "decimal"),
+                column("at", "datetime2"),
+            ],
+            key_columns: keys.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn snapshots_page_by_key_only_where_the_key_resumes_safely() {
+        let cases: [(&str, &[&str], Paging); 7] = [
+            ("bigint key", &["id"], Paging::ByKey(vec![0])),
+            (
+                "composite of int, text, guid",
+                &["ID", "code", "guid"],
+                Paging::ByKey(vec![0, 1, 2]),
+            ),
+            ("no key", &[], Paging::WholeTable),
+            ("decimal key", &["price"], Paging::WholeTable),
+            ("datetime key", &["at"], Paging::WholeTable),
+            ("one part unsupported", &["id", "at"], Paging::WholeTable),
+            ("key column not read", &["missing"], Paging::WholeTable),
+        ];
+        for (name, keys, expected) in cases {
+            assert_eq!(paging(&info(keys)), expected, "{name}");
+        }
+    }
 
     #[test]
     fn composite_keys_compare_lexicographically() {

@@ -139,6 +139,40 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_defaults_are_the_health_defaults() {
+        // The CRD and docs/crd-reference.md show these doc comments; the
+        // values live in `health` alone.
+        let schema = serde_json::to_value(schemars::schema_for!(AlertsSpec)).unwrap();
+        let defaults = AlertLimits::default();
+        let t = defaults.thresholds;
+        let cases = [
+            ("silence", t.silence),
+            ("minHeadroom", t.min_headroom),
+            ("maxIngestionLag", t.max_ingestion_lag),
+            ("maxCaptureLag", t.max_capture_lag),
+            ("finalizationMargin", defaults.finalization_margin),
+        ];
+        for (field, default) in cases {
+            let description: String = schema["properties"][field]["description"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{field} has a description"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let documented = description
+                .split("(default `")
+                .nth(1)
+                .and_then(|rest| rest.split('`').next())
+                .unwrap_or_else(|| panic!("{field}: no (default `...`) in {description:?}"));
+            assert_eq!(
+                humantime::parse_duration(documented).ok(),
+                Some(default),
+                "{field}"
+            );
+        }
+    }
+
+    #[test]
     fn durations_are_parsed_and_bad_ones_name_their_field() {
         let spec = AlertsSpec {
             silence: Some("2h".into()),

@@ -9,11 +9,10 @@ use std::time::Duration;
 use super::alerts::{AlertLimits, parse_duration};
 use super::credentials::PasswordSource;
 use super::types::{
-    CdcStreamSpec, Encrypt, FinalizationSpec, Granularity, HeartbeatSpec, OnDataLoss, SnapshotMode,
-    TableSpec,
+    CdcStreamSpec, Encrypt, FinalizationSpec, HeartbeatSpec, OnDataLoss, SnapshotMode, TableSpec,
 };
+use crate::domain::{CaptureInstance, Granularity, TableName};
 use crate::lake::StorageLocation;
-use crate::source::CaptureInstance;
 
 /// The `apiVersion` of this schema.
 pub const API_VERSION: &str = "mssql-cdc.io/v1alpha1";
@@ -92,15 +91,6 @@ impl fmt::Display for ValidationErrors {
         let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
         f.write_str(&lines.join("\n"))
     }
-}
-
-/// A `schema.table` name on SQL Server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableName {
-    /// Schema, e.g. `dbo`.
-    pub schema: String,
-    /// Table, e.g. `orders`.
-    pub table: String,
 }
 
 /// When batches run.
@@ -261,25 +251,14 @@ impl Checker {
     }
 
     fn table_name(&mut self, field: &str, value: &str) -> Option<TableName> {
-        let parts: Vec<&str> = value
-            .split('.')
-            .map(|p| p.trim_matches(['[', ']']))
-            .collect();
-        match parts.as_slice() {
-            [schema, table] if !schema.trim().is_empty() && !table.trim().is_empty() => {
-                Some(TableName {
-                    schema: schema.to_string(),
-                    table: table.to_string(),
-                })
-            }
-            _ => {
-                self.0.push(SpecError::TableName {
-                    field: field.into(),
-                    value: value.into(),
-                });
-                None
-            }
+        let parsed = TableName::parse(value);
+        if parsed.is_none() {
+            self.0.push(SpecError::TableName {
+                field: field.into(),
+                value: value.into(),
+            });
         }
+        parsed
     }
 
     fn trigger(&mut self, spec: &super::types::TriggerSpec) -> Trigger {

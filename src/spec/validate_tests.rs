@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::domain::{Granularity, TableName};
 use crate::lake::StorageKind;
 use crate::spec::CdcStream;
 use crate::spec::{HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, load_yaml};

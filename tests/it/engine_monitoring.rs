@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::TryStreamExt;
+use mssql_cdc::domain::FactRow;
 use mssql_cdc::engine::{Observer, SnapshotProgress};
-use mssql_cdc::lake::facts::FactRow;
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 
 use crate::support::cdc::{advance_clock, capture_table, max_lsn, wait_for_capture};

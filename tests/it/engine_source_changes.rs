@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use mssql_cdc::domain::BatchId;
 use mssql_cdc::engine::Observer;
-use mssql_cdc::source::BatchId;
 
 use crate::support::cdc::{binary, capture_table, lsn_literal, max_lsn, min_lsn, wait_for_capture};
 use crate::support::server::{Client, TestServer, run};
@@ -557,10 +557,10 @@ async fn an_explicit_source_time_zone_overrides_the_server() {
 }
 
 /// Hands every batch's facts row to the test.
-struct Rows(tokio::sync::mpsc::UnboundedSender<mssql_cdc::lake::facts::FactRow>);
+struct Rows(tokio::sync::mpsc::UnboundedSender<mssql_cdc::domain::FactRow>);
 
 impl Observer for Rows {
-    fn batch_done(&self, row: &mssql_cdc::lake::facts::FactRow) {
+    fn batch_done(&self, row: &mssql_cdc::domain::FactRow) {
         let _ = self.0.send(row.clone());
     }
 }

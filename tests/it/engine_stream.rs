@@ -390,7 +390,7 @@ async fn a_second_process_on_the_checkpoint_fails_fast_and_writes_nothing() {
 struct Events(tokio::sync::mpsc::UnboundedSender<String>);
 
 impl mssql_cdc::engine::Observer for Events {
-    fn batch_done(&self, row: &mssql_cdc::lake::facts::FactRow) {
+    fn batch_done(&self, row: &mssql_cdc::domain::FactRow) {
         let _ = self.0.send(format!("batch {}", row.rows.unwrap_or(0)));
     }
     fn retrying(&self, error: &EngineError, _attempt: u32, _delay: std::time::Duration) {

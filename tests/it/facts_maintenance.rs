@@ -5,9 +5,11 @@ use std::path::Path;
 use std::process::Command;
 
 use chrono::{Duration, Utc};
+use mssql_cdc::domain::BatchId;
+use mssql_cdc::domain::{FactEvent, FactRow};
 use mssql_cdc::lake::StorageLocation;
-use mssql_cdc::lake::facts::{FactEvent, FactRow, FactSequence, FactsKey, FactsTable};
-use mssql_cdc::source::BatchId;
+use mssql_cdc::lake::facts::{FactsKey, FactsTable};
+use mssql_cdc::lake::txn::FactSequence;
 
 use crate::support::stream::{open_table, query_table};
 

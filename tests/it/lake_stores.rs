@@ -13,14 +13,17 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use futures::stream;
-use mssql_cdc::lake::bronze::{BronzeOutcome, BronzeTable, Operation, bronze_schema};
+use mssql_cdc::domain::change::Operation;
+use mssql_cdc::domain::columns::ColumnKind;
+use mssql_cdc::domain::facts::COLUMNS;
+use mssql_cdc::domain::{BatchId, CaptureInstance, FactRow};
+use mssql_cdc::lake::bronze::{BronzeOutcome, BronzeTable, bronze_schema};
 use mssql_cdc::lake::checkpoint::{
     Checkpoint, CheckpointError, CheckpointState, CommittedBatch, PlannedBatch,
 };
-use mssql_cdc::lake::facts::{
-    AppendOutcome, COLUMNS, ColumnKind, FactRow, FactSequence, FactsKey, FactsTable,
-};
-use mssql_cdc::source::{BatchId, CaptureInstance};
+use mssql_cdc::lake::facts::{AppendOutcome, FactsKey, FactsTable};
+use mssql_cdc::lake::records::BatchRecord;
+use mssql_cdc::lake::txn::{FactSequence, Txn};
 
 use crate::support::duckdb::read_delta;
 use crate::support::objectstores::{Azurite, LocalStore, Moto, TestStore};
@@ -172,7 +175,7 @@ async fn exercise(store: &dyn TestStore) {
 
     let (bronze_location, options) = store.location(BRONZE);
     let schema = bronze_schema(&captured()).expect("bronze schema");
-    let mut bronze = BronzeTable::open_or_create(&bronze_location, &options, &schema, APP_ID)
+    let mut bronze = BronzeTable::open_or_create(&bronze_location, &options, &schema)
         .await
         .unwrap_or_else(|e| panic!("bronze table on {where_}: {e}"));
 
@@ -227,13 +230,11 @@ async fn exercise(store: &dyn TestStore) {
         },
         "{where_}"
     );
-    let replayed = BronzeOutcome::AlreadyCommitted {
-        committed: batch_id(0),
-    };
+    let replayed = BronzeOutcome::AlreadyCommitted;
     let replay = write_batch0(&mut bronze, &schema, &where_).await;
     assert_eq!(replay, replayed, "{where_}: replay");
     let (_, options) = store.location(BRONZE);
-    let mut other_bronze = BronzeTable::open_or_create(&bronze_location, &options, &schema, APP_ID)
+    let mut other_bronze = BronzeTable::open_or_create(&bronze_location, &options, &schema)
         .await
         .unwrap_or_else(|e| panic!("reopening bronze on {where_}: {e}"));
     assert_eq!(other_bronze.delta_table().version(), Some(1), "{where_}");
@@ -282,10 +283,14 @@ async fn exercise(store: &dyn TestStore) {
     checkpoint.plan(&plan(1)).await.expect("plan batch 1");
     let rows1 = changes(&schema, 1, rows0 + 1, BATCH1_ROWS);
     assert_eq!(
-        bronze
-            .write_batch(next, ok_stream(vec![rows1]), &fact(1, BATCH1_ROWS))
-            .await
-            .unwrap_or_else(|e| panic!("bronze batch 1 on {where_}: {e}")),
+        commit_batch(
+            &mut bronze,
+            next,
+            vec![rows1],
+            fact(1, BATCH1_ROWS),
+            &where_
+        )
+        .await,
         BronzeOutcome::Committed {
             version: 2,
             rows: BATCH1_ROWS as u64
@@ -305,8 +310,11 @@ async fn exercise(store: &dyn TestStore) {
     assert_eq!(state.latest_planned, Some(plan(1)), "{where_}");
     assert_eq!(state.latest_committed, Some(next), "{where_}");
     assert_eq!(
-        other_bronze.committed_batch().await.expect("bronze txn"),
-        Some(next),
+        other_bronze
+            .committed_version(APP_ID)
+            .await
+            .expect("bronze txn"),
+        Some(next.txn_version()),
         "{where_}: another writer sees the newest batch"
     );
 }
@@ -320,10 +328,29 @@ async fn write_batch0(bronze: &mut BronzeTable, schema: &SchemaRef, where_: &str
         batch
     });
     let rows = BATCH0_ROWS.iter().sum::<i64>();
-    bronze
-        .write_batch(batch_id(0), ok_stream(batches), &fact(0, rows))
+    commit_batch(bronze, batch_id(0), batches.to_vec(), fact(0, rows), where_).await
+}
+
+/// Stages `batches` and commits them as batch `batch`, as the engine does.
+async fn commit_batch(
+    bronze: &mut BronzeTable,
+    batch: BatchId,
+    batches: Vec<RecordBatch>,
+    facts: FactRow,
+    where_: &str,
+) -> BronzeOutcome {
+    let staged = bronze
+        .stage(ok_stream(batches))
         .await
-        .unwrap_or_else(|e| panic!("bronze batch 0 on {where_}: {e}"))
+        .unwrap_or_else(|e| panic!("staging batch {batch} on {where_}: {e}"));
+    let record = BatchRecord {
+        facts,
+        events: Vec::new(),
+    };
+    bronze
+        .commit_batch(&Txn::bronze_batch(APP_ID, batch), staged, &record)
+        .await
+        .unwrap_or_else(|e| panic!("bronze batch {batch} on {where_}: {e}"))
 }
 
 /// The captured columns: a key, a money value and a zoned timestamp.

@@ -10,9 +10,11 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use mssql_cdc::lake::facts::{FactRow, FactSequence, FactsKey, FactsTable};
+use mssql_cdc::domain::BatchId;
+use mssql_cdc::domain::FactRow;
+use mssql_cdc::lake::facts::{FactsKey, FactsTable};
+use mssql_cdc::lake::txn::FactSequence;
 use mssql_cdc::lake::{StorageLocation, StorageOptions};
-use mssql_cdc::source::BatchId;
 use serde_json::Value;
 
 use crate::support::cdc::{capture_table, max_lsn, wait_for_capture};

@@ -1,4 +1,6 @@
-//! The facts Delta table: created on first use, appended idempotently.
+//! The facts Delta table: one row per micro-batch of every stream, plus one
+//! per snapshot and per change of the source; created on first use,
+//! appended idempotently.
 //!
 //! Each append is one Delta commit carrying a `txn` action whose appId names
 //! the stream (target + app_id) and the kind of sequence, and whose version
@@ -8,30 +10,23 @@
 
 use std::collections::HashSet;
 
+use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::json::ReaderBuilder;
+use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::row::{FactEvent, FactRow, to_record_batch};
-use super::schema::delta_fields;
-use crate::lake::delta::{open_or_create, txn_version};
-use crate::lake::storage::{StorageLocation, StorageOptions};
-use crate::source::BatchId;
+use super::delta::{open_or_create, txn_version};
+use super::schema::{arrow_schema, delta_fields};
+use super::storage::{StorageLocation, StorageOptions};
+use super::txn::{FactSequence, Txn};
+use crate::domain::facts::COLUMNS;
+use crate::domain::{BatchId, FactEvent, FactRow};
 
 const TABLE_COMMENT: &str =
     "mssql-cdc ingestion facts: one row per micro-batch and per snapshot or source change";
-
-/// Which sequence of a stream's facts a commit belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FactSequence {
-    /// The rows of one micro-batch: its row (event NULL) and the event rows
-    /// (schema_change, capture_instance_switched, data_skipped) it carries.
-    Batch(BatchId),
-    /// The row of one snapshot (bootstrap or resnapshot), numbered by the
-    /// engine from 0 in the order the stream took them.
-    Snapshot(u64),
-}
 
 /// The idempotency key of one facts commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,21 +40,9 @@ pub struct FactsKey {
 }
 
 impl FactsKey {
-    /// The Delta `txn` appId of this key's sequence (distinct from the
-    /// bronze appId, which is the bare `app_id`).
-    pub fn txn_app_id(&self) -> String {
-        let kind = match self.sequence {
-            FactSequence::Batch(_) => "batch",
-            FactSequence::Snapshot(_) => "snapshot",
-        };
-        format!("mssql-cdc/facts/{kind}/{}/{}", self.app_id, self.target)
-    }
-
-    fn txn_version(&self) -> i64 {
-        match self.sequence {
-            FactSequence::Batch(id) => id.txn_version(),
-            FactSequence::Snapshot(n) => i64::try_from(n).unwrap_or(i64::MAX),
-        }
+    /// The Delta `txn` of this key's commit.
+    pub fn txn(&self) -> Txn {
+        Txn::facts(&self.target, &self.app_id, self.sequence)
     }
 }
 
@@ -112,7 +95,7 @@ impl FactsTable {
         location: &StorageLocation,
         options: &StorageOptions,
     ) -> Result<Self, FactsError> {
-        let table = open_or_create(location, options, delta_fields(), TABLE_COMMENT)
+        let table = open_or_create(location, options, delta_fields(&COLUMNS), TABLE_COMMENT)
             .await
             .map_err(|source| FactsError::Delta {
                 location: location.to_string(),
@@ -136,16 +119,16 @@ impl FactsTable {
         rows: &[FactRow],
     ) -> Result<AppendOutcome, FactsError> {
         check_rows(key, rows)?;
-        let app_id = key.txn_app_id();
-        let done = txn_version(&mut self.table, &app_id)
+        let txn = key.txn();
+        let done = txn_version(&mut self.table, &txn.app_id)
             .await
             .map_err(|e| self.delta_error(e))?;
-        if done.is_some_and(|v| v >= key.txn_version()) {
+        if txn.is_done(done) {
             return Ok(AppendOutcome::AlreadyWritten);
         }
         let batch = to_record_batch(rows)?;
         let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(app_id, key.txn_version()));
+            .with_application_transaction(Transaction::new(txn.app_id, txn.version));
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(|e| self.delta_error(e))?
             .with_commit_properties(properties);
@@ -165,6 +148,18 @@ impl FactsTable {
             source: Box::new(source),
         }
     }
+}
+
+/// Encodes rows as one Arrow batch with the facts schema, through their
+/// serialised form (the same one a bronze commit's record carries).
+pub fn to_record_batch(rows: &[FactRow]) -> Result<RecordBatch, ArrowError> {
+    let mut decoder = ReaderBuilder::new(arrow_schema(&COLUMNS))
+        .with_batch_size(rows.len().max(1))
+        .build_decoder()?;
+    decoder.serialize(rows)?;
+    decoder
+        .flush()?
+        .ok_or_else(|| ArrowError::JsonError("no facts rows to encode".into()))
 }
 
 /// Every row must carry the key's identity, and no (batch_id, event) twice.
@@ -207,5 +202,5 @@ fn check_rows(key: &FactsKey, rows: &[FactRow]) -> Result<(), FactsError> {
 }
 
 #[cfg(test)]
-#[path = "table_tests.rs"]
+#[path = "facts_tests.rs"]
 mod tests;

@@ -1,78 +1,12 @@
-//! The facts columns, defined once for the writer, the docs and the tests.
+//! The facts table's columns, in table order, with the comment each
+//! carries in the Delta schema. The writer, the docs test and
+//! [`super::FactRow`]'s serialised form all follow this one list.
 
-use std::sync::Arc;
-
-use deltalake::arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef, TimeUnit};
-use deltalake::kernel::{DataType, StructField};
-
-/// The type of a facts column, mapped to Delta and Arrow in one place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ColumnKind {
-    /// Delta STRING / Arrow Utf8.
-    String,
-    /// Delta LONG / Arrow Int64.
-    Long,
-    /// Delta DOUBLE / Arrow Float64.
-    Double,
-    /// Delta TIMESTAMP_NTZ / Arrow Timestamp(µs, no zone); always UTC.
-    TimestampNtz,
-}
-
-impl ColumnKind {
-    /// The Delta type.
-    pub fn delta(self) -> DataType {
-        match self {
-            ColumnKind::String => DataType::STRING,
-            ColumnKind::Long => DataType::LONG,
-            ColumnKind::Double => DataType::DOUBLE,
-            ColumnKind::TimestampNtz => DataType::TIMESTAMP_NTZ,
-        }
-    }
-
-    /// The Arrow type.
-    pub fn arrow(self) -> ArrowType {
-        match self {
-            ColumnKind::String => ArrowType::Utf8,
-            ColumnKind::Long => ArrowType::Int64,
-            ColumnKind::Double => ArrowType::Float64,
-            ColumnKind::TimestampNtz => ArrowType::Timestamp(TimeUnit::Microsecond, None),
-        }
-    }
-}
-
-/// One column of the facts table (and of the lake's other small tables,
-/// such as the finalization control table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FactColumn {
-    /// Column name.
-    pub name: &'static str,
-    /// Column type.
-    pub kind: ColumnKind,
-    /// Whether NULL is allowed.
-    pub nullable: bool,
-    /// The comment stored in the Delta schema.
-    pub comment: &'static str,
-}
-
-/// A column, for `const` tables of columns.
-pub const fn col(
-    name: &'static str,
-    kind: ColumnKind,
-    nullable: bool,
-    comment: &'static str,
-) -> FactColumn {
-    FactColumn {
-        name,
-        kind,
-        nullable,
-        comment,
-    }
-}
-
-use ColumnKind::{Double, Long, String as Str, TimestampNtz as Ts};
+use crate::domain::columns::ColumnKind::{Double, Long, String as Str, TimestampNtz as Ts};
+use crate::domain::columns::{Column, col};
 
 /// Every facts column, in table order.
-pub const COLUMNS: [FactColumn; 25] = [
+pub const COLUMNS: [Column; 25] = [
     col(
         "target",
         Str,
@@ -215,39 +149,10 @@ pub const COLUMNS: [FactColumn; 25] = [
     ),
 ];
 
-/// The Delta schema fields, each with its `comment` metadata.
-pub fn delta_fields() -> Vec<StructField> {
-    delta_fields_of(&COLUMNS)
-}
-
-/// The Delta schema fields of `columns`, each with its `comment` metadata.
-pub fn delta_fields_of(columns: &[FactColumn]) -> Vec<StructField> {
-    columns
-        .iter()
-        .map(|c| {
-            StructField::new(c.name, c.kind.delta(), c.nullable)
-                .with_metadata([("comment", c.comment.to_string())])
-        })
-        .collect()
-}
-
-/// The Arrow schema rows are encoded with (same order and types).
-pub fn arrow_schema() -> SchemaRef {
-    arrow_schema_of(&COLUMNS)
-}
-
-/// The Arrow schema of `columns`, in their order.
-pub fn arrow_schema_of(columns: &[FactColumn]) -> SchemaRef {
-    let fields: Vec<Field> = columns
-        .iter()
-        .map(|c| Field::new(c.name, c.kind.arrow(), c.nullable))
-        .collect();
-    Arc::new(Schema::new(fields))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::columns::ColumnKind;
 
     #[test]
     fn columns_are_the_documented_set_in_order() {

@@ -1,7 +1,6 @@
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::*;
-use crate::lake::facts::schema::COLUMNS;
 use crate::lake::test_support::{query, reopen};
 
 fn at(seconds: i64) -> DateTime<Utc> {
@@ -50,7 +49,12 @@ async fn creates_the_table_with_every_column_and_comment() {
     assert_eq!(fields.len(), COLUMNS.len());
     for (field, column) in fields.iter().zip(COLUMNS) {
         assert_eq!(field.name(), column.name);
-        assert_eq!(field.data_type(), &column.kind.delta(), "{}", column.name);
+        assert_eq!(
+            field.data_type(),
+            &crate::lake::schema::delta_type(column.kind),
+            "{}",
+            column.name
+        );
         assert_eq!(field.is_nullable(), column.nullable, "{}", column.name);
         let comment = field.metadata().get("comment").map(ToString::to_string);
         assert_eq!(comment.as_deref(), Some(column.comment), "{}", column.name);

@@ -1,0 +1,118 @@
+//! The `detail` of each event row: what happened, as JSON. One struct per
+//! event, so the checkpoint (which records planned events) and the facts
+//! table (which shows them) agree on the fields.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::Lsn;
+
+/// The detail of one event, by kind. Stored without a tag: the kinds have
+/// distinct fields, and the event row's `event` column names the kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EventDetail {
+    /// `schema_change`.
+    SchemaChange(SchemaChangeDetail),
+    /// `capture_instance_switched`.
+    Switched(SwitchDetail),
+    /// `data_skipped`.
+    Skipped(SkipDetail),
+}
+
+impl EventDetail {
+    /// The JSON text stored in the facts `detail` column.
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// DDL on the source table, as `cdc.ddl_history` recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaChangeDetail {
+    /// The statement.
+    pub command: String,
+    /// Columns it adds.
+    pub columns_added: Vec<DdlColumn>,
+    /// Columns it drops.
+    pub columns_dropped: Vec<DdlColumn>,
+    /// Columns whose type it alters.
+    pub columns_altered: Vec<DdlColumn>,
+}
+
+/// A column a DDL statement names, and whether the capture instance read
+/// captures it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DdlColumn {
+    /// The column.
+    pub column: String,
+    /// Whether the stream reads it.
+    pub captured: bool,
+}
+
+/// The stream moved to a newer capture instance of its table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchDetail {
+    /// The instance read before.
+    pub from_capture_instance: String,
+    /// The instance read from `start_lsn` on.
+    pub to_capture_instance: String,
+    /// Columns of the old instance.
+    pub from_columns: Vec<String>,
+    /// Columns of the new one.
+    pub to_columns: Vec<String>,
+    /// Where the new instance starts.
+    pub start_lsn: Lsn,
+}
+
+/// Changes purged by CDC cleanup before the stream read them, skipped
+/// under `onDataLoss: skip`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkipDetail {
+    /// The first LSN the stream needed.
+    pub skipped_from_lsn: Lsn,
+    /// The last LSN lost.
+    pub skipped_to_lsn: Lsn,
+    /// Where reading went on.
+    pub resumed_at_lsn: Lsn,
+    /// False when cleanup ran while a batch read, so changes may (not
+    /// must) be missing.
+    pub certain: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_read_back_as_their_own_kind() {
+        let lsn: Lsn = "0x0000002A000001F40003".parse().unwrap();
+        let details = [
+            EventDetail::SchemaChange(SchemaChangeDetail {
+                command: "ALTER TABLE dbo.orders ADD note int".into(),
+                columns_added: vec![DdlColumn {
+                    column: "note".into(),
+                    captured: false,
+                }],
+                columns_dropped: vec![],
+                columns_altered: vec![],
+            }),
+            EventDetail::Switched(SwitchDetail {
+                from_capture_instance: "dbo_orders".into(),
+                to_capture_instance: "dbo_orders_v2".into(),
+                from_columns: vec!["id".into()],
+                to_columns: vec!["id".into(), "note".into()],
+                start_lsn: lsn,
+            }),
+            EventDetail::Skipped(SkipDetail {
+                skipped_from_lsn: lsn,
+                skipped_to_lsn: lsn,
+                resumed_at_lsn: lsn,
+                certain: true,
+            }),
+        ];
+        for detail in details {
+            let back: EventDetail = serde_json::from_str(&detail.to_text()).unwrap();
+            assert_eq!(back, detail);
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Runs one planned micro-batch to its commit marker: read the planned
+//! range into staged Parquet files, commit them to bronze with the batch's
+//! facts rows in the same commit, append those rows to the facts table,
+//! move the verdict, mark the batch done. A replay after a crash resumes
+//! where the first run stopped (`plan::resume`); see
+//! docs/adr/0002-exactly-once.md.
+
+use std::time::Instant;
+
+use chrono::Utc;
+use deltalake::arrow::record_batch::RecordBatch;
+use tiberius::ColumnData;
+
+use super::context::Run;
+use super::data_loss::{self, PurgeTimes};
+use super::error::EngineError;
+use super::facts_row::{self, BatchMeasures};
+use super::plan::{self, BronzeHolds, Resume, Watermarks};
+use super::session::SourceSession;
+use super::sink::Sink;
+use super::source_changes::{read_schema, switch_failpoint};
+use crate::domain::{FactRow, Lsn};
+use crate::failpoint;
+use crate::lake::bronze::BronzeOutcome;
+use crate::lake::checkpoint::{CommittedBatch, PlannedBatch, PlannedEvent};
+use crate::lake::facts::{AppendOutcome, FactsKey};
+use crate::lake::records::BatchRecord;
+use crate::lake::txn::{FactSequence, Txn};
+use crate::source::SourceError;
+use crate::source::cdc;
+use crate::source::reader::{ReadRequest, ReadStats, RowShape};
+
+/// Runs (or replays) `plan`. `marks` are the source's watermarks when it
+/// was planned (or replayed), for its facts row.
+pub async fn run_batch(
+    run: &mut Run<'_>,
+    session: &mut SourceSession,
+    sink: &mut Sink,
+    plan: &PlannedBatch,
+    marks: &Watermarks,
+) -> Result<(), EngineError> {
+    let txn = Txn::bronze_batch(&run.config.app_id, plan.batch_id);
+    let holds = if sink.bronze.holds(&txn).await? {
+        match sink.bronze.record::<BatchRecord>(&txn).await? {
+            Some(record) => BronzeHolds::Batch(record.rows()),
+            None => BronzeHolds::BatchWithoutRecord,
+        }
+    } else {
+        BronzeHolds::Nothing
+    };
+    match plan::resume(plan, &run.config.app_id, holds)
+        .map_err(|e| EngineError::Inconsistent(format!("{}: {e}", run.config.target.location)))?
+    {
+        // Bronze holds the batch: a crash came after its commit. Its facts
+        // rows travelled in the commit; finish the bookkeeping.
+        Resume::Recover(rows) => record_facts(run, sink, plan, None, rows).await,
+        Resume::Read => read_and_commit(run, session, sink, plan, &txn, marks).await,
+    }
+}
+
+async fn read_and_commit(
+    run: &mut Run<'_>,
+    session: &mut SourceSession,
+    sink: &mut Sink,
+    plan: &PlannedBatch,
+    txn: &Txn,
+    marks: &Watermarks,
+) -> Result<(), EngineError> {
+    let started_at = Utc::now();
+    let clock = Instant::now();
+    session.use_instance(&plan.capture_instance).await?;
+    let mut events = plan.events.clone();
+    let read_from = match session
+        .purged_past(&plan.capture_instance, plan.start_lsn)
+        .await?
+    {
+        Some(min) => {
+            purged_while_reading(run, session, plan, min, &mut events).await?;
+            min
+        }
+        None => plan.start_lsn,
+    };
+    let probe = session.probe_before_read(&mut run.warnings).await?;
+    let (staged, read) = if read_from <= plan.end_lsn {
+        let request = changes_request(run, session, sink, plan, read_from)?;
+        session.read_into(&mut sink.bronze, request).await?
+    } else {
+        let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
+        (sink.bronze.stage(nothing).await?, ReadStats::default())
+    };
+    let measured = session.probe_after_read(probe, &mut run.warnings).await?;
+    if let Some(min) = session
+        .purged_past(&plan.capture_instance, read_from)
+        .await?
+    {
+        purged_while_reading(run, session, plan, min, &mut events).await?;
+    }
+
+    let end_commit_ts = match plan.end_commit_ts {
+        Some(ts) => Some(ts),
+        None => session.lsn_time(plan.end_lsn).await?,
+    };
+    let measures = BatchMeasures {
+        started_at,
+        duration: clock.elapsed(),
+        read,
+        source_rtt_ms: measured.source_rtt_ms,
+        network_wait_ms: measured.network_wait_ms,
+    };
+    let now = Utc::now();
+    let record = BatchRecord {
+        facts: facts_row::batch_row(
+            run.stream(),
+            plan,
+            end_commit_ts,
+            &measures,
+            marks,
+            run.warnings.detail(),
+            now,
+        ),
+        events: facts_row::event_rows(run.stream(), plan, &events, now),
+    };
+    let outcome = sink.bronze.commit_batch(txn, staged, &record).await?;
+    failpoint::hit("after_bronze_commit");
+    switch_failpoint(plan, "after_bronze_commit");
+    let version = match outcome {
+        BronzeOutcome::Committed { version, .. } => {
+            run.warnings.recorded(record.facts.detail.as_deref());
+            Some(version)
+        }
+        BronzeOutcome::AlreadyCommitted | BronzeOutcome::Empty => None,
+    };
+    record_facts(run, sink, plan, version, record.rows()).await
+}
+
+/// The read of a batch's changes, from `from` to the plan's end.
+fn changes_request(
+    run: &Run<'_>,
+    session: &SourceSession,
+    sink: &Sink,
+    plan: &PlannedBatch,
+    from: Lsn,
+) -> Result<ReadRequest, EngineError> {
+    let info = session.info();
+    let observer = run.options.observer.clone();
+    let batch_id = plan.batch_id;
+    Ok(ReadRequest {
+        sql: cdc::changes_query(info),
+        params: vec![
+            ColumnData::Binary(Some(from.to_bytes().to_vec().into())),
+            ColumnData::Binary(Some(plan.end_lsn.to_bytes().to_vec().into())),
+        ],
+        columns: info.columns.clone(),
+        schema: read_schema(info, &sink.bronze.arrow_schema()?)?,
+        shape: RowShape::Changes {
+            utc_offset_minutes: session.utc_offset_minutes(),
+        },
+        batch_id: plan.batch_id.txn_version(),
+        on_batch: Some(Box::new(move |rows| {
+            failpoint::hit("mid_read");
+            observer.batch_reading(batch_id, rows);
+        })),
+    })
+}
+
+/// Cleanup passed the batch's start (`min` is the new low-water mark): the
+/// policy decides, with the commit times around the gap.
+async fn purged_while_reading(
+    run: &Run<'_>,
+    session: &mut SourceSession,
+    plan: &PlannedBatch,
+    min: Lsn,
+    events: &mut Vec<PlannedEvent>,
+) -> Result<(), EngineError> {
+    let times = PurgeTimes {
+        to_ts: session.time_from(min).await?,
+        from_ts: match plan.start_lsn.checked_prev() {
+            Some(before) => session.lsn_time(before).await?,
+            None => None,
+        },
+    };
+    data_loss::purged_while_reading(run.config.on_data_loss, plan, min, times, events)?;
+    tracing::warn!(
+        batch_id = %plan.batch_id,
+        capture_instance = %plan.capture_instance,
+        min_lsn = %min,
+        "CDC cleanup ran while the batch read; changes may be missing"
+    );
+    Ok(())
+}
+
+/// Appends the batch's facts rows (its own first), moves the verdict and
+/// writes the commit marker.
+async fn record_facts(
+    run: &mut Run<'_>,
+    sink: &mut Sink,
+    plan: &PlannedBatch,
+    bronze_version: Option<i64>,
+    rows: Vec<FactRow>,
+) -> Result<(), EngineError> {
+    let key = FactsKey {
+        target: run.config.target.name.clone(),
+        app_id: run.config.app_id.clone(),
+        sequence: FactSequence::Batch(plan.batch_id),
+    };
+    let row = rows.first().cloned().ok_or_else(|| {
+        EngineError::Inconsistent(format!("batch {} has no facts row", plan.batch_id))
+    })?;
+    if let AppendOutcome::Written { .. } = sink.facts.append(&key, &rows).await? {
+        run.warnings.recorded(row.detail.as_deref());
+    }
+    run.observer().events_recorded(&rows[1..]);
+    failpoint::hit("after_facts");
+    sink.advance_verdict(row.end_commit_ts, run.observer())
+        .await?;
+    sink.checkpoint
+        .commit(&CommittedBatch {
+            batch_id: plan.batch_id,
+            bronze_version,
+            committed_at: Utc::now(),
+        })
+        .await?;
+    tracing::debug!(
+        batch_id = %plan.batch_id,
+        rows = row.rows.unwrap_or(0),
+        start_lsn = %plan.start_lsn,
+        end_lsn = %plan.end_lsn,
+        ingestion_lag_s = row.ingestion_lag_seconds,
+        retention_headroom_h = row.retention_headroom_hours,
+        "batch committed"
+    );
+    run.summary.batches += 1;
+    run.summary.rows += row.rows.unwrap_or(0);
+    run.observer().batch_done(&row);
+    run.summary.last = Some(row);
+    Ok(())
+}

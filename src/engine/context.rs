@@ -1,0 +1,64 @@
+//! What every part of one run shares: the manifest, the caller's options,
+//! the warnings raised so far and the tallies it returns.
+
+use super::facts_row::Stream;
+use super::observer::Observer;
+use super::options::{RunOptions, RunSummary};
+use super::plan::PlanOptions;
+use super::warnings::Warnings;
+use crate::domain::Lsn;
+use crate::spec::{StreamConfig, Trigger};
+
+/// One run of a stream.
+pub struct Run<'a> {
+    /// The manifest.
+    pub config: &'a StreamConfig,
+    /// How the caller asked it to run.
+    pub options: &'a RunOptions,
+    /// Warnings waiting for a facts row.
+    pub warnings: Warnings,
+    /// What the run has done.
+    pub summary: RunSummary,
+    /// `--once` or availableNow: the max LSN seen when the run started.
+    pub once_target: Option<Lsn>,
+}
+
+impl<'a> Run<'a> {
+    /// A run that has done nothing yet.
+    pub fn new(config: &'a StreamConfig, options: &'a RunOptions) -> Self {
+        Run {
+            config,
+            options,
+            warnings: Warnings::new(&options.warnings),
+            summary: RunSummary::default(),
+            once_target: None,
+        }
+    }
+
+    /// Whether the run stops once caught up.
+    pub fn once(&self) -> bool {
+        self.options.once || self.config.trigger == Trigger::AvailableNow
+    }
+
+    /// Where progress goes.
+    pub fn observer(&self) -> &dyn Observer {
+        self.options.observer.as_ref()
+    }
+
+    /// The stream's identity in its facts rows.
+    pub fn stream(&self) -> Stream<'a> {
+        Stream {
+            target: &self.config.target.name,
+            app_id: &self.config.app_id,
+        }
+    }
+
+    /// The settings planning follows.
+    pub fn plan_options(&self) -> PlanOptions {
+        PlanOptions {
+            once_target: self.once_target,
+            max_commits: self.config.max_commits_per_batch.get(),
+            on_data_loss: self.config.on_data_loss,
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The facts rows' columns, case by case.
+
+use chrono::TimeZone;
+
+use super::*;
+use crate::domain::facts::EventDetail;
+use crate::domain::facts::detail::SkipDetail;
+use crate::domain::{BatchId, CaptureInstance, Lsn};
+
+const STREAM: Stream<'static> = Stream {
+    target: "bronze.orders",
+    app_id: "orders-v1",
+};
+
+fn lsn(n: u8) -> Lsn {
+    let mut bytes = [0u8; 10];
+    bytes[9] = n;
+    Lsn::from_bytes(bytes)
+}
+
+/// Noon plus `minutes`.
+fn at(minutes: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
+        .single()
+        .unwrap()
+        + chrono::Duration::minutes(minutes)
+}
+
+fn plan() -> PlannedBatch {
+    PlannedBatch {
+        batch_id: BatchId::new(7).unwrap(),
+        start_lsn: lsn(11),
+        end_lsn: lsn(30),
+        capture_instance: CaptureInstance::new("dbo_orders").unwrap(),
+        end_commit_ts: Some(at(0)),
+        planned_at: at(1),
+        events: Vec::new(),
+    }
+}
+
+fn measures(rows: u64) -> BatchMeasures {
+    BatchMeasures {
+        started_at: at(1),
+        duration: Duration::from_millis(2500),
+        read: ReadStats {
+            rows,
+            bytes: 3_000_000,
+            read_time: Duration::from_millis(1500),
+            min_lsn: Some(lsn(12)),
+            max_lsn: Some(lsn(29)),
+            min_commit_ts: Some(at(-5)),
+            max_commit_ts: Some(at(-1)),
+            last_key: None,
+        },
+        source_rtt_ms: 0.8,
+        network_wait_ms: Some(40),
+    }
+}
+
+/// Capture mapped up to `max` minutes, cleanup kept from `min` minutes,
+/// looked at `observed` minutes after noon.
+fn marks(min: Option<i64>, max: Option<i64>, observed: i64) -> Watermarks {
+    Watermarks {
+        max_lsn: lsn(40),
+        max_commit_ts: max.map(at),
+        min_commit_ts: min.map(at),
+        observed_at: at(observed),
+    }
+}
+
+#[test]
+fn lag_and_headroom_columns() {
+    // (case, end commit, min kept, max mapped, observed, headroom h, ingestion s, capture s)
+    type Case = (
+        &'static str,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        i64,
+        Option<f64>,
+        Option<f64>,
+        Option<f64>,
+    );
+    let cases: [Case; 5] = [
+        (
+            "current stream",
+            Some(0),
+            Some(-3 * 60),
+            Some(0),
+            1,
+            Some(3.0),
+            Some(0.0),
+            Some(60.0),
+        ),
+        (
+            "stream behind capture",
+            Some(0),
+            Some(-60),
+            Some(30),
+            30,
+            Some(1.0),
+            Some(1800.0),
+            Some(0.0),
+        ),
+        (
+            "capture behind the clock",
+            Some(0),
+            Some(-60),
+            Some(0),
+            20,
+            Some(1.0),
+            Some(0.0),
+            Some(1200.0),
+        ),
+        (
+            "unknown end commit",
+            None,
+            Some(-60),
+            Some(0),
+            1,
+            None,
+            None,
+            Some(60.0),
+        ),
+        (
+            "cleanup passed the position",
+            Some(0),
+            Some(10),
+            Some(10),
+            10,
+            Some(-10.0 / 60.0),
+            Some(600.0),
+            Some(0.0),
+        ),
+    ];
+    for (case, end, min, max, observed, headroom, ingestion, capture) in cases {
+        let row = batch_row(
+            STREAM,
+            &plan(),
+            end.map(at),
+            &measures(3),
+            &marks(min, max, observed),
+            None,
+            at(2),
+        );
+        assert_eq!(row.retention_headroom_hours, headroom, "{case}");
+        assert_eq!(row.ingestion_lag_seconds, ingestion, "{case}");
+        assert_eq!(row.capture_lag_seconds, capture, "{case}");
+    }
+}
+
+#[test]
+fn a_batch_row_reports_its_range_and_read_measures() {
+    let row = batch_row(
+        STREAM,
+        &plan(),
+        Some(at(0)),
+        &measures(3),
+        &marks(Some(-60), Some(0), 1),
+        Some(r#"{"warnings":["w"]}"#.into()),
+        at(2),
+    );
+    assert_eq!(
+        (
+            row.target.as_str(),
+            row.app_id.as_str(),
+            row.batch_id,
+            row.event
+        ),
+        ("bronze.orders", "orders-v1", BatchId::new(7).ok(), None)
+    );
+    assert_eq!(row.rows, Some(3));
+    assert_eq!(
+        (row.min_lsn, row.max_lsn, row.end_lsn),
+        (Some(lsn(12)), Some(lsn(29)), Some(lsn(30)))
+    );
+    assert_eq!(
+        (row.min_commit_ts, row.max_commit_ts),
+        (Some(at(-5)), Some(at(-1)))
+    );
+    assert_eq!((row.started_at, row.written_at), (Some(at(1)), at(2)));
+    assert_eq!(row.duration_ms, Some(2500));
+    assert_eq!(row.read_seconds, Some(1.5));
+    assert_eq!(row.read_mb, Some(3.0));
+    assert_eq!(
+        (row.source_rtt_ms, row.network_wait_ms),
+        (Some(0.8), Some(40))
+    );
+    assert_eq!(row.detail.as_deref(), Some(r#"{"warnings":["w"]}"#));
+    assert_eq!(
+        row.capture_instance.as_ref().map(CaptureInstance::as_str),
+        Some("dbo_orders")
+    );
+}
+
+#[test]
+fn an_empty_batch_still_has_its_end() {
+    let mut empty = measures(0);
+    empty.read.min_lsn = None;
+    empty.read.max_lsn = None;
+    empty.read.min_commit_ts = None;
+    empty.read.max_commit_ts = None;
+    empty.network_wait_ms = None;
+    let row = batch_row(
+        STREAM,
+        &plan(),
+        Some(at(0)),
+        &empty,
+        &marks(Some(-60), Some(0), 1),
+        None,
+        at(2),
+    );
+    assert_eq!(
+        (row.rows, row.min_lsn, row.end_lsn),
+        (Some(0), None, Some(lsn(30)))
+    );
+    assert_eq!(row.network_wait_ms, None);
+}
+
+#[test]
+fn event_rows_sit_at_their_own_lsn() {
+    let skipped = PlannedEvent {
+        event: FactEvent::DataSkipped,
+        lsn: lsn(20),
+        commit_ts: Some(at(-30)),
+        capture_instance: CaptureInstance::new("dbo_orders").unwrap(),
+        detail: EventDetail::Skipped(SkipDetail {
+            skipped_from_lsn: lsn(11),
+            skipped_to_lsn: lsn(19),
+            resumed_at_lsn: lsn(20),
+            certain: true,
+        }),
+        lost_from_ts: Some(at(-90)),
+        lost_to_ts: Some(at(-30)),
+    };
+    let rows = event_rows(STREAM, &plan(), &[skipped], at(2));
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(
+        (row.event, row.batch_id, row.rows),
+        (Some(FactEvent::DataSkipped), BatchId::new(7).ok(), Some(0))
+    );
+    assert_eq!(
+        (row.min_lsn, row.max_lsn, row.end_lsn),
+        (Some(lsn(20)), Some(lsn(20)), Some(lsn(20)))
+    );
+    assert_eq!(row.end_commit_ts, Some(at(-30)));
+    assert_eq!(
+        (row.lost_from_ts, row.lost_to_ts),
+        (Some(at(-90)), Some(at(-30)))
+    );
+    let detail: serde_json::Value = serde_json::from_str(row.detail.as_deref().unwrap()).unwrap();
+    assert_eq!(detail["resumed_at_lsn"], "0x00000000000000000014");
+    assert_eq!(detail["certain"], true);
+    assert!(event_rows(STREAM, &plan(), &[], at(2)).is_empty());
+}
+
+#[test]
+fn snapshot_rows_name_bootstrap_or_resnapshot() {
+    let snapshot = |n: u64, lost: Option<i64>| PlannedSnapshot {
+        snapshot: n,
+        lsn: lsn(30),
+        capture_instance: CaptureInstance::new("dbo_orders").unwrap(),
+        commit_ts: Some(at(0)),
+        started_at: at(1),
+        lost_from_ts: lost.map(at),
+        lost_to_ts: lost.map(|m| at(m + 60)),
+    };
+    let measured = SnapshotMeasures {
+        rows: 1000,
+        read_time: Duration::from_secs(2),
+        read_bytes: 500_000,
+    };
+    // (case, snapshot number, lost range start, expected event)
+    let cases = [
+        ("the bootstrap", 0, None, FactEvent::Bootstrap),
+        (
+            "a resnapshot after purged changes",
+            1,
+            Some(-120),
+            FactEvent::Resnapshot,
+        ),
+        ("a later resnapshot", 4, Some(-30), FactEvent::Resnapshot),
+    ];
+    for (case, n, lost, event) in cases {
+        let row = snapshot_row(STREAM, &snapshot(n, lost), &measured, at(3));
+        assert_eq!(row.event, Some(event), "{case}");
+        assert_eq!((row.batch_id, row.rows), (None, Some(1000)), "{case}");
+        assert_eq!(
+            (row.min_lsn, row.end_lsn),
+            (Some(lsn(30)), Some(lsn(30))),
+            "{case}"
+        );
+        assert_eq!(row.duration_ms, Some(120_000), "{case}");
+        assert_eq!(row.read_mb, Some(0.5), "{case}");
+        assert_eq!(row.lost_from_ts, lost.map(at), "{case}");
+        assert_eq!(row.lost_to_ts, lost.map(|m| at(m + 60)), "{case}");
+    }
+}

@@ -1,0 +1,60 @@
+//! How a run is asked to behave, and what it reports when it ends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::observer::Observer;
+use super::retry::Backoff;
+use crate::domain::FactRow;
+use crate::lake::lease::DEFAULT_LEASE_TTL;
+
+/// How to run a stream.
+pub struct RunOptions {
+    /// Read up to the max LSN seen at start, then return (`--once`), whatever
+    /// the manifest's trigger says.
+    pub once: bool,
+    /// Cancelled to stop after the current batch.
+    pub stop: CancellationToken,
+    /// Receives progress.
+    pub observer: Arc<dyn Observer>,
+    /// Warnings about the manifest (unknown fields), recorded in the `detail`
+    /// of the first facts row this run writes.
+    pub warnings: Vec<String>,
+    /// Validity of a remote checkpoint lease.
+    pub lease_ttl: Duration,
+    /// Retry policy for transient errors.
+    pub backoff: Backoff,
+    /// Environment the password and storage options are read from.
+    pub env: BTreeMap<String, String>,
+}
+
+impl RunOptions {
+    /// Defaults: continuous, silent, the process environment.
+    pub fn new(observer: Arc<dyn Observer>) -> Self {
+        RunOptions {
+            once: false,
+            stop: CancellationToken::new(),
+            observer,
+            warnings: Vec::new(),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            backoff: Backoff::default(),
+            env: std::env::vars().collect(),
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSummary {
+    /// Micro-batches completed (replays included).
+    pub batches: u64,
+    /// Change rows written to bronze by those batches.
+    pub rows: u64,
+    /// Rows copied by a snapshot in this run.
+    pub snapshot_rows: u64,
+    /// The last facts row written.
+    pub last: Option<FactRow>,
+}

@@ -1,0 +1,145 @@
+//! A run of one stream: takes the checkpoint's lease, connects, opens the
+//! tables, then steps until caught up (`--once`), stopped, or failed on an
+//! error that retrying cannot fix. A transient error (a cut connection, a
+//! store that answers 503) waits with backoff and reconnects.
+
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+use super::context::Run;
+use super::error::EngineError;
+use super::heartbeat::Heartbeat;
+use super::options::{RunOptions, RunSummary};
+use super::retry::Backoff;
+use super::session::SourceSession;
+use super::sink::Sink;
+use super::step::{Step, step};
+use crate::lake::checkpoint::Checkpoint;
+use crate::lake::lease::CheckpointLease;
+use crate::spec::{StreamConfig, Trigger, resolve_password};
+
+/// Runs the stream until it is caught up (`once` / availableNow), stopped,
+/// or fails with an error that retrying cannot fix.
+pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary, EngineError> {
+    let password = resolve_password(&config.source.password, |name: &str| {
+        options.env.get(name).cloned()
+    })?;
+    let checkpoint_options = config
+        .checkpoint
+        .options(&config.storage_options, options.env.clone());
+    let lease =
+        CheckpointLease::acquire(&config.checkpoint, &checkpoint_options, options.lease_ttl)
+            .await?;
+    let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options)?;
+    let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
+        Heartbeat::start(
+            config.source.clone(),
+            password.clone(),
+            heartbeat,
+            config.app_id.clone(),
+        )
+    });
+    let mut run = Run::new(&config, &options);
+    let result = drive(&mut run, &password, &lease, checkpoint).await;
+    if let Err(error) = &result {
+        options.observer.failed(error);
+    }
+    let summary = run.summary;
+    lease.release().await;
+    result.map(|()| summary)
+}
+
+/// Connects and opens the tables (retrying transient errors), then steps.
+async fn drive(
+    run: &mut Run<'_>,
+    password: &SecretString,
+    lease: &CheckpointLease,
+    checkpoint: Checkpoint,
+) -> Result<(), EngineError> {
+    let config = run.config;
+    let mut backoff = run.options.backoff.clone();
+    let heartbeat = config.heartbeat.as_ref();
+    let mut session = loop {
+        match SourceSession::open(&config.source, password, heartbeat, None, &mut run.warnings)
+            .await
+        {
+            Ok(session) => break session,
+            Err(error) => pause(run, &mut backoff, error).await?,
+        }
+        if run.options.stop.is_cancelled() {
+            return Ok(());
+        }
+    };
+    let mut sink = loop {
+        match Sink::open(config, &run.options.env, checkpoint.clone(), session.info()).await {
+            Ok(sink) => break sink,
+            Err(error) => pause(run, &mut backoff, error).await?,
+        }
+        if run.options.stop.is_cancelled() {
+            return Ok(());
+        }
+    };
+    let mut reconnect = false;
+    loop {
+        let result = if reconnect {
+            SourceSession::open(
+                &config.source,
+                password,
+                heartbeat,
+                Some(&session),
+                &mut run.warnings,
+            )
+            .await
+            .map(|fresh| {
+                session = fresh;
+                Step::Progress
+            })
+        } else {
+            step(run, &mut session, &mut sink, lease).await
+        };
+        reconnect = false;
+        match result {
+            Ok(Step::Done) => return Ok(()),
+            Ok(Step::Progress) => backoff.reset(),
+            Ok(Step::Idle) => {
+                backoff.reset();
+                let wait = match config.trigger {
+                    Trigger::ProcessingTime(interval) => interval,
+                    Trigger::AvailableNow => Duration::ZERO,
+                };
+                tokio::select! {
+                    () = run.options.stop.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+            Err(error) => {
+                pause(run, &mut backoff, error).await?;
+                reconnect = true;
+            }
+        }
+        if run.options.stop.is_cancelled() {
+            return Ok(());
+        }
+    }
+}
+
+/// After a transient error: tells the observer and waits out the backoff
+/// (less when the run is stopped meanwhile). Any other error is returned.
+async fn pause(
+    run: &Run<'_>,
+    backoff: &mut Backoff,
+    error: EngineError,
+) -> Result<(), EngineError> {
+    if !error.is_transient() {
+        return Err(error);
+    }
+    let (attempt, delay) = backoff.next_delay();
+    tracing::warn!(%error, attempt, delay_s = delay.as_secs_f64(), "transient error; retrying");
+    run.observer().retrying(&error, attempt, delay);
+    tokio::select! {
+        () = run.options.stop.cancelled() => {}
+        () = tokio::time::sleep(delay) => {}
+    }
+    Ok(())
+}

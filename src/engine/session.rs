@@ -1,0 +1,478 @@
+//! The source side of a run, once connected: the session, the capture
+//! instance read and its columns, and the server's UTC offset. A
+//! `SourceSession` exists only when all of these are known; a broken
+//! connection drops it and the run opens a new one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use secrecy::SecretString;
+use tokio::sync::Mutex;
+
+use super::error::EngineError;
+use super::plan::{
+    self, InstanceMarks, NewerInstance, PlanOptions, Position, SourceMarks, Watermarks,
+};
+use super::time_zone::{offset_warning, zone_offset_minutes};
+use super::warnings::Warnings;
+use crate::domain::{CaptureInstance, Lsn};
+use crate::lake::bronze::{BronzeTable, StagedFiles};
+use crate::source::cdc::{self, CaptureInfo};
+use crate::source::reader::{ReadRequest, ReadStats, spawn_read};
+use crate::source::session_stats::{self, NetworkWait};
+use crate::source::snapshot::estimated_rows;
+use crate::source::{SourceError, SqlClient, connect, heartbeat};
+use crate::spec::{HeartbeatConfig, SourceConfig};
+
+/// A connected source.
+pub struct SourceSession {
+    /// The session, lent to a read task while a batch reads.
+    client: Arc<Mutex<SqlClient>>,
+    /// The capture instance read and its columns.
+    info: CaptureInfo,
+    source: SourceConfig,
+    utc_offset: i64,
+    /// Asked once, the first time an offset warning may be due.
+    server_major_version: Option<u32>,
+    wait_access: WaitAccess,
+}
+
+/// Whether this session may read its own waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum WaitAccess {
+    /// Not tried yet.
+    #[default]
+    Unknown,
+    /// Readable.
+    Granted,
+    /// Refused; the warning was raised, the session stops asking.
+    Denied,
+}
+
+/// What was measured before a read.
+pub struct ReadProbe {
+    round_trip: Duration,
+    wait_before_ms: Option<i64>,
+}
+
+/// The session's measures of one batch.
+pub struct SessionMeasures {
+    /// `source_rtt_ms`.
+    pub source_rtt_ms: f64,
+    /// `network_wait_ms`: `None` without permission.
+    pub network_wait_ms: Option<i64>,
+}
+
+impl SourceSession {
+    /// Connects and finds the capture instance: the manifest's, else the
+    /// one `previous` read (after a reconnect, the run goes on with the
+    /// instance, columns and UTC offset it had), else the table's newest.
+    /// Raises the warnings about what the stream cannot read.
+    pub async fn open(
+        source: &SourceConfig,
+        password: &SecretString,
+        heartbeat: Option<&HeartbeatConfig>,
+        previous: Option<&SourceSession>,
+        warnings: &mut Warnings,
+    ) -> Result<Self, EngineError> {
+        let reading = previous.map(|p| &p.info);
+        let mut client = connect(source, password).await?;
+        let named = source
+            .capture_instance
+            .as_ref()
+            .or(reading.map(|info| &info.instance));
+        let found =
+            cdc::discover(&mut client, &source.table, named, source.columns.as_deref()).await?;
+        let info = match reading {
+            Some(known) if known != &found => {
+                tracing::warn!(
+                    capture_instance = %found.instance,
+                    "the capture instance or its columns changed while the stream ran; continuing with the columns it started with"
+                );
+                known.clone()
+            }
+            _ => found,
+        };
+        let mut session = SourceSession {
+            client: Arc::new(Mutex::new(client)),
+            info,
+            source: source.clone(),
+            utc_offset: previous.map_or(0, |p| p.utc_offset),
+            server_major_version: previous.and_then(|p| p.server_major_version),
+            wait_access: previous.map_or(WaitAccess::Unknown, |p| p.wait_access),
+        };
+        session
+            .take_utc_offset(previous.map(|p| p.utc_offset), warnings)
+            .await?;
+        session.check_columns(warnings).await?;
+        if let Some(heartbeat) = heartbeat {
+            session.check_heartbeat(heartbeat, warnings).await?;
+        }
+        Ok(session)
+    }
+
+    /// The capture instance read and its columns.
+    pub fn info(&self) -> &CaptureInfo {
+        &self.info
+    }
+
+    /// Minutes the server's clock is ahead of UTC.
+    pub fn utc_offset_minutes(&self) -> i64 {
+        self.utc_offset
+    }
+
+    /// The instance and columns of `instance` (not made the one read).
+    pub async fn discover(
+        &mut self,
+        instance: &CaptureInstance,
+    ) -> Result<CaptureInfo, EngineError> {
+        let source = &self.source;
+        let mut client = self.client.lock().await;
+        Ok(cdc::discover(
+            &mut client,
+            &source.table,
+            Some(instance),
+            source.columns.as_deref(),
+        )
+        .await?)
+    }
+
+    /// Makes `info` the instance read (a switch).
+    pub fn read_instance(&mut self, info: CaptureInfo) {
+        self.info = info;
+    }
+
+    /// Makes `instance` the one read (a plan or snapshot names it).
+    pub async fn use_instance(&mut self, instance: &CaptureInstance) -> Result<(), EngineError> {
+        if &self.info.instance != instance {
+            self.info = self.discover(instance).await?;
+        }
+        Ok(())
+    }
+
+    /// Re-reads the server's UTC offset (a daylight-saving change shows).
+    pub async fn refresh_utc_offset(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
+        self.take_utc_offset(Some(self.utc_offset), warnings).await
+    }
+
+    async fn take_utc_offset(
+        &mut self,
+        previous: Option<i64>,
+        warnings: &mut Warnings,
+    ) -> Result<(), EngineError> {
+        if let Some(zone) = self.source.source_time_zone {
+            self.utc_offset = zone_offset_minutes(zone, Utc::now());
+            return Ok(());
+        }
+        let offset = cdc::utc_offset_minutes(&mut *self.client.lock().await).await?;
+        self.utc_offset = offset;
+        if previous == Some(offset) {
+            return Ok(());
+        }
+        let major = match self.server_major_version {
+            Some(major) => major,
+            None => {
+                let major = cdc::product_major_version(&mut *self.client.lock().await).await?;
+                *self.server_major_version.insert(major)
+            }
+        };
+        if let Some(warning) = offset_warning(previous, offset, major, Utc::now()) {
+            warnings.raise(warning);
+        }
+        Ok(())
+    }
+
+    /// The commit time (UTC) of `lsn`, or of the nearest mapped LSN before it.
+    pub async fn lsn_time(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, EngineError> {
+        let offset = self.utc_offset;
+        Ok(cdc::lsn_time(&mut *self.client.lock().await, lsn, offset).await?)
+    }
+
+    /// The commit time (UTC) of the first mapped LSN at or after `lsn`.
+    pub async fn time_from(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, EngineError> {
+        let offset = self.utc_offset;
+        Ok(cdc::first_time_from(&mut *self.client.lock().await, lsn, offset).await?)
+    }
+
+    /// The database's max LSN.
+    pub async fn max_lsn(&mut self) -> Result<Lsn, EngineError> {
+        Ok(cdc::max_lsn(&mut *self.client.lock().await).await?)
+    }
+
+    /// The lowest LSN `instance` still holds.
+    pub async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, EngineError> {
+        Ok(cdc::min_lsn(&mut *self.client.lock().await, instance).await?)
+    }
+
+    /// The lowest LSN `instance` holds, when cleanup has moved it past
+    /// `from` (it ran after the batch was planned, or while it read).
+    pub async fn purged_past(
+        &mut self,
+        instance: &CaptureInstance,
+        from: Lsn,
+    ) -> Result<Option<Lsn>, EngineError> {
+        let min = self.min_lsn(instance).await?;
+        Ok((min > from).then_some(min))
+    }
+
+    /// The watermarks of the instance read, for a batch's facts row.
+    pub async fn watermarks(&mut self) -> Result<Watermarks, EngineError> {
+        let instance = self.info.instance.clone();
+        let max_lsn = self.max_lsn().await?;
+        let min = self.min_lsn(&instance).await?;
+        Ok(Watermarks {
+            observed_at: Utc::now(),
+            max_commit_ts: self.lsn_time(max_lsn).await?,
+            min_commit_ts: self.time_from(min).await?,
+            max_lsn,
+        })
+    }
+
+    /// Everything planning the batch after `position` needs to know.
+    pub async fn marks(
+        &mut self,
+        position: &Position,
+        options: &PlanOptions,
+    ) -> Result<SourceMarks, EngineError> {
+        let max_lsn = self.max_lsn().await?;
+        let observed_at = Utc::now();
+        let max_commit_ts = self.lsn_time(max_lsn).await?;
+        let next = position
+            .lsn
+            .checked_next()
+            .ok_or(SourceError::LsnOverflow(position.lsn))?;
+        let upper = plan::upper(max_lsn, options);
+        let read = self.info.clone();
+        let min = self.min_lsn(&read.instance).await?;
+        let read = self
+            .instance_marks(&read, min, next, None, upper, options)
+            .await?;
+        let newer = match self.source.capture_instance {
+            // The manifest pins the instance.
+            Some(_) => None,
+            None => self.newer_instance(next, upper, options).await?,
+        };
+        Ok(SourceMarks {
+            watermarks: Watermarks {
+                max_lsn,
+                max_commit_ts,
+                min_commit_ts: read.min_commit_ts,
+                observed_at,
+            },
+            read,
+            newer,
+        })
+    }
+
+    async fn instance_marks(
+        &mut self,
+        info: &CaptureInfo,
+        min_lsn: Lsn,
+        next: Lsn,
+        newer_start: Option<Lsn>,
+        upper: Lsn,
+        options: &PlanOptions,
+    ) -> Result<InstanceMarks, EngineError> {
+        let from = plan::window_start(next, min_lsn, newer_start);
+        let offset = self.utc_offset;
+        let min_commit_ts = self.time_from(min_lsn).await?;
+        let mut client = self.client.lock().await;
+        let commits = cdc::commits(&mut client, from, upper, options.max_commits, offset).await?;
+        let ddl = if from > upper {
+            Vec::new()
+        } else {
+            cdc::ddl_events(&mut client, info.change_table_id, from, upper, offset).await?
+        };
+        Ok(InstanceMarks {
+            instance: info.instance.clone(),
+            min_lsn,
+            min_commit_ts,
+            commits,
+            ddl,
+        })
+    }
+
+    /// A capture instance of the table that starts after the one read.
+    async fn newer_instance(
+        &mut self,
+        next: Lsn,
+        upper: Lsn,
+        options: &PlanOptions,
+    ) -> Result<Option<NewerInstance>, EngineError> {
+        let instances =
+            cdc::capture_instances(&mut *self.client.lock().await, &self.source.table).await?;
+        let current = &self.info.instance;
+        let current_start = instances
+            .iter()
+            .find(|i| &i.name == current)
+            .and_then(|i| i.start_lsn);
+        let newest = instances
+            .into_iter()
+            .filter(|i| &i.name != current)
+            .filter_map(|i| Some((i.start_lsn?, i)))
+            .filter(|(start, _)| current_start.is_none_or(|c| *start > c))
+            .max_by_key(|(start, _)| *start);
+        let Some((start_lsn, entry)) = newest else {
+            return Ok(None);
+        };
+        // A new instance holds its changes from its start until cleanup
+        // first passes it.
+        let min = match self.min_lsn(&entry.name).await {
+            Err(EngineError::Source(SourceError::NoLsn(_))) => start_lsn,
+            other => other?,
+        };
+        let info = CaptureInfo {
+            instance: entry.name,
+            change_table_id: entry.change_table_id,
+            columns: Vec::new(),
+            key_columns: Vec::new(),
+        };
+        let marks = self
+            .instance_marks(&info, min, next, Some(start_lsn), upper, options)
+            .await?;
+        Ok(Some(NewerInstance { start_lsn, marks }))
+    }
+
+    /// Measures a round trip and reads the wait counter before a read.
+    pub async fn probe_before_read(
+        &mut self,
+        warnings: &mut Warnings,
+    ) -> Result<ReadProbe, EngineError> {
+        let round_trip = session_stats::round_trip(&mut *self.client.lock().await).await?;
+        let wait_before_ms = self.network_wait(warnings).await?;
+        Ok(ReadProbe {
+            round_trip,
+            wait_before_ms,
+        })
+    }
+
+    /// Reads the wait counter again after the read: the difference is what
+    /// the server waited for this client during the batch.
+    pub async fn probe_after_read(
+        &mut self,
+        probe: ReadProbe,
+        warnings: &mut Warnings,
+    ) -> Result<SessionMeasures, EngineError> {
+        let network_wait_ms = match probe.wait_before_ms {
+            Some(before) => self
+                .network_wait(warnings)
+                .await?
+                // Counters only grow within a session; never report less than 0.
+                .map(|after| (after - before).max(0)),
+            None => None,
+        };
+        Ok(SessionMeasures {
+            source_rtt_ms: probe.round_trip.as_secs_f64() * 1000.0,
+            network_wait_ms,
+        })
+    }
+
+    async fn network_wait(&mut self, warnings: &mut Warnings) -> Result<Option<i64>, EngineError> {
+        if self.wait_access == WaitAccess::Denied {
+            return Ok(None);
+        }
+        match session_stats::network_wait(&mut *self.client.lock().await).await? {
+            NetworkWait::Millis(ms) => {
+                self.wait_access = WaitAccess::Granted;
+                Ok(Some(ms))
+            }
+            NetworkWait::Denied(message) => {
+                self.wait_access = WaitAccess::Denied;
+                warnings.raise(format!(
+                    "network_wait_ms is NULL: login {} may not read sys.dm_exec_session_wait_stats \
+                     (grant VIEW SERVER PERFORMANCE STATE on SQL Server 2022 and later, VIEW SERVER \
+                     STATE before); SQL Server said: {message}",
+                    self.source.username
+                ));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Runs `request` on a read task while `bronze` stages what it yields.
+    /// A read error wins over the writer's (which only says the stream
+    /// broke).
+    pub async fn read_into(
+        &mut self,
+        bronze: &mut BronzeTable,
+        request: ReadRequest,
+    ) -> Result<(StagedFiles, ReadStats), EngineError> {
+        let client = self.client.clone().lock_owned().await;
+        let (batches, task) = spawn_read(client, request);
+        let staged = bronze.stage(batches).await;
+        let (_client, stats) = task
+            .await
+            .map_err(|e| EngineError::Inconsistent(format!("the read task failed: {e}")))?;
+        let stats = stats?;
+        Ok((staged?, stats))
+    }
+
+    /// The table's row count, as the catalog estimates it (for progress).
+    pub async fn estimated_rows(&mut self) -> Option<u64> {
+        estimated_rows(&mut *self.client.lock().await, &self.source.table).await
+    }
+
+    /// The warnings about what the stream does not read: computed columns
+    /// (CDC does not capture them) and captured columns
+    /// `spec.source.columns` leaves out.
+    async fn check_columns(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
+        let table = self.source.table.clone();
+        let computed = cdc::computed_columns(&mut *self.client.lock().await, &table).await?;
+        if !computed.is_empty() {
+            warnings.raise(format!(
+                "{table}: computed columns are not captured by CDC and are left out of bronze: {}",
+                computed.join(", ")
+            ));
+        }
+        let info = self.info.clone();
+        self.warn_left_out_columns(&info, warnings).await
+    }
+
+    /// Warns about columns `info`'s instance captures that the manifest's
+    /// `columns` leaves out.
+    pub async fn warn_left_out_columns(
+        &mut self,
+        info: &CaptureInfo,
+        warnings: &mut Warnings,
+    ) -> Result<(), EngineError> {
+        let Some(wanted) = &self.source.columns else {
+            return Ok(());
+        };
+        let name = info.instance.to_string();
+        let captured =
+            cdc::captured_columns(&mut *self.client.lock().await, &name, info.change_table_id)
+                .await?;
+        let left_out: Vec<&str> = captured
+            .iter()
+            .map(|c| c.name.as_str())
+            .filter(|c| !wanted.iter().any(|w| w.eq_ignore_ascii_case(c)))
+            .collect();
+        if !left_out.is_empty() {
+            warnings.raise(format!(
+                "capture instance {name} captures columns that spec.source.columns leaves out: {}",
+                left_out.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Warns when the heartbeat table is not captured: its writes would not
+    /// move the max LSN.
+    async fn check_heartbeat(
+        &mut self,
+        heartbeat: &HeartbeatConfig,
+        warnings: &mut Warnings,
+    ) -> Result<(), EngineError> {
+        let captured =
+            heartbeat::is_captured(&mut *self.client.lock().await, &heartbeat.table).await?;
+        if !captured {
+            warnings.raise(format!(
+                "spec.heartbeat.table: {} does not exist or is not enabled for CDC; its writes \
+                 do not move the max LSN (enable it with sys.sp_cdc_enable_table)",
+                heartbeat.table
+            ));
+        }
+        Ok(())
+    }
+}

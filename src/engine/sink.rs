@@ -1,0 +1,130 @@
+//! The lake side of a run, once open: the checkpoint, the target's bronze
+//! table, the facts table and, when the manifest names one, the target's
+//! row of the finalization control table. Every write of a run goes
+//! through these.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use deltalake::arrow::datatypes::Schema;
+
+use super::error::EngineError;
+use super::observer::Observer;
+use crate::domain::{Granularity, Lsn, VerdictUpdate, finalized_until};
+use crate::lake::bronze::{BronzeTable, bronze_schema};
+use crate::lake::checkpoint::Checkpoint;
+use crate::lake::facts::FactsTable;
+use crate::lake::finalization::FinalizationTable;
+use crate::source::cdc::CaptureInfo;
+use crate::spec::StreamConfig;
+
+/// Where a run writes.
+pub struct Sink {
+    /// The offsets/commits log.
+    pub checkpoint: Checkpoint,
+    /// The target.
+    pub bronze: BronzeTable,
+    /// The shared facts table.
+    pub facts: FactsTable,
+    /// The target's verdict, when the manifest keeps one.
+    finalization: Option<Finalization>,
+}
+
+/// The target's row of the finalization control table.
+struct Finalization {
+    table: FinalizationTable,
+    table_name: String,
+    app_id: String,
+    granularity: Granularity,
+}
+
+impl Sink {
+    /// Opens (creating where needed) the tables of `config`. A new bronze
+    /// table gets the columns `info`'s instance captures.
+    pub async fn open(
+        config: &StreamConfig,
+        env: &BTreeMap<String, String>,
+        checkpoint: Checkpoint,
+        info: &CaptureInfo,
+    ) -> Result<Self, EngineError> {
+        let env = || env.clone().into_iter();
+        let fields = info.arrow_fields()?;
+        let schema = bronze_schema(&Schema::new(fields))?;
+        let target_options = config
+            .target
+            .location
+            .options(&config.storage_options, env());
+        let bronze =
+            BronzeTable::open_or_create(&config.target.location, &target_options, &schema).await?;
+        let facts_options = config
+            .facts
+            .location
+            .options(&config.storage_options, env());
+        let facts = FactsTable::open_or_create(&config.facts.location, &facts_options).await?;
+        let finalization = match &config.finalization {
+            Some(spec) => {
+                let options = spec.table.location.options(&config.storage_options, env());
+                Some(Finalization {
+                    table: FinalizationTable::open_or_create(&spec.table.location, &options)
+                        .await?,
+                    table_name: config.target.name.clone(),
+                    app_id: config.app_id.clone(),
+                    granularity: spec.granularity,
+                })
+            }
+            None => None,
+        };
+        Ok(Sink {
+            checkpoint,
+            bronze,
+            facts,
+            finalization,
+        })
+    }
+
+    /// After a batch or a completed snapshot: the target holds every change
+    /// committed up to `end_commit_ts`.
+    pub async fn advance_verdict(
+        &mut self,
+        end_commit_ts: Option<DateTime<Utc>>,
+        observer: &dyn Observer,
+    ) -> Result<(), EngineError> {
+        let Some(granularity) = self.finalization.as_ref().map(|f| f.granularity) else {
+            return Ok(());
+        };
+        let until = end_commit_ts.map(|ts| finalized_until(granularity, ts));
+        self.write_verdict(until, None, observer).await
+    }
+
+    /// While a snapshot taken at `lsn` is open: the row names it and the
+    /// verdict stays where it was.
+    pub async fn hold_verdict(
+        &mut self,
+        lsn: Lsn,
+        observer: &dyn Observer,
+    ) -> Result<(), EngineError> {
+        self.write_verdict(None, Some(lsn), observer).await
+    }
+
+    async fn write_verdict(
+        &mut self,
+        finalized_until: Option<DateTime<Utc>>,
+        open_snapshot_lsn: Option<Lsn>,
+        observer: &dyn Observer,
+    ) -> Result<(), EngineError> {
+        let Some(finalization) = &mut self.finalization else {
+            return Ok(());
+        };
+        let update = VerdictUpdate {
+            table_name: finalization.table_name.clone(),
+            app_id: finalization.app_id.clone(),
+            granularity: finalization.granularity,
+            finalized_until,
+            updated_at: Utc::now(),
+            open_snapshot_lsn,
+        };
+        finalization.table.upsert(&update).await?;
+        observer.finalized(&update);
+        Ok(())
+    }
+}

@@ -1,0 +1,147 @@
+//! One step of a run: replay a batch an earlier run left pending, or find
+//! where the stream stands (taking a snapshot first when one is due), plan
+//! the next batch and run it.
+
+use super::batch::run_batch;
+use super::context::Run;
+use super::error::EngineError;
+use super::plan::{self, AfterBatch, Draft, Next};
+use super::session::SourceSession;
+use super::sink::Sink;
+use super::snapshot;
+use super::source_changes::{adopt_instance, schema_change_event, switch_event, switch_failpoint};
+use crate::failpoint;
+use crate::lake::checkpoint::PlannedBatch;
+use crate::lake::lease::CheckpointLease;
+
+/// The outcome of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Work was done; go on at once.
+    Progress,
+    /// Nothing new; wait for the trigger.
+    Idle,
+    /// `--once`: caught up.
+    Done,
+}
+
+/// Runs one step.
+pub async fn step(
+    run: &mut Run<'_>,
+    session: &mut SourceSession,
+    sink: &mut Sink,
+    lease: &CheckpointLease,
+) -> Result<Step, EngineError> {
+    if lease.is_lost() {
+        return Err(EngineError::LeaseLost(run.config.checkpoint.to_string()));
+    }
+    let state = sink.checkpoint.state().await?;
+    if let Some(pending) = state.pending().cloned() {
+        tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
+        session.use_instance(&pending.capture_instance).await?;
+        let marks = session.watermarks().await?;
+        run_batch(run, session, sink, &pending, &marks).await?;
+        return Ok(Step::Progress);
+    }
+    let latest_snapshot = match sink.checkpoint.latest_snapshot().await? {
+        Some(n) => sink.checkpoint.planned_snapshot(n).await?,
+        None => None,
+    };
+    let start = plan::start(
+        state.latest_planned.as_ref(),
+        latest_snapshot.as_ref(),
+        run.config.snapshot_mode,
+    );
+    let position = snapshot::position(run, session, sink, start).await?;
+    session.use_instance(&position.instance).await?;
+    session.refresh_utc_offset(&mut run.warnings).await?;
+    if run.once() && run.once_target.is_none() {
+        run.once_target = Some(session.max_lsn().await?);
+    }
+    let options = run.plan_options();
+    let marks = session.marks(&position, &options).await?;
+    let batch_id = state.next_batch_id().map_err(|e| {
+        EngineError::Inconsistent(format!("checkpoint {}: {e}", run.config.checkpoint))
+    })?;
+    match plan::plan_next(&position, batch_id, &marks, &options)? {
+        Next::Idle => Ok(Step::Idle),
+        Next::Done => Ok(Step::Done),
+        Next::Resnapshot {
+            instance,
+            lost_from_ts,
+            lost_to_ts,
+        } => {
+            if instance != session.info().instance {
+                adopt_instance(session, sink, &instance, &mut run.warnings).await?;
+            }
+            tracing::warn!(
+                capture_instance = %instance,
+                "CDC cleanup purged changes the stream had not read; taking a new snapshot (spec.onDataLoss: resnapshot)"
+            );
+            snapshot::resnapshot(run, session, sink, lost_from_ts, lost_to_ts).await?;
+            Ok(Step::Progress)
+        }
+        Next::Batch(draft) => {
+            let caught_up = draft.caught_up;
+            let plan = complete(run, session, sink, *draft).await?;
+            sink.checkpoint.plan(&plan).await?;
+            failpoint::hit("after_offsets");
+            switch_failpoint(&plan, "after_offsets");
+            run_batch(run, session, sink, &plan, &marks.watermarks).await?;
+            Ok(
+                match plan::after_batch(caught_up, run.once_target.is_some()) {
+                    AfterBatch::Continue => Step::Progress,
+                    AfterBatch::Wait => Step::Idle,
+                    AfterBatch::Done => Step::Done,
+                },
+            )
+        }
+    }
+}
+
+/// Turns a draft into the plan the checkpoint records: moves to a newer
+/// instance when the draft switches (bronze gains its columns first), and
+/// writes out the events the batch carries.
+async fn complete(
+    run: &mut Run<'_>,
+    session: &mut SourceSession,
+    sink: &mut Sink,
+    draft: Draft,
+) -> Result<PlannedBatch, EngineError> {
+    let mut events = Vec::new();
+    if let Some(skipped) = draft.skipped {
+        tracing::warn!(
+            capture_instance = %skipped.capture_instance,
+            resumed_at_lsn = %skipped.lsn,
+            "CDC cleanup purged changes the stream had not read; skipping them (spec.onDataLoss: skip)"
+        );
+        events.push(skipped);
+    }
+    if let Some(at) = draft.switched_at {
+        let old = adopt_instance(session, sink, &draft.capture_instance, &mut run.warnings).await?;
+        let commit_ts = session.lsn_time(at).await?;
+        events.push(switch_event(&old, session.info(), at, commit_ts));
+    }
+    for ddl in &draft.ddl {
+        tracing::warn!(
+            capture_instance = %session.info().instance,
+            lsn = %ddl.lsn,
+            command = %ddl.command,
+            "the source table's schema changed"
+        );
+        events.push(schema_change_event(session.info(), ddl));
+    }
+    let end_commit_ts = match draft.end_commit_ts {
+        Some(ts) => Some(ts),
+        None => session.lsn_time(draft.end_lsn).await?,
+    };
+    Ok(PlannedBatch {
+        batch_id: draft.batch_id,
+        start_lsn: draft.start_lsn,
+        end_lsn: draft.end_lsn,
+        capture_instance: draft.capture_instance,
+        end_commit_ts,
+        planned_at: chrono::Utc::now(),
+        events,
+    })
+}
