@@ -70,7 +70,7 @@ async fn read_and_commit(
     let clock = Instant::now();
     session.use_instance(&plan.capture_instance).await?;
     let mut events = plan.events.clone();
-    let read_from = match session
+    let mut read_from = match session
         .purged_past(&plan.capture_instance, plan.start_lsn)
         .await?
     {
@@ -81,12 +81,30 @@ async fn read_and_commit(
         None => plan.start_lsn,
     };
     let probe = session.probe_before_read(&mut run.warnings).await?;
-    let (staged, read) = if read_from <= plan.end_lsn {
+    let (staged, read) = loop {
+        if read_from > plan.end_lsn {
+            let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
+            break (sink.bronze.stage(nothing).await?, ReadStats::default());
+        }
         let request = changes_request(run, session, sink, plan, read_from)?;
-        session.read_into(&mut sink.bronze, request).await?
-    } else {
-        let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
-        (sink.bronze.stage(nothing).await?, ReadStats::default())
+        run.observer().batch_started(plan.batch_id);
+        match session.read_into(&mut sink.bronze, request).await {
+            Ok(read) => break read,
+            // Cleanup passed the start after it was checked (error 313):
+            // the policy decides, and under skip the read starts again at
+            // the new low-water mark. Nothing of the failed read was kept.
+            Err(EngineError::Source(error)) if error.is_purged_range() => {
+                let purged = session
+                    .purged_past(&plan.capture_instance, read_from)
+                    .await?;
+                let Some(min) = purged else {
+                    return Err(EngineError::Source(error));
+                };
+                purged_while_reading(run, session, plan, min, &mut events).await?;
+                read_from = min;
+            }
+            Err(error) => return Err(error),
+        }
     };
     let measured = session.probe_after_read(probe, &mut run.warnings).await?;
     if let Some(min) = session

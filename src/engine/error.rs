@@ -9,6 +9,7 @@ use crate::lake::checkpoint::CheckpointError;
 use crate::lake::facts::FactsError;
 use crate::lake::finalization::FinalizationError;
 use crate::lake::lease::LeaseError;
+use crate::lake::transient::{delta_transient, store_transient};
 use crate::source::SourceError;
 use crate::spec::CredentialError;
 
@@ -91,6 +92,18 @@ pub enum EngineError {
     /// Changes were purged before they were read.
     #[error(transparent)]
     DataLoss(#[from] DataLossError),
+    /// A setting would let two writers both commit the same batch.
+    #[error(
+        "{setting} is set ({found_in}): it makes Delta commit to S3 by copy-then-delete, which two \
+         writers can both pass, so a batch could be written twice. Unset it, and give S3 conditional \
+         writes instead (storageOptions aws_conditional_put: etag)"
+    )]
+    UnsafeStorage {
+        /// The setting.
+        setting: &'static str,
+        /// Where it was found.
+        found_in: &'static str,
+    },
     /// The lease was taken over while running.
     #[error("checkpoint {0}: another process took over the lease; stopping")]
     LeaseLost(String),
@@ -119,7 +132,9 @@ impl EngineError {
             | EngineError::Finalization(FinalizationError::Delta { source, .. }) => {
                 delta_transient(source)
             }
-            EngineError::Checkpoint(CheckpointError::Store { .. }) => true,
+            EngineError::Checkpoint(CheckpointError::Store { source, .. }) => {
+                store_transient(source)
+            }
             _ => false,
         }
     }
@@ -137,15 +152,8 @@ impl EngineError {
             EngineError::Checkpoint(_) => "checkpoint",
             EngineError::Lease(_) | EngineError::LeaseLost(_) => "lease",
             EngineError::DataLoss(_) => "data_loss",
+            EngineError::UnsafeStorage { .. } => "unsafe_storage",
             EngineError::Inconsistent(_) => "inconsistent",
         }
     }
-}
-
-fn delta_transient(error: &deltalake::DeltaTableError) -> bool {
-    use deltalake::DeltaTableError as E;
-    matches!(
-        error,
-        E::ObjectStore { .. } | E::Io { .. } | E::Transaction { .. }
-    )
 }

@@ -29,6 +29,8 @@ pub trait Observer: Send + Sync {
     fn snapshot_progress(&self, _progress: &SnapshotProgress) {}
     /// A snapshot finished; `row` is its facts row.
     fn snapshot_done(&self, _row: &FactRow) {}
+    /// A micro-batch starts reading its range from SQL Server.
+    fn batch_started(&self, _batch_id: BatchId) {}
     /// A micro-batch's read handed `rows` rows (so far) to bronze; called
     /// on the read task while the read goes on.
     fn batch_reading(&self, _batch_id: BatchId, _rows: u64) {}
@@ -61,6 +63,12 @@ impl Observer for Fanout {
     }
     fn snapshot_done(&self, row: &FactRow) {
         self.0.iter().for_each(|o| o.snapshot_done(row));
+    }
+    fn batch_started(&self, batch_id: BatchId) {
+        self.0.iter().for_each(|o| o.batch_started(batch_id));
+    }
+    fn batch_reading(&self, batch_id: BatchId, rows: u64) {
+        self.0.iter().for_each(|o| o.batch_reading(batch_id, rows));
     }
     fn batch_done(&self, row: &FactRow) {
         self.0.iter().for_each(|o| o.batch_done(row));

@@ -17,21 +17,29 @@ use super::sink::Sink;
 use super::step::{Step, step};
 use crate::lake::checkpoint::Checkpoint;
 use crate::lake::lease::CheckpointLease;
+use crate::lake::storage::{UNSAFE_RENAME, unsafe_rename_source};
 use crate::spec::{StreamConfig, Trigger, resolve_password};
 
 /// Runs the stream until it is caught up (`once` / availableNow), stopped,
 /// or fails with an error that retrying cannot fix.
 pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary, EngineError> {
+    if let Some(found_in) = unsafe_rename_source(&config.storage_options, &options.env) {
+        return Err(EngineError::UnsafeStorage {
+            setting: UNSAFE_RENAME,
+            found_in,
+        });
+    }
     let password = resolve_password(&config.source.password, |name: &str| {
         options.env.get(name).cloned()
     })?;
     let checkpoint_options = config
         .checkpoint
         .options(&config.storage_options, options.env.clone());
+    let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options)?;
+    checkpoint.probe_create_only().await?;
     let lease =
         CheckpointLease::acquire(&config.checkpoint, &checkpoint_options, options.lease_ttl)
             .await?;
-    let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options)?;
     let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
         Heartbeat::start(
             config.source.clone(),

@@ -186,6 +186,17 @@ pub enum CheckpointError {
         /// object_store's error.
         source: object_store::Error,
     },
+    /// The store accepts a second create-only write of one object.
+    #[error(
+        "checkpoint {location}: the store accepted a second create-only write of one object, so \
+         it cannot fence two writers or tell a replay from a new batch; use a store that honours \
+         conditional writes (for S3: set storageOptions aws_conditional_put: etag, on a service \
+         that implements If-None-Match)"
+    )]
+    CreateOnlyIgnored {
+        /// The checkpoint.
+        location: String,
+    },
     /// The store could not be opened.
     #[error(transparent)]
     Open(#[from] StorageError),
@@ -208,6 +219,24 @@ impl Checkpoint {
             store: location.object_store(options)?,
             location: location.to_string(),
         })
+    }
+
+    /// Checks that the store refuses a second create-only write of one
+    /// object, which every fence of the checkpoint rests on. Some
+    /// S3-compatible stores accept `If-None-Match` and overwrite anyway.
+    pub async fn probe_create_only(&self) -> Result<(), CheckpointError> {
+        let path = Path::from(format!("probes/{}", uuid::Uuid::new_v4()));
+        let first = self.put_new(&path, &"probe").await?;
+        let second = self.put_new(&path, &"probe").await;
+        if let Err(error) = self.store.delete(&path).await {
+            tracing::debug!(%error, "could not delete the checkpoint probe object");
+        }
+        match (first, second?) {
+            (true, false) => Ok(()),
+            _ => Err(CheckpointError::CreateOnlyIgnored {
+                location: self.location.clone(),
+            }),
+        }
     }
 
     /// Plans a batch: writes `offsets/<batch_id>` only if nobody has.
@@ -376,3 +405,49 @@ fn file(folder: &str, batch_id: BatchId) -> Path {
 #[cfg(test)]
 #[path = "checkpoint_tests.rs"]
 mod tests;
+
+#[cfg(all(test, feature = "failpoints"))]
+mod probe_tests {
+    use std::sync::Arc;
+
+    use deltalake::logstore::object_store::memory::InMemory;
+
+    use super::*;
+    use crate::lake::faults::{Call, Fault, FaultPlan, FaultyStore, Rule, install, remove};
+
+    fn checkpoint(prefix: &str) -> Checkpoint {
+        let inner =
+            deltalake::logstore::object_store::prefix::PrefixStore::new(InMemory::new(), prefix);
+        Checkpoint {
+            store: Arc::new(FaultyStore::new(
+                Arc::new(inner),
+                format!("memory:///{prefix}/"),
+            )),
+            location: format!("memory:///{prefix}/"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_that_honours_create_only_passes_the_probe() {
+        checkpoint("honest").probe_create_only().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_store_that_ignores_create_only_is_refused() {
+        let plan = FaultPlan::new(&url::Url::parse("memory:///liar/").unwrap());
+        plan.add(Rule {
+            path: String::new(),
+            calls: vec![Call::Put],
+            fault: Fault::IgnoreConditions,
+            odds: 1.0,
+            limit: None,
+        });
+        install(plan.clone());
+        let refused = checkpoint("liar").probe_create_only().await;
+        remove(&plan);
+        assert!(
+            matches!(refused, Err(CheckpointError::CreateOnlyIgnored { .. })),
+            "{refused:?}"
+        );
+    }
+}

@@ -13,6 +13,8 @@ pub mod bronze;
 pub mod checkpoint;
 mod delta;
 pub mod facts;
+#[cfg(feature = "failpoints")]
+pub mod faults;
 pub mod finalization;
 pub mod lease;
 pub mod maintenance;
@@ -21,6 +23,7 @@ pub mod schema;
 pub mod storage;
 #[cfg(test)]
 mod test_support;
+pub mod transient;
 pub mod txn;
 
 pub use storage::{StorageError, StorageKind, StorageLocation, StorageOptions, register_handlers};

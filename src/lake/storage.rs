@@ -188,6 +188,37 @@ impl fmt::Debug for StorageOptions {
     }
 }
 
+/// The setting that makes deltalake commit to S3 by copy-then-delete,
+/// which two writers can both pass: read by deltalake from the process
+/// environment, or given as a storage option.
+pub const UNSAFE_RENAME: &str = "AWS_S3_ALLOW_UNSAFE_RENAME";
+
+/// Where [`UNSAFE_RENAME`] is switched on, if anywhere: `"environment"` or
+/// `"storageOptions"`. A value of `false`, `0`, `no` or `off` leaves it off.
+pub fn unsafe_rename_source(
+    manifest: &BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+) -> Option<&'static str> {
+    let on = |value: &String| {
+        !matches!(
+            value.trim().to_ascii_lowercase().as_str(),
+            "" | "false" | "0" | "no" | "off"
+        )
+    };
+    let set_in = |options: &BTreeMap<String, String>| {
+        options
+            .iter()
+            .any(|(key, value)| key.eq_ignore_ascii_case(UNSAFE_RENAME) && on(value))
+    };
+    if set_in(env) {
+        Some("environment")
+    } else if set_in(manifest) {
+        Some("storageOptions")
+    } else {
+        None
+    }
+}
+
 /// Registers deltalake's S3 and Azure handlers (idempotent, once per process).
 pub fn register_handlers() {
     static ONCE: Once = Once::new();
@@ -279,6 +310,46 @@ mod tests {
             .unwrap()
             .options(&manifest, env());
         assert_eq!(local.to_map().len(), 1);
+    }
+
+    #[test]
+    fn unsafe_rename_is_found_wherever_it_is_switched_on() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let cases = [
+            (map(&[]), map(&[]), None),
+            (
+                map(&[]),
+                map(&[("AWS_S3_ALLOW_UNSAFE_RENAME", "true")]),
+                Some("environment"),
+            ),
+            (
+                map(&[("aws_s3_allow_unsafe_rename", "1")]),
+                map(&[]),
+                Some("storageOptions"),
+            ),
+            (
+                map(&[("aws_s3_allow_unsafe_rename", "false")]),
+                map(&[]),
+                None,
+            ),
+            (
+                map(&[]),
+                map(&[("AWS_S3_ALLOW_UNSAFE_RENAME", "off")]),
+                None,
+            ),
+        ];
+        for (manifest, env, expected) in cases {
+            assert_eq!(
+                unsafe_rename_source(&manifest, &env),
+                expected,
+                "{manifest:?} {env:?}"
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use deltalake::DeltaTableError;
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::datafusion::catalog::MemorySchemaProvider;
 use deltalake::datafusion::error::DataFusionError;
+use deltalake::datafusion::execution::context::SQLOptions;
 use deltalake::datafusion::prelude::{SessionConfig, SessionContext};
 use deltalake::datafusion::sql::parser::Statement as DfStatement;
 
@@ -35,6 +36,12 @@ pub enum QueryError {
     /// The SQL text does not parse.
     #[error("SQL does not parse: {0}")]
     Parse(String),
+    /// The statement would change a table or the catalog.
+    #[error(
+        "mssql-cdc sql only reads: {0}. Query the tables with SELECT; change them with the \
+         tool that owns them (the stream, or `mssql-cdc maintain`)"
+    )]
+    ReadOnly(String),
     /// DataFusion could not plan or run the query.
     #[error("{0}")]
     DataFusion(#[from] Box<DataFusionError>),
@@ -172,6 +179,13 @@ impl SparkSession {
         let plan = state
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
             .await?;
+        // The Delta provider implements INSERT: a query tool must not be a
+        // way to overwrite bronze or the facts.
+        SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .verify_plan(&plan)
+            .map_err(|e| QueryError::ReadOnly(e.strip_backtrace()))?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         Ok(frame.collect().await?)
     }
@@ -180,6 +194,59 @@ impl SparkSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::FactRow;
+    use crate::lake::facts::{FactsKey, FactsTable};
+    use crate::lake::txn::FactSequence;
+
+    #[tokio::test]
+    async fn statements_that_write_are_refused_and_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = StorageLocation::parse(dir.path().to_str().unwrap()).unwrap();
+        let options = StorageOptions::default();
+        let mut facts = FactsTable::open_or_create(&location, &options)
+            .await
+            .unwrap();
+        let key = FactsKey {
+            target: "bronze.orders".into(),
+            app_id: "orders-v1".into(),
+            sequence: FactSequence::Snapshot(0),
+        };
+        let row = FactRow::new(
+            "bronze.orders",
+            "orders-v1",
+            None,
+            Some(crate::domain::FactEvent::Bootstrap),
+            chrono::Utc::now(),
+        );
+        facts.append(&key, &[row]).await.unwrap();
+        let utc: super::super::functions::Zone = "UTC".parse().unwrap();
+        let session = SparkSession::new(QueryClock::new(chrono::Utc::now(), utc)).unwrap();
+        let name: TableRef = "ops.facts".parse().unwrap();
+        session
+            .register_delta(&name, &location, &options)
+            .await
+            .unwrap();
+        for statement in [
+            "INSERT OVERWRITE TABLE ops.facts SELECT * FROM ops.facts WHERE false",
+            "INSERT INTO ops.facts SELECT * FROM ops.facts",
+            "CREATE TABLE copy AS SELECT * FROM ops.facts",
+            "DROP TABLE ops.facts",
+        ] {
+            let error = session.sql(statement).await.err();
+            assert!(
+                matches!(error, Some(QueryError::ReadOnly(_))),
+                "{statement}: {error:?}"
+            );
+        }
+        let count = session.sql("SELECT count(*) FROM ops.facts").await.unwrap();
+        let rows = count[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<deltalake::arrow::array::Int64Array>()
+            .unwrap()
+            .value(0);
+        assert_eq!(rows, 1);
+    }
 
     #[test]
     fn table_names_split_on_dots() {

@@ -45,33 +45,58 @@ pub fn client_config(source: &SourceConfig, password: &SecretString) -> Config {
     config
 }
 
-/// Connects to the source (bounded by a timeout).
+/// How many redirects a login follows: Azure SQL's redirect policy sends a
+/// client once from the gateway to the node; more is a loop.
+const MAX_REDIRECTS: usize = 3;
+
+/// Connects to the source (each attempt bounded by a timeout), following
+/// the server's redirects (`ENVCHANGE` routing, as Azure SQL's redirect
+/// connection policy and Always On read-only routing send).
 pub async fn connect(
     source: &SourceConfig,
     password: &SecretString,
 ) -> Result<SqlClient, SourceError> {
-    let address = format!("{}:{}", source.host, source.port);
-    let config = client_config(source, password);
-    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&address))
+    let mut config = client_config(source, password);
+    let mut address = format!("{}:{}", source.host, source.port);
+    for _ in 0..MAX_REDIRECTS {
+        match login(&config, &address).await {
+            Err(SourceError::Sql {
+                source: tiberius::error::Error::Routing { host, port },
+                ..
+            }) => {
+                tracing::info!(from = %address, to = %format!("{host}:{port}"), "SQL Server redirected the login");
+                config.host(&host);
+                config.port(port);
+                address = format!("{host}:{port}");
+            }
+            other => return other,
+        }
+    }
+    login(&config, &address).await
+}
+
+/// One login at `address`.
+async fn login(config: &Config, address: &str) -> Result<SqlClient, SourceError> {
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
         .await
         .map_err(|_| SourceError::ConnectTimeout {
-            address: address.clone(),
+            address: address.to_string(),
             seconds: CONNECT_TIMEOUT.as_secs(),
         })?
         .map_err(|source| SourceError::Connect {
-            address: address.clone(),
+            address: address.to_string(),
             source,
         })?;
     tcp.set_nodelay(true)
         .map_err(|source| SourceError::Connect {
-            address: address.clone(),
+            address: address.to_string(),
             source,
         })?;
-    let connecting = tiberius::Client::connect(config, tcp.compat_write());
+    let connecting = tiberius::Client::connect(config.clone(), tcp.compat_write());
     tokio::time::timeout(CONNECT_TIMEOUT, connecting)
         .await
         .map_err(|_| SourceError::ConnectTimeout {
-            address: address.clone(),
+            address: address.to_string(),
             seconds: CONNECT_TIMEOUT.as_secs(),
         })?
         .map_err(SourceError::sql(format!("login to {address}")))

@@ -98,7 +98,8 @@ impl SourceError {
     }
 
     /// Whether retrying later may succeed (network trouble, deadlock,
-    /// timeouts, server restarts), as opposed to a wrong spec or schema.
+    /// timeouts, a server or database failing over), as opposed to a
+    /// wrong spec or schema.
     pub fn is_transient(&self) -> bool {
         match self {
             // The capture job has not run yet: it will.
@@ -106,18 +107,99 @@ impl SourceError {
             SourceError::Connect { .. } | SourceError::ConnectTimeout { .. } => true,
             SourceError::Sql { source, .. } => match source {
                 tiberius::error::Error::Io { .. } => true,
-                tiberius::error::Error::Server(token) => {
-                    // Deadlock victim, lock timeout, server busy or restarting,
-                    // database in transition.
-                    matches!(
-                        token.code(),
-                        1205 | 1222 | 40197 | 40501 | 40613 | 49918 | 49919 | 49920 | 4060 | 233
-                    )
-                }
-                tiberius::error::Error::Tls(_) => false,
+                tiberius::error::Error::Server(token) => transient_code(token.code()),
+                // A redirect the connection did not follow (too many hops).
+                tiberius::error::Error::Routing { .. } => true,
                 _ => false,
             },
             _ => false,
         }
+    }
+
+    /// SQL Server's number for the error, when the server raised it.
+    pub fn server_code(&self) -> Option<u32> {
+        match self {
+            SourceError::Sql {
+                source: tiberius::error::Error::Server(token),
+                ..
+            } => Some(token.code()),
+            _ => None,
+        }
+    }
+
+    /// Error 313 from a change function: the range starts below what CDC
+    /// still keeps, because cleanup ran after the range was checked. The
+    /// `onDataLoss` policy decides, as for any purged range.
+    pub fn is_purged_range(&self) -> bool {
+        self.server_code() == Some(PURGED_RANGE)
+    }
+}
+
+/// `An insufficient number of arguments were supplied for the procedure or
+/// function cdc.fn_cdc_get_all_changes_...`: SQL Server's answer to a range
+/// below the capture instance's low-water mark.
+pub const PURGED_RANGE: u32 = 313;
+
+/// Whether SQL Server error `code` passes by itself (see [`TRANSIENT_ERRORS`]).
+pub fn transient_code(code: u32) -> bool {
+    TRANSIENT_ERRORS.contains(&code)
+}
+
+/// Errors that pass by themselves: a deadlock victim or lock timeout, a
+/// server or an Always On / Azure SQL database failing over, moving or
+/// throttling, a login or database in transition.
+pub const TRANSIENT_ERRORS: &[u32] = &[
+    // Deadlock victim; lock request timeout.
+    1205, 1222,
+    // Always On: the database is not accessible, not yet online on this
+    // replica, or in a state that cannot be read (976, 978, 983).
+    976, 978, 983,
+    // Azure SQL: resource or session limits reached (10928, 10929), the
+    // database moving (40143, 40197), busy (40501), service error (40540),
+    // not currently available (40613); elastic pool limits (49918-49920).
+    10928, 10929, 40143, 40197, 40501, 40540, 40613, 49918, 49919, 49920,
+    // Cannot open database (in transition); connection forcibly closed.
+    4060, 233,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failovers_throttling_and_deadlocks_are_transient() {
+        for code in [
+            976, 978, 983, 1205, 10928, 10929, 40143, 40197, 40501, 40540, 40613,
+        ] {
+            assert!(transient_code(code), "{code}");
+        }
+        // Login failed, object not found, permission denied, purged range:
+        // answers that retrying does not change.
+        for code in [18456, 208, 229, 313] {
+            assert!(!transient_code(code), "{code}");
+        }
+        let timeout = SourceError::ConnectTimeout {
+            address: "db:1433".into(),
+            seconds: 30,
+        };
+        assert!(timeout.is_transient());
+        let io = SourceError::Sql {
+            context: "reading changes".into(),
+            source: tiberius::error::Error::Io {
+                kind: std::io::ErrorKind::ConnectionReset,
+                message: "reset".into(),
+            },
+        };
+        assert!(io.is_transient());
+        let redirect = SourceError::Sql {
+            context: "login".into(),
+            source: tiberius::error::Error::Routing {
+                host: "replica".into(),
+                port: 11000,
+            },
+        };
+        assert!(redirect.is_transient());
+        assert!(!SourceError::Missing("x".into()).is_transient());
+        assert!(!SourceError::Missing("x".into()).is_purged_range());
     }
 }

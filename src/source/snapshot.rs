@@ -68,7 +68,21 @@ pub fn chunk_query(
     }
     let keys: Vec<String> = info.key_columns.iter().map(|k| quote_ident(k)).collect();
     let predicate = match after {
-        Some(values) if !values.is_empty() => format!(" WHERE {}", after_predicate(&keys)),
+        Some(values) if !values.is_empty() => {
+            let parameters: Vec<String> = info
+                .key_columns
+                .iter()
+                .enumerate()
+                .map(|(i, key)| {
+                    let parameter = format!("@P{}", i + 1);
+                    info.columns
+                        .iter()
+                        .find(|c| c.name.eq_ignore_ascii_case(key))
+                        .map_or_else(|| parameter.clone(), |c| c.parameter_expr(&parameter))
+                })
+                .collect();
+            format!(" WHERE {}", after_predicate(&keys, &parameters))
+        }
         _ => String::new(),
     };
     format!(
@@ -78,17 +92,17 @@ pub fn chunk_query(
     )
 }
 
-/// `(k1, k2) > (@P1, @P2)` spelled out for T-SQL:
-/// `k1 > @P1 OR (k1 = @P1 AND k2 > @P2)`.
-fn after_predicate(keys: &[String]) -> String {
+/// `(k1, k2) > (p1, p2)` spelled out for T-SQL:
+/// `k1 > p1 OR (k1 = p1 AND k2 > p2)`.
+fn after_predicate(keys: &[String], parameters: &[String]) -> String {
     let mut terms = Vec::new();
-    for (i, key) in keys.iter().enumerate() {
+    for (i, (key, parameter)) in keys.iter().zip(parameters).enumerate() {
         let mut parts: Vec<String> = keys[..i]
             .iter()
-            .enumerate()
-            .map(|(j, k)| format!("{k} = @P{}", j + 1))
+            .zip(parameters)
+            .map(|(k, p)| format!("{k} = {p}"))
             .collect();
-        parts.push(format!("{key} > @P{}", i + 1));
+        parts.push(format!("{key} > {parameter}"));
         terms.push(format!("({})", parts.join(" AND ")));
     }
     terms.join(" OR ")
@@ -187,6 +201,27 @@ mod tests {
     }
 
     #[test]
+    fn a_varchar_key_is_compared_in_its_own_type() {
+        let mut info = info(&["id", "code"]);
+        info.columns[1] = column("code", "varchar");
+        let table = TableName::parse("dbo.t").unwrap();
+        let after = [
+            ColumnData::I64(Some(7)),
+            ColumnData::String(Some("x".into())),
+        ];
+        let sql = chunk_query(&table, &info, 100, Some(&after));
+        assert!(
+            sql.ends_with(
+                "WHERE ([id] > @P1) OR ([id] = @P1 AND [code] > CAST(@P2 AS varchar(8))) \
+                 ORDER BY [id], [code]"
+            ),
+            "{sql}"
+        );
+        let first = chunk_query(&table, &info, 100, None);
+        assert!(!first.contains("WHERE"), "{first}");
+    }
+
+    #[test]
     fn snapshots_page_by_key_only_where_the_key_resumes_safely() {
         let cases: [(&str, &[&str], Paging); 7] = [
             ("bigint key", &["id"], Paging::ByKey(vec![0])),
@@ -209,9 +244,10 @@ mod tests {
     #[test]
     fn composite_keys_compare_lexicographically() {
         let keys = vec!["[a]".to_string(), "[b]".to_string()];
+        let parameters = vec!["@P1".to_string(), "CAST(@P2 AS varchar(10))".to_string()];
         assert_eq!(
-            after_predicate(&keys),
-            "([a] > @P1) OR ([a] = @P1 AND [b] > @P2)"
+            after_predicate(&keys, &parameters),
+            "([a] > @P1) OR ([a] = @P1 AND [b] > CAST(@P2 AS varchar(10)))"
         );
     }
 

@@ -151,6 +151,26 @@ impl SqlColumn {
         Ok(Field::new(&self.name, self.kind()?.arrow_type(), true))
     }
 
+    /// A query parameter compared with this column, in the column's own
+    /// type where it matters. tiberius sends text as `nvarchar`; compared
+    /// with a `char`/`varchar` column that makes SQL Server compare in
+    /// Unicode rules, which under a `SQL_*` collation do not order rows as
+    /// the column's own `ORDER BY` does. Cast to the column's type, the
+    /// parameter takes the column's collation and both agree.
+    pub fn parameter_expr(&self, parameter: &str) -> String {
+        match self.type_name.as_str() {
+            "char" | "varchar" => {
+                let length = if self.max_length < 0 {
+                    "max".to_string()
+                } else {
+                    self.max_length.max(1).to_string()
+                };
+                format!("CAST({parameter} AS {}({length}))", self.type_name)
+            }
+            _ => parameter.to_string(),
+        }
+    }
+
     /// The select-list expression that reads the column losslessly.
     pub fn select_expr(&self, alias: Option<&str>) -> String {
         let column = match alias {
@@ -187,6 +207,29 @@ mod tests {
             precision,
             scale,
             nullable: true,
+        }
+    }
+
+    #[test]
+    fn text_parameters_take_the_type_of_a_non_unicode_column() {
+        let mut varchar = column("varchar", 0, 0);
+        varchar.max_length = 20;
+        let mut max = column("varchar", 0, 0);
+        max.max_length = -1;
+        let cases = [
+            (varchar, "CAST(@P1 AS varchar(20))"),
+            (max, "CAST(@P1 AS varchar(max))"),
+            (column("char", 0, 0), "CAST(@P1 AS char(8))"),
+            (column("nvarchar", 0, 0), "@P1"),
+            (column("int", 0, 0), "@P1"),
+        ];
+        for (column, expected) in cases {
+            assert_eq!(
+                column.parameter_expr("@P1"),
+                expected,
+                "{}",
+                column.type_name
+            );
         }
     }
 

@@ -191,6 +191,91 @@ async fn skip_marks_the_gap_uncertain_when_cleanup_runs_during_the_read() {
     assert_eq!(json(&skipped[0][2])["certain"], false);
 }
 
+/// Runs cleanup up to a fixed LSN when the first batch is about to read:
+/// after the engine checked the range, before the change function runs,
+/// so SQL Server answers the read with error 313.
+struct CleanupBeforeRead(CleanupWhileReading);
+
+impl Observer for CleanupBeforeRead {
+    fn batch_started(&self, batch_id: BatchId) {
+        self.0.batch_reading(batch_id, 0);
+    }
+}
+
+/// A stream with two changes after its bootstrap, whose first batch meets
+/// cleanup racing its read; returns the run's outcome and the batch.
+async fn cleanup_races_the_read(
+    policy: &str,
+) -> (
+    Result<mssql_cdc::engine::RunSummary, mssql_cdc::engine::EngineError>,
+    Vec<BatchId>,
+    StreamFixture,
+) {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders(&server, policy, 1).await;
+    stream.run_once().await.expect("bootstrap");
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (10, N'a', 1)",
+        1,
+    )
+    .await;
+    let second = change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (11, N'b', 1)",
+        1,
+    )
+    .await;
+    let observer = Arc::new(CleanupBeforeRead(CleanupWhileReading {
+        client: Mutex::new(Some(
+            server.connect_to(&stream.config().source.database).await,
+        )),
+        low_water_mark: second,
+        done: Mutex::new(Vec::new()),
+    }));
+    let mut options = stream.options();
+    options.observer = observer.clone();
+    let outcome = mssql_cdc::engine::run(stream.config(), options).await;
+    let cleaned_in = observer.0.done.lock().expect("lock").clone();
+    (outcome, cleaned_in, stream)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cleanup_racing_the_read_goes_through_skip() {
+    let (outcome, cleaned_in, stream) = cleanup_races_the_read("  onDataLoss: skip\n").await;
+    outcome.expect("error 313 is a purged range, and skip reads on");
+    assert_eq!(cleaned_in.len(), 1, "cleanup ran before one read");
+    let skipped = stream
+        .facts_query("SELECT batch_id, detail FROM t WHERE event = 'data_skipped'")
+        .await;
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0][0], cleaned_in[0].get().to_string());
+    assert_eq!(json(&skipped[0][1])["certain"], false);
+    let changes = stream
+        .bronze_query("SELECT id FROM t WHERE _operation = 'insert' ORDER BY id")
+        .await;
+    assert_eq!(
+        changes,
+        vec![vec!["11"]],
+        "the change still kept is read once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cleanup_racing_the_read_stops_with_data_loss_under_fail() {
+    let (outcome, _, stream) = cleanup_races_the_read("").await;
+    match outcome {
+        Err(mssql_cdc::engine::EngineError::DataLoss(_)) => {}
+        other => panic!("expected DataLossError, got {other:?}"),
+    }
+    let changes = stream
+        .bronze_query("SELECT COUNT(*) FROM t WHERE _operation <> 'snapshot'")
+        .await;
+    assert_eq!(changes, vec![vec!["0"]], "nothing of the batch was written");
+}
+
 #[tokio::test]
 async fn resnapshot_takes_a_new_snapshot_and_streams_on() {
     let server = TestServer::start().await;

@@ -12,6 +12,7 @@ mod support;
 #[cfg(feature = "failpoints")]
 mod engine_crash;
 mod engine_monitoring;
+mod engine_safety;
 mod engine_source_changes;
 mod engine_stores;
 mod engine_stream;

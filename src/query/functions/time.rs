@@ -54,10 +54,17 @@ impl FromStr for Zone {
     }
 }
 
+/// `+HH:MM`, `-H` and the like; `None` for anything else, including
+/// offsets of a day or more (which no zone has, and whose seconds could
+/// overflow).
 fn parse_offset(text: &str) -> Option<FixedOffset> {
     let sign = if text.starts_with('-') { -1 } else { 1 };
     let (hours, minutes) = text[1..].split_once(':').unwrap_or((&text[1..], "0"));
-    let seconds = hours.parse::<i32>().ok()? * 3600 + minutes.parse::<i32>().ok()? * 60;
+    let (hours, minutes) = (hours.parse::<u32>().ok()?, minutes.parse::<u32>().ok()?);
+    if hours >= 24 || minutes >= 60 {
+        return None;
+    }
+    let seconds = i32::try_from(hours * 3600 + minutes * 60).ok()?;
     FixedOffset::east_opt(sign * seconds)
 }
 
@@ -435,6 +442,17 @@ impl DiffUnit {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn offsets_beyond_a_day_are_refused_without_overflow() {
+        for bad in ["+999999999:00", "-2147483648", "+24:00", "+01:60", "+1:x"] {
+            assert!(bad.parse::<Zone>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "-03:30".parse::<Zone>().map(|z| z.to_string()),
+            Ok("-03:30".to_string())
+        );
+    }
+
     use super::*;
     use crate::query::functions::test_support::eval;
 
