@@ -1,5 +1,6 @@
 //! Acceptance tests of the test API server (one binary, one module per client).
 
+mod auth;
 mod builtins;
 mod common;
 mod discovery;
