@@ -11,3 +11,4 @@ mod kube_ssa;
 mod kube_watch;
 mod kubectl;
 mod kubelet;
+mod pods;
