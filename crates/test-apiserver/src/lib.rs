@@ -96,12 +96,14 @@ pub struct TestApiServer {
     shutdown: tokio::sync::watch::Sender<bool>,
     serve: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
+    kubelet_data: Option<std::path::PathBuf>,
 }
 
 impl TestApiServer {
     /// Starts serving on `opts.listen` with the default namespaces in place.
     pub async fn start(opts: ServerOptions) -> Result<Self, StartError> {
         let log_dir = opts.kubelet.as_ref().map(|k| k.log_dir.clone());
+        let kubelet_data = opts.kubelet.as_ref().map(|k| k.data_dir.clone());
         let auth = state::AuthState {
             pki: tls::Pki::generate()?,
             signer: auth::tokens::Signer::generate(),
@@ -134,6 +136,7 @@ impl TestApiServer {
             shutdown,
             serve: None,
             background,
+            kubelet_data,
         };
         me.serve = Some(me.spawn_serve(listener));
         Ok(me)
@@ -191,6 +194,27 @@ impl TestApiServer {
             path: path.display().to_string(),
             source,
         })
+    }
+
+    /// Where the harness kubelet keeps volume `volume` of pod
+    /// `namespace/pod` on the host (an emptyDir's directory, say), for tests
+    /// that read what a container wrote; `None` without a kubelet or pod.
+    pub fn pod_volume_path(
+        &self,
+        namespace: &str,
+        pod: &str,
+        volume: &str,
+    ) -> Option<std::path::PathBuf> {
+        let data_dir = self.kubelet_data.as_ref()?;
+        let p = self
+            .state
+            .store
+            .get(&store::Gr::new("", "pods"), namespace, pod)?;
+        Some(
+            kubelet::volumes::pod_dir(data_dir, &p)
+                .join("volumes")
+                .join(volume),
+        )
     }
 
     /// The server's fake clock.
