@@ -141,11 +141,10 @@ fn route(ctx: &Ctx, req: &Request<'_>) -> ApiResult<Response<Body>> {
     let (method, path, q, h, body) = (req.method, req.path, req.q, req.h, req.body);
     let st = &ctx.state;
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let is_resource_path = match segs.as_slice() {
-        ["api", "v1", _, ..] => true,
-        ["apis", _, _, _, ..] => true,
-        _ => false,
-    };
+    let is_resource_path = matches!(
+        segs.as_slice(),
+        ["api", "v1", _, ..] | ["apis", _, _, _, ..]
+    );
     if !is_resource_path {
         let p = if path.is_empty() { "/" } else { path };
         let a = Attributes::non_resource(&method.as_str().to_ascii_lowercase(), p);

@@ -192,10 +192,10 @@ pub fn impersonate(st: &State, requester: User, headers: &HeaderMap) -> Result<U
             return Err(rbac::forbidden(&requester, a));
         }
     }
-    if let Some((ns, _)) = user.service_account() {
-        if user.groups.is_empty() {
-            user.groups = service_account_groups(ns);
-        }
+    if let Some((ns, _)) = user.service_account()
+        && user.groups.is_empty()
+    {
+        user.groups = service_account_groups(ns);
     }
     if user.name != ANONYMOUS && !user.groups.iter().any(|g| g == AUTHENTICATED) {
         user.groups.push(AUTHENTICATED.into());

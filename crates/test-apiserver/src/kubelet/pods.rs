@@ -86,10 +86,11 @@ impl Kubelet {
         let dir = self.o.data_dir.join("pods");
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let uid = e.file_name().to_string_lossy().into_owned();
-            if !live.contains_key(&uid) && !self.running.contains_key(&uid) {
-                if let Err(err) = std::fs::remove_dir_all(e.path()) {
-                    tracing::debug!(error = %err, %uid, "cleaning pod state");
-                }
+            if !live.contains_key(&uid)
+                && !self.running.contains_key(&uid)
+                && let Err(err) = std::fs::remove_dir_all(e.path())
+            {
+                tracing::debug!(error = %err, %uid, "cleaning pod state");
             }
         }
     }
