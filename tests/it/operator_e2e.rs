@@ -1,11 +1,17 @@
-//! The whole path without a cluster: kubectl applies the CRD, a Secret and
-//! a CdcStream; the operator (run in the test, on the API server's fake
-//! clock) creates the worker Deployment; the harness kubelet runs
-//! `mssql-cdc worker` as a process; the sandbox's changes reach Delta;
+//! The whole path without a cluster: kubectl applies the CRD, a Secret, the
+//! chart's ServiceAccounts and RBAC (rendered by Helm) and a CdcStream; the
+//! operator (run in the test, on the API server's fake clock, with a token
+//! of the chart's operator ServiceAccount) creates the worker Deployment;
+//! the harness kubelet runs `mssql-cdc worker` as a pod of the chart's
+//! worker ServiceAccount, with only its in-cluster identity (token, CA,
+//! read-only root, its lake on the `/tmp` emptyDir); the sandbox's changes
+//! reach Delta;
 //! `kubectl get cdcstreams` shows the stream Streaming and Ready with its
 //! lag and headroom; once the worker is killed and cannot come back, Live
 //! and Ready turn False when the clock passes the silence limit; suspend
-//! stops the worker; deleting the stream garbage-collects it.
+//! stops the worker; deleting the stream garbage-collects it. Without the
+//! worker Role's `patch` on `cdcstreams/status` the stream never reports
+//! progress and the worker's log shows the 403.
 //!
 //! With `KUBECONFIG` (and `MSSQL_CDC_TEST_IMAGE`) set, the same steps run on
 //! that cluster, with the sandbox as a pod (`support::cluster`).
@@ -20,15 +26,14 @@ use kube::api::ListParams;
 use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
 
 use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
-use crate::support::cluster::{
-    count_rows_in_pod, sandbox_endpoint_for_pods, start_sandbox_pod, worker_rbac_manifest,
-};
+use crate::support::chart::ChartIdentity;
+use crate::support::cluster::{count_rows_in_pod, sandbox_endpoint_for_pods, start_sandbox_pod};
 use crate::support::kube::{KubeEnv, cells, eventually};
 use crate::support::operator::{
-    cluster_manifest, orders_with_changes, start_operator_in_process, suspend, wait_gone,
+    InProcessOperator, cluster_manifest, orders_with_changes, start_operator_as, suspend, wait_gone,
 };
 use crate::support::server::{TestServer, run};
-use crate::support::stream::StreamFixture;
+use crate::support::stream::{StreamFixture, query_table};
 
 /// The worker pods' label.
 const WORKER_PODS: &str = "mssql-cdc.io/stream=orders";
@@ -89,14 +94,32 @@ fn minutes_since_batch(live: &Condition) -> Option<u64> {
     minutes.parse().ok()
 }
 
-#[tokio::test]
-async fn kubectl_apply_to_delta_and_back_to_the_status() {
+/// A stream on the sandbox, run by the operator and its worker under the
+/// chart's identities (as `edit` leaves them).
+struct E2e {
+    kube: KubeEnv,
+    _server: TestServer,
+    fixture: StreamFixture,
+    _forward: Option<tokio::process::Child>,
+    _operator: InProcessOperator,
+    chart: ChartIdentity,
+}
+
+/// Sets up [`E2e`]; `None` when Helm (Python) is missing and allowed to be.
+async fn start(edit: impl FnOnce(ChartIdentity) -> ChartIdentity) -> Option<E2e> {
     let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
     let kube = KubeEnv::for_e2e(binary).await;
     let ns = kube.namespace.clone();
+    // On a real cluster the release is named after the namespace, so that
+    // its ClusterRole does not meet another run's.
+    let release = match &kube.cluster {
+        Some(_) => ns.replace("mssql-cdc-", ""),
+        None => "cdc".to_string(),
+    };
+    let chart = edit(ChartIdentity::render(&release, &ns).await?);
     // On a real cluster the sandbox runs as a pod, reached through a
     // port-forward; on the test API server, in this process.
-    let (_forward, server) = match &kube.cluster {
+    let (forward, server) = match &kube.cluster {
         Some(cluster) => {
             let (forward, server) = start_sandbox_pod(&kube, cluster).await;
             (Some(forward), server)
@@ -118,22 +141,18 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
 
     kube.install_crd().await;
     let extra = "  snapshot: {mode: never}\n";
+    // The worker reaches the API server in-cluster only. On a real cluster
+    // it reaches the sandbox by its Service; here all pods share the host's
+    // network, so its metrics port must be a free one.
     let (fixture, worker_env) = match &kube.cluster {
-        // The worker pod reaches the sandbox by its Service, the API server
-        // in-cluster, and writes the lake on its /tmp volume.
-        Some(_) => {
-            let endpoint = sandbox_endpoint_for_pods(&ns);
-            (
-                StreamFixture::with_endpoint(endpoint, &db, extra),
-                String::new(),
-            )
-        }
+        Some(_) => (
+            StreamFixture::with_endpoint(sandbox_endpoint_for_pods(&ns), &db, extra),
+            String::new(),
+        ),
         None => (
             StreamFixture::new(&server, &db, extra),
-            format!(
-                "  worker:\n    env:\n    - {{name: KUBECONFIG, value: \"{}\"}}\n    - {{name: MSSQL_CDC_LISTEN, value: \"127.0.0.1:0\"}}\n",
-                kube.kubeconfig.display()
-            ),
+            "  worker:\n    env:\n    - {name: MSSQL_CDC_LISTEN, value: \"127.0.0.1:0\"}\n"
+                .to_string(),
         ),
     };
     let manifest = cluster_manifest(&fixture).replace(
@@ -146,12 +165,16 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     );
     kube.kubectl_ok(&["apply", "-f", &kube.write("secret.yaml", &secret)])
         .await;
-    if kube.cluster.is_some() {
-        let rbac = worker_rbac_manifest(&ns, "cdc-worker");
-        kube.kubectl_ok(&["apply", "-f", &kube.write("worker-rbac.yaml", &rbac)])
-            .await;
-    }
-    let _operator = start_operator_in_process(&kube, Duration::from_secs(1)).await;
+    chart.apply(&kube).await;
+    let token = chart.operator_token(&kube).await;
+    let operator_client = kube.client_with_token(&token).await;
+    let operator = start_operator_as(
+        &kube,
+        Duration::from_secs(1),
+        operator_client,
+        &chart.worker_account(),
+    )
+    .await;
     kube.kubectl_ok(&[
         "apply",
         "-n",
@@ -160,7 +183,63 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
         &kube.write("orders.yaml", &manifest),
     ])
     .await;
+    Some(E2e {
+        kube,
+        _server: server,
+        fixture,
+        _forward: forward,
+        _operator: operator,
+        chart,
+    })
+}
 
+impl Drop for E2e {
+    fn drop(&mut self) {
+        // A real cluster keeps cluster-scoped objects after the namespace.
+        if self.kube.cluster.is_some() {
+            for (kind, name) in self.chart.cluster_scoped() {
+                let _ = std::process::Command::new("kubectl")
+                    .env("KUBECONFIG", &self.kube.kubeconfig)
+                    .args(["delete", &kind, &name, "--wait=false"])
+                    .output();
+            }
+        }
+    }
+}
+
+/// The rows of the worker pod's bronze table: through `kubectl exec` on a
+/// real cluster; here from the pod's `/tmp` emptyDir, where its lake is.
+async fn bronze_rows(e: &E2e, pods: &Api<Pod>) -> Option<u64> {
+    let location = e.fixture.path("bronze");
+    let Some(server) = e.kube.server() else {
+        return count_rows_in_pod(&e.kube, "orders", &location.display().to_string()).await;
+    };
+    let pod = pods
+        .list(&ListParams::default().labels(WORKER_PODS))
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())?;
+    let name = pod.metadata.name?;
+    let tmp = server.pod_volume_path(&e.kube.namespace, &name, "tmp")?;
+    let relative = location
+        .strip_prefix("/tmp")
+        .expect("the e2e lake is under /tmp, the worker's only writable volume");
+    let table = tmp.join(relative);
+    if !table.join("_delta_log").exists() {
+        return None;
+    }
+    let rows = query_table(&table, "SELECT COUNT(*) FROM t").await;
+    rows.first()?.first()?.parse().ok()
+}
+
+#[tokio::test]
+async fn kubectl_apply_to_delta_and_back_to_the_status() {
+    let Some(e) = start(|chart| chart).await else {
+        return;
+    };
+    let (kube, ns) = (&e.kube, e.kube.namespace.clone());
     let kube_client = kube.client().await;
     let streams: Api<CdcStream> = Api::namespaced(kube_client.clone(), &ns);
     let status = status_when(
@@ -176,19 +255,9 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     )
     .await;
     assert!(status.progress.is_some());
-    let bronze_location = fixture.path("bronze").display().to_string();
-    let bronze = eventually("the changes in bronze", || {
-        let (kube, fixture, location) = (&kube, &fixture, &bronze_location);
-        async move {
-            let rows = match kube.cluster {
-                Some(_) => count_rows_in_pod(kube, "orders", location).await?,
-                None => {
-                    let rows = fixture.bronze_query("SELECT COUNT(*) FROM t").await;
-                    rows.first()?.first()?.parse().ok()?
-                }
-            };
-            (rows == 3).then_some(rows)
-        }
+    let pods: Api<Pod> = Api::namespaced(kube_client.clone(), &ns);
+    let bronze = eventually("the changes in bronze", || async {
+        bronze_rows(&e, &pods).await.filter(|rows| *rows == 3)
     })
     .await;
     assert_eq!(bronze, 3);
@@ -218,7 +287,6 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
         .await;
     kube.kubectl_ok(&["delete", "-n", &ns, "pods", "-l", WORKER_PODS])
         .await;
-    let pods: Api<Pod> = Api::namespaced(kube_client.clone(), &ns);
     worker_pods_when(&pods, "a replacement worker that cannot start", |pods| {
         !pods.is_empty() && pods.iter().all(cannot_start)
     })
@@ -260,11 +328,39 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     let row = cells(table.lines().nth(1).unwrap_or_default());
     assert_eq!(row[..3], ["orders", "Streaming", "False"], "{table}");
 
-    suspend(&kube, "orders").await;
+    suspend(kube, "orders").await;
     worker_pods_when(&pods, "suspend removes the worker pod", <[Pod]>::is_empty).await;
 
     kube.kubectl_ok(&["delete", "-n", &ns, "cdcs", "orders"])
         .await;
     let deployments: Api<Deployment> = Api::namespaced(kube_client, &ns);
     wait_gone(&deployments, "orders").await;
+}
+
+#[tokio::test]
+async fn without_the_status_patch_rule_the_stream_never_reports_progress() {
+    let Some(e) = start(|chart| chart.without_worker_verb("cdcstreams/status", "patch")).await
+    else {
+        return;
+    };
+    let (kube, ns) = (&e.kube, e.kube.namespace.clone());
+    let streams: Api<CdcStream> = Api::namespaced(kube.client().await, &ns);
+    // The worker streams (its batches reach bronze) but every report of
+    // them is refused.
+    let logs = eventually("the worker's log to show the 403", || async {
+        let out = kube
+            .kubectl(&["logs", "-n", &ns, "-l", WORKER_PODS, "--tail=-1"])
+            .await;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.contains("cannot patch resource").then_some(text)
+    })
+    .await;
+    let account = format!("system:serviceaccount:{ns}:{}", e.chart.worker_account());
+    assert!(logs.contains(&account), "{logs}");
+    assert!(logs.contains("cdcstreams/status"), "{logs}");
+    assert!(logs.contains("forbidden"), "{logs}");
+    let stream = streams.get("orders").await.expect("stream");
+    let status = stream.status.unwrap_or_default();
+    assert!(status.progress.is_none(), "{:?}", status.progress);
+    assert_ne!(status.phase, Some(Phase::Streaming));
 }

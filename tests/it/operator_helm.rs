@@ -2,47 +2,15 @@
 //! hardened and least-privilege when rendered, and installed against the
 //! test API server, which accepts every object.
 
-use std::time::Duration;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use serde_json::Value;
 
 use crate::support::kube::{KubeEnv, repo_file};
-use crate::support::tools::{PYTHON, run_python};
 
-const SCRIPT: &str = include_str!("support/py/helm_chart.py");
-const CHART: &str = "charts/mssql-cdc-operator";
-
-/// Runs the Helm script; `None` when Python is missing and allowed to be.
-async fn helm(args: &[&str]) -> Option<Value> {
-    let python = PYTHON.find()?;
-    let out = run_python(&python, SCRIPT, args, Duration::from_secs(120)).await;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "helm {args:?} failed:\n{stdout}\n{stderr}"
-    );
-    Some(serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("JSON result"))
-}
-
-fn documents(rendered: &Value, template: &str) -> Vec<serde_yaml::Value> {
-    let text = rendered[format!("mssql-cdc-operator/templates/{template}")]
-        .as_str()
-        .unwrap_or_else(|| panic!("no template {template}"));
-    serde_yaml::Deserializer::from_str(text)
-        .filter_map(|doc| serde_yaml::Value::deserialize(doc).ok())
-        .filter(|doc| !doc.is_null())
-        .collect()
-}
-
-use serde::Deserialize;
+use crate::support::chart::{CHART, documents, helm};
 
 #[tokio::test]
 async fn chart_lints_clean_and_renders_hardened_least_privilege() {

@@ -33,7 +33,7 @@ async fn main() {
     }
     if let Some(binary) = binary {
         let _ = std::fs::create_dir_all(&log_dir);
-        opts.kubelet = Some(KubeletOptions { binary, log_dir });
+        opts.kubelet = Some(KubeletOptions::new(binary, log_dir));
     }
     let server = match TestApiServer::start(opts).await {
         Ok(s) => s,

@@ -67,19 +67,6 @@ pub fn negotiate(accept: &str) -> Option<Version> {
     None
 }
 
-fn verbs() -> Value {
-    json!([
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch"
-    ])
-}
-
 fn gvk(group: &str, version: &str, kind: &str) -> Value {
     json!({ "group": group, "version": version, "kind": kind })
 }
@@ -94,19 +81,19 @@ fn resource(t: &ResourceType, version: &str) -> Value {
             "verbs": ["get", "patch", "update"],
         }));
     }
-    if t.kind == "Pod" && t.group.is_empty() {
-        subs.push(json!({
-            "subresource": "log",
-            "responseKind": gvk("", version, "Pod"),
-            "verbs": ["get"],
-        }));
+    for (sub, verbs) in t.extra_subresources() {
+        let kind = match *sub {
+            "token" => gvk("authentication.k8s.io", "v1", "TokenRequest"),
+            _ => kind.clone(),
+        };
+        subs.push(json!({ "subresource": sub, "responseKind": kind, "verbs": verbs }));
     }
     let mut r = json!({
         "resource": t.plural,
         "responseKind": kind,
         "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": t.singular,
-        "verbs": verbs(),
+        "verbs": t.verbs(),
     });
     // Empty lists are omitted, as the real server does (omitempty).
     if !t.short_names.is_empty() {

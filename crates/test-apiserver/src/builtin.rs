@@ -3,7 +3,7 @@
 
 use crate::error::Cause;
 use base64::Engine;
-use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac};
+use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac, storage};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -27,6 +27,8 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         ("", "Endpoints") => check::<core::v1::Endpoints>(obj),
         ("", "PersistentVolumeClaim") => check::<core::v1::PersistentVolumeClaim>(obj),
         ("", "Node") => check::<core::v1::Node>(obj),
+        ("", "PersistentVolume") => check::<core::v1::PersistentVolume>(obj),
+        ("storage.k8s.io", "StorageClass") => check::<storage::v1::StorageClass>(obj),
         ("events.k8s.io", "Event") => check::<events::v1::Event>(obj),
         ("apps", "Deployment") => check::<apps::v1::Deployment>(obj),
         ("apps", "ReplicaSet") => check::<apps::v1::ReplicaSet>(obj),
@@ -80,6 +82,7 @@ fn required_fields(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
             out.extend(req("/spec/template", "spec.template"));
         }
         ("batch", "CronJob") => out.extend(req("/spec/schedule", "spec.schedule")),
+        ("storage.k8s.io", "StorageClass") => out.extend(req("/provisioner", "provisioner")),
         _ => {}
     }
     out
@@ -115,6 +118,17 @@ fn default_pod_spec(obj: &mut Value, base: &str, restart: &str) {
     );
 }
 
+/// Per-container defaults: the termination message file and policy.
+fn default_containers(obj: &mut Value, base: &str) {
+    if let Some(Value::Array(cs)) = obj.pointer_mut(&format!("{base}/containers")) {
+        for c in cs.iter_mut().filter(|c| c.is_object()) {
+            set_default(c, "/terminationMessagePath", json!("/dev/termination-log"));
+            set_default(c, "/terminationMessagePolicy", json!("File"));
+            set_default(c, "/imagePullPolicy", json!("IfNotPresent"));
+        }
+    }
+}
+
 /// Server-side defaults for built-ins (a small, commonly relied-upon subset).
 pub fn apply_defaults(
     group: &str,
@@ -127,8 +141,18 @@ pub fn apply_defaults(
             set_default(obj, "/spec/finalizers", json!(["kubernetes"]));
             set_default(obj, "/status/phase", json!("Active"));
         }
+        ("", "PersistentVolumeClaim") => {
+            set_default(obj, "/spec/volumeMode", json!("Filesystem"));
+            set_default(obj, "/status/phase", json!("Pending"));
+        }
+        ("", "PersistentVolume") => {
+            set_default(obj, "/spec/persistentVolumeReclaimPolicy", json!("Retain"));
+            set_default(obj, "/spec/volumeMode", json!("Filesystem"));
+            set_default(obj, "/status/phase", json!("Available"));
+        }
         ("", "Pod") => {
             default_pod_spec(obj, "/spec", "Always");
+            default_containers(obj, "/spec");
             set_default(obj, "/status/phase", json!("Pending"));
         }
         ("", "Service") => {
@@ -146,16 +170,19 @@ pub fn apply_defaults(
             set_default(obj, "/spec/progressDeadlineSeconds", json!(600));
             set_default(obj, "/spec/strategy/type", json!("RollingUpdate"));
             default_pod_spec(obj, "/spec/template/spec", "Always");
+            default_containers(obj, "/spec/template/spec");
         }
         ("apps", "ReplicaSet") => {
             set_default(obj, "/spec/replicas", json!(1));
             default_pod_spec(obj, "/spec/template/spec", "Always");
+            default_containers(obj, "/spec/template/spec");
         }
         ("batch", "Job") => {
             set_default(obj, "/spec/backoffLimit", json!(6));
             set_default(obj, "/spec/completions", json!(1));
             set_default(obj, "/spec/parallelism", json!(1));
             default_pod_spec(obj, "/spec/template/spec", "Never");
+            default_containers(obj, "/spec/template/spec");
         }
         ("batch", "CronJob") => {
             set_default(obj, "/spec/concurrencyPolicy", json!("Allow"));

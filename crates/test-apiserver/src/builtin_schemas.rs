@@ -2,7 +2,7 @@
 //! `schemars` implementations (which carry the upstream field descriptions),
 //! so `kubectl explain deployment.spec.replicas` works as on a real server.
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac};
+use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac, storage};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -40,6 +40,8 @@ impl Generator {
             ("", "Endpoints") => add::<core::v1::Endpoints>(g),
             ("", "PersistentVolumeClaim") => add::<core::v1::PersistentVolumeClaim>(g),
             ("", "Node") => add::<core::v1::Node>(g),
+            ("", "PersistentVolume") => add::<core::v1::PersistentVolume>(g),
+            ("storage.k8s.io", "StorageClass") => add::<storage::v1::StorageClass>(g),
             ("events.k8s.io", "Event") => add::<events::v1::Event>(g),
             ("apps", "Deployment") => add::<apps::v1::Deployment>(g),
             ("apps", "ReplicaSet") => add::<apps::v1::ReplicaSet>(g),

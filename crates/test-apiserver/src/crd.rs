@@ -102,6 +102,7 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
         categories: strs("/spec/names/categories"),
         versions,
         is_crd: true,
+        create_only: false,
     })
 }
 

@@ -5,17 +5,6 @@
 use crate::resources::Registry;
 use serde_json::{Value, json};
 
-const VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 /// `/version`.
 pub fn version() -> Value {
     json!({
@@ -86,7 +75,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             "singularName": t.singular,
             "namespaced": t.namespaced,
             "kind": t.kind,
-            "verbs": VERBS,
+            "verbs": t.verbs(),
             "shortNames": t.short_names,
             "categories": t.categories,
             "storageVersionHash": "",
@@ -100,8 +89,8 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 "verbs": ["get", "patch", "update"],
             }));
         }
-        if t.kind == "Pod" && group.is_empty() {
-            resources.push(json!({ "name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"] }));
+        for (sub, verbs) in t.extra_subresources() {
+            resources.push(json!({ "name": format!("{}/{sub}", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": verbs }));
         }
     }
     if resources.is_empty() {

@@ -50,6 +50,17 @@ pub enum ApiError {
         name: String,
         causes: Vec<Cause>,
     },
+    /// 401 Unauthorized: credentials that do not authenticate.
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// 403 Forbidden: RBAC (or admission) refused the request.
+    #[error("{}", forbidden_text(.group, .resource, .name, .message))]
+    Forbidden {
+        group: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
     /// 400 BadRequest.
     #[error("{0}")]
     BadRequest(String),
@@ -67,6 +78,19 @@ pub enum ApiError {
     /// 500 InternalError.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+}
+
+fn forbidden_text(group: &str, resource: &str, name: &str, message: &str) -> String {
+    let qualified = match (resource, group) {
+        ("", _) => String::new(),
+        (r, "") => r.to_string(),
+        (r, g) => format!("{r}.{g}"),
+    };
+    match (qualified.as_str(), name) {
+        ("", _) => format!("forbidden: {message}"),
+        (q, "") => format!("{q} is forbidden: {message}"),
+        (q, n) => format!("{q} \"{n}\" is forbidden: {message}"),
+    }
 }
 
 fn render_causes(causes: &[Cause]) -> String {
@@ -105,6 +129,8 @@ impl ApiError {
             ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
             ApiError::Invalid { .. } => 422,
             ApiError::BadRequest(_) => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden { .. } => 403,
             ApiError::MethodNotAllowed => 405,
             ApiError::Gone(_) => 410,
             ApiError::UnsupportedMediaType(_) => 415,
@@ -119,6 +145,8 @@ impl ApiError {
             ApiError::Conflict { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Gone(_) => "Expired",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
@@ -147,6 +175,18 @@ impl ApiError {
                 causes,
                 ..
             } => Some(details(resource, name, causes)),
+            ApiError::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({ "name": name, "kind": resource });
+                if !group.is_empty() {
+                    d["group"] = json!(group);
+                }
+                Some(d)
+            }
             ApiError::Invalid {
                 group,
                 kind,

@@ -1,6 +1,8 @@
 //! HTTP routing: maps Kubernetes REST paths and verbs onto discovery,
 //! OpenAPI and object operations, and renders results and errors.
 
+use crate::auth::rbac::{self, Attributes};
+use crate::auth::{self, PeerIdentity, User};
 use crate::error::{ApiError, ApiResult};
 use crate::patch::PatchType;
 use crate::selectors::{FieldSelector, LabelSelector};
@@ -72,7 +74,20 @@ pub async fn handle(
         .unwrap_or_default();
     let path = parts.uri.path().trim_end_matches('/').to_string();
     tracing::debug!(method = %parts.method, %path, ?query, "request");
-    match route(&ctx, &parts.method, &path, &query, &parts.headers, &body) {
+    let peer = parts.extensions.get::<PeerIdentity>();
+    let user = match auth::request_user(&ctx.state, &parts.headers, peer) {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
+    };
+    let req = Request {
+        user: &user,
+        method: &parts.method,
+        path: &path,
+        q: &query,
+        h: &parts.headers,
+        body: &body,
+    };
+    match route(&ctx, &req) {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(error = %e, "request failed");
@@ -87,16 +102,54 @@ fn header(h: &HeaderMap, name: header::HeaderName) -> &str {
         .unwrap_or_default()
 }
 
-fn route(
-    ctx: &Ctx,
-    method: &Method,
-    path: &str,
-    q: &HashMap<String, String>,
-    h: &HeaderMap,
-    body: &[u8],
-) -> ApiResult<Response<Body>> {
+/// One request, as `route` sees it.
+struct Request<'a> {
+    user: &'a User,
+    method: &'a Method,
+    path: &'a str,
+    q: &'a HashMap<String, String>,
+    h: &'a HeaderMap,
+    body: &'a [u8],
+}
+
+/// 403 unless the user may do `a`.
+fn authorize(st: &crate::state::State, user: &User, a: &Attributes) -> ApiResult<()> {
+    if rbac::authorize(st, user, a).allowed {
+        return Ok(());
+    }
+    tracing::debug!(user = %user.name, ?a, "forbidden");
+    Err(rbac::forbidden(user, a))
+}
+
+/// The RBAC verb of a resource request.
+fn verb(method: &Method, named: bool, q: &HashMap<String, String>) -> &'static str {
+    let watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
+    match (method.clone(), named) {
+        (Method::GET, _) if watch => "watch",
+        (Method::GET, true) => "get",
+        (Method::GET, false) => "list",
+        (Method::POST, _) => "create",
+        (Method::PUT, _) => "update",
+        (Method::PATCH, _) => "patch",
+        (Method::DELETE, true) => "delete",
+        (Method::DELETE, false) => "deletecollection",
+        _ => "",
+    }
+}
+
+fn route(ctx: &Ctx, req: &Request<'_>) -> ApiResult<Response<Body>> {
+    let (method, path, q, h, body) = (req.method, req.path, req.q, req.h, req.body);
     let st = &ctx.state;
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let is_resource_path = matches!(
+        segs.as_slice(),
+        ["api", "v1", _, ..] | ["apis", _, _, _, ..]
+    );
+    if !is_resource_path {
+        let p = if path.is_empty() { "/" } else { path };
+        let a = Attributes::non_resource(&method.as_str().to_ascii_lowercase(), p);
+        authorize(st, req.user, &a)?;
+    }
     let not_found = || ApiError::NotFound {
         resource: String::new(),
         name: path.to_string(),
@@ -176,8 +229,36 @@ fn route(
         name: name.into(),
         sub: sub.into(),
     };
-    if !t.sub.is_empty() && t.sub != "status" && !(t.sub == "log" && t.rt.kind == "Pod") {
+    let known_sub = t.sub.is_empty()
+        || t.sub == "status"
+        || t.rt.extra_subresources().iter().any(|(s, _)| *s == t.sub);
+    if !known_sub {
         return Err(not_found());
+    }
+    let mut a = Attributes::resource(
+        verb(method, !t.name.is_empty(), q),
+        &t.rt.group,
+        &t.rt.plural,
+        &t.namespace,
+        &t.name,
+    );
+    a.subresource = t.sub.clone();
+    authorize(st, req.user, &a)?;
+    if *method == Method::POST && t.rt.create_only {
+        let obj = parse_body(body, h)?;
+        let out = auth::reviews::review(st, req.user, &t.rt.plural, &t.namespace, obj)?;
+        return Ok(json_response(201, &out));
+    }
+    if t.rt.create_only {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    if t.sub == "token" {
+        if *method != Method::POST {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        let obj = parse_body(body, h).unwrap_or_else(|_| json!({}));
+        let out = auth::reviews::token_request(st, &t.namespace, &t.name, obj)?;
+        return Ok(json_response(201, &out));
     }
     if t.sub == "status" && !t.rt.has_status(version) {
         return Err(not_found());

@@ -1,7 +1,30 @@
 //! The kubeconfig clients (kubectl, Helm, kube-rs) use to reach the server.
 
-/// Renders a kubeconfig for a plain-HTTP server at `url`.
-pub fn render(url: &str) -> String {
+use crate::tls::ClientCert;
+use base64::Engine;
+
+/// How the kubeconfig's user authenticates.
+pub enum Credentials {
+    /// A client certificate of the server's CA.
+    ClientCert(ClientCert),
+    /// A bearer token (a ServiceAccount token).
+    Token(String),
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// Renders a kubeconfig for the server at `url`, trusting `ca_pem`.
+pub fn render(url: &str, ca_pem: &str, credentials: &Credentials) -> String {
+    let user = match credentials {
+        Credentials::ClientCert(c) => format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&c.cert_pem),
+            b64(&c.key_pem)
+        ),
+        Credentials::Token(t) => format!("    token: {t}\n"),
+    };
     format!(
         "apiVersion: v1
 kind: Config
@@ -9,6 +32,7 @@ clusters:
 - name: test-apiserver
   cluster:
     server: {url}
+    certificate-authority-data: {ca}
 contexts:
 - name: test-apiserver
   context:
@@ -18,8 +42,9 @@ contexts:
 current-context: test-apiserver
 users:
 - name: test-user
-  user: {{}}
-preferences: {{}}
-"
+  user:
+{user}preferences: {{}}
+",
+        ca = b64(ca_pem),
     )
 }

@@ -1,10 +1,13 @@
-//! A test Kubernetes API server for mssql-cdc's tests: plain HTTP on
-//! 127.0.0.1, following the API conventions closely enough that kubectl,
-//! Helm and kube-rs work against it unchanged, plus a harness kubelet that
-//! runs Pods as local processes. See `docs/testing-apiserver.md`.
+//! A test Kubernetes API server for mssql-cdc's tests: HTTPS on 127.0.0.1
+//! with a CA of its own, authentication and RBAC, following the API
+//! conventions closely enough that kubectl, Helm and kube-rs work against
+//! it unchanged, plus a harness kubelet that runs Pods as local processes
+//! in mount namespaces of their own. See `docs/testing-apiserver.md`.
 
+pub mod admission;
 pub mod aggregated;
 pub mod apply;
+pub mod auth;
 pub mod builtin;
 pub mod builtin_schemas;
 pub mod cel;
@@ -24,9 +27,11 @@ pub mod printers;
 pub mod protobuf;
 pub mod resources;
 pub mod selectors;
+pub mod serve;
 pub mod state;
 pub mod store;
 pub mod table;
+pub mod tls;
 pub mod watch;
 pub mod write;
 
@@ -49,6 +54,9 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// The CA or a certificate could not be made.
+    #[error(transparent)]
+    Pki(#[from] tls::PkiError),
     /// Writing the kubeconfig failed.
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
@@ -88,12 +96,18 @@ pub struct TestApiServer {
     shutdown: tokio::sync::watch::Sender<bool>,
     serve: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
+    kubelet_data: Option<std::path::PathBuf>,
 }
 
 impl TestApiServer {
     /// Starts serving on `opts.listen` with the default namespaces in place.
     pub async fn start(opts: ServerOptions) -> Result<Self, StartError> {
         let log_dir = opts.kubelet.as_ref().map(|k| k.log_dir.clone());
+        let kubelet_data = opts.kubelet.as_ref().map(|k| k.data_dir.clone());
+        let auth = state::AuthState {
+            pki: tls::Pki::generate()?,
+            signer: auth::tokens::Signer::generate(),
+        };
         let mut state = State {
             store: store::Store::new(opts.history),
             registry: resources::Registry::new(),
@@ -102,6 +116,7 @@ impl TestApiServer {
             bookmark_interval: opts.bookmark_interval,
             next_ip: Default::default(),
             log_dir,
+            auth: std::sync::Arc::new(auth),
         };
         let listener = bind(opts.listen).await?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen {
@@ -121,6 +136,7 @@ impl TestApiServer {
             shutdown,
             serve: None,
             background,
+            kubelet_data,
         };
         me.serve = Some(me.spawn_serve(listener));
         Ok(me)
@@ -132,23 +148,27 @@ impl TestApiServer {
             shutdown: self.shutdown.subscribe(),
         };
         let app = axum::Router::new().fallback(http::handle).with_state(ctx);
-        let mut stop = self.shutdown.subscribe();
-        tokio::spawn(async move {
-            let signal = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(signal)
-                .await
-            {
-                tracing::warn!(error = %e, "test apiserver stopped");
-            }
-        })
+        let tls = self.state.auth.pki.server_config.clone();
+        tokio::spawn(serve::serve(listener, tls, app, self.shutdown.subscribe()))
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `https://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("https://{}", self.addr)
+    }
+
+    /// The PEM certificate of the server's CA (what kubeconfigs and pods trust).
+    pub fn ca_pem(&self) -> &str {
+        &self.state.auth.pki.ca_pem
+    }
+
+    /// A kubeconfig for this server that authenticates with `token`.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        kubeconfig::render(
+            &self.url(),
+            &self.state.auth.pki.ca_pem,
+            &kubeconfig::Credentials::Token(token.to_string()),
+        )
     }
 
     /// The bound address.
@@ -156,9 +176,16 @@ impl TestApiServer {
         self.addr
     }
 
-    /// A kubeconfig (YAML) pointing at this server, default namespace `default`.
+    /// A kubeconfig (YAML) for this server as its admin (`kubernetes-admin`
+    /// in `system:masters`, which RBAC does not restrict), trusting its CA;
+    /// default namespace `default`.
     pub fn kubeconfig(&self) -> String {
-        kubeconfig::render(&self.url())
+        let admin = &self.state.auth.pki.admin;
+        kubeconfig::render(
+            &self.url(),
+            &self.state.auth.pki.ca_pem,
+            &kubeconfig::Credentials::ClientCert(admin.clone()),
+        )
     }
 
     /// Writes [`TestApiServer::kubeconfig`] to `path`.
@@ -167,6 +194,27 @@ impl TestApiServer {
             path: path.display().to_string(),
             source,
         })
+    }
+
+    /// Where the harness kubelet keeps volume `volume` of pod
+    /// `namespace/pod` on the host (an emptyDir's directory, say), for tests
+    /// that read what a container wrote; `None` without a kubelet or pod.
+    pub fn pod_volume_path(
+        &self,
+        namespace: &str,
+        pod: &str,
+        volume: &str,
+    ) -> Option<std::path::PathBuf> {
+        let data_dir = self.kubelet_data.as_ref()?;
+        let p = self
+            .state
+            .store
+            .get(&store::Gr::new("", "pods"), namespace, pod)?;
+        Some(
+            kubelet::volumes::pod_dir(data_dir, &p)
+                .join("volumes")
+                .join(volume),
+        )
     }
 
     /// The server's fake clock.
@@ -245,8 +293,11 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, StartError> {
         .map_err(|source| StartError::Listen { addr, source })
 }
 
-/// Creates the namespaces every cluster has.
+/// Creates the namespaces every cluster has, the default RBAC policy and
+/// the default StorageClass.
 fn seed(st: &State) {
+    auth::bootstrap::seed(st);
+    kubelet::storage::seed(st);
     let Some(rt) = st.registry.by_kind("", "Namespace") else {
         return;
     };

@@ -202,6 +202,7 @@ pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResu
     }
     t.name = name;
     ensure_namespace(st, &t)?;
+    crate::admission::admit_create(st, &t, &mut body)?;
     let (rq, nm) = (t.rt.qualified(), t.name.clone());
     run(st, &t, o.dry_run, |old| {
         if old.is_some() {
@@ -395,6 +396,33 @@ fn after_write(st: &State, t: &Target, obj: &Value) {
         && obj.pointer("/metadata/deletionTimestamp").is_none()
     {
         ensure_default_service_account(st, &t.name);
+        ensure_root_ca(st, &t.name);
+    }
+}
+
+/// The root CA publisher: `kube-root-ca.crt` with the CA in every namespace.
+fn ensure_root_ca(st: &State, ns: &str) {
+    let gr = Gr::new("", "configmaps");
+    if st.store.get(&gr, ns, crate::admission::ROOT_CA).is_some() {
+        return;
+    }
+    if let Some(rt) = st.registry.by_kind("", "ConfigMap") {
+        let t = Target {
+            rt,
+            version: "v1".into(),
+            namespace: ns.into(),
+            name: crate::admission::ROOT_CA.into(),
+            sub: String::new(),
+        };
+        let o = WriteOpts {
+            manager: "kube-controller-manager".into(),
+            ..Default::default()
+        };
+        let cm = json!({
+            "metadata": { "name": crate::admission::ROOT_CA },
+            "data": { "ca.crt": st.auth.pki.ca_pem },
+        });
+        let _ = create(st, &t, cm, &o);
     }
 }
 

@@ -31,6 +31,9 @@ pub struct ResourceType {
     pub versions: Vec<VersionInfo>,
     /// True for types created by a CustomResourceDefinition.
     pub is_crd: bool,
+    /// True for the review kinds that are only ever created, never stored
+    /// (SelfSubjectAccessReview and the like).
+    pub create_only: bool,
 }
 
 impl ResourceType {
@@ -55,6 +58,32 @@ impl ResourceType {
     /// The named served version.
     pub fn version(&self, name: &str) -> Option<&VersionInfo> {
         self.versions.iter().find(|v| v.name == name)
+    }
+
+    /// The verbs discovery advertises.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only {
+            return vec!["create"];
+        }
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+
+    /// Subresources other than `status`, with their verbs.
+    pub fn extra_subresources(&self) -> &'static [(&'static str, &'static [&'static str])] {
+        match (self.group.as_str(), self.kind.as_str()) {
+            ("", "Pod") => &[("log", &["get"])],
+            ("", "ServiceAccount") => &[("token", &["create"])],
+            _ => &[],
+        }
     }
 
     /// Whether the status subresource is enabled for `version`.
@@ -101,6 +130,24 @@ const BUILTINS: &[Builtin] = &[
         true,
     ),
     Builtin("", "v1", "Node", "nodes", false, &["no"], true),
+    Builtin(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        false,
+        &["pv"],
+        true,
+    ),
+    Builtin(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        false,
+        &["sc"],
+        false,
+    ),
     Builtin(
         "events.k8s.io",
         "v1",
@@ -229,8 +276,33 @@ fn builtin_types() -> Vec<ResourceType> {
                 status_subresource: *status,
             }],
             is_crd: false,
+            create_only: false,
         })
+        .chain(review_types())
         .collect()
+}
+
+/// The create-only review kinds of `auth::reviews`.
+fn review_types() -> impl Iterator<Item = ResourceType> {
+    crate::auth::reviews::KINDS
+        .iter()
+        .map(|(group, plural, kind, namespaced)| ResourceType {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
+            singular: kind.to_lowercase(),
+            namespaced: *namespaced,
+            short_names: vec![],
+            categories: vec![],
+            versions: vec![VersionInfo {
+                name: "v1".into(),
+                schema: None,
+                printer_columns: vec![],
+                status_subresource: false,
+            }],
+            is_crd: false,
+            create_only: true,
+        })
 }
 
 /// Thread-safe registry of resource types.

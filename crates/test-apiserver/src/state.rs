@@ -22,6 +22,15 @@ pub struct State {
     pub next_ip: Arc<AtomicU32>,
     /// Directory where the harness kubelet writes container logs (`pods/log`).
     pub log_dir: Option<std::path::PathBuf>,
+    /// The CA, the serving certificate and the token signing key.
+    pub auth: Arc<AuthState>,
+}
+
+/// What authentication needs: the CA (its certificate is every pod's
+/// `ca.crt`) and the key that signs ServiceAccount tokens.
+pub struct AuthState {
+    pub pki: crate::tls::Pki,
+    pub signer: crate::auth::tokens::Signer,
 }
 
 impl State {

@@ -109,7 +109,13 @@ pub fn prepare(
     } else if let Some(md) = new["metadata"].as_object_mut() {
         md.remove("namespace");
     }
-    if name.len() > 253 || !name_re().is_match(&name) {
+    // RBAC objects only need to be path segments (`system:discovery`).
+    let path_segment = t.rt.group == "rbac.authorization.k8s.io"
+        && !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '%']);
+    if !path_segment && (name.len() > 253 || !name_re().is_match(&name)) {
         return Err(invalid(
             t,
             &name,

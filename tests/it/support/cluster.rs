@@ -93,30 +93,6 @@ pub fn sandbox_host(namespace: &str) -> String {
     format!("{SANDBOX}.{namespace}.svc")
 }
 
-/// The worker's ServiceAccount with the chart's worker rights: get the
-/// stream, patch its status, nothing else.
-pub fn worker_rbac_manifest(namespace: &str, service_account: &str) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: {service_account}, namespace: {namespace}}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: {service_account}, namespace: {namespace}}}
-rules:
-- {{apiGroups: [mssql-cdc.io], resources: [cdcstreams], verbs: [get]}}
-- {{apiGroups: [mssql-cdc.io], resources: [cdcstreams/status], verbs: [patch]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: {service_account}, namespace: {namespace}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {service_account}}}
-subjects: [{{kind: ServiceAccount, name: {service_account}, namespace: {namespace}}}]
-"#
-    )
-}
-
 /// `kubectl port-forward` from a free loopback port to the sandbox
 /// Service; the forward lasts as long as the returned child.
 pub async fn port_forward(kubeconfig: &OsString, namespace: &str) -> (Child, u16) {

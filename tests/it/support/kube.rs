@@ -70,10 +70,7 @@ impl KubeEnv {
     async fn start_with(binary: Option<PathBuf>) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("tempdir");
-        let kubelet = binary.map(|binary| KubeletOptions {
-            binary,
-            log_dir: dir.path().join("pods"),
-        });
+        let kubelet = binary.map(|binary| KubeletOptions::new(binary, dir.path().join("pods")));
         let server = TestApiServer::start(ServerOptions {
             kubelet,
             ..ServerOptions::default()
@@ -99,19 +96,37 @@ impl KubeEnv {
         &self.clock
     }
 
-    /// A kube-rs client for the server or the cluster.
-    pub async fn client(&self) -> kube::Client {
+    /// The test API server, when the tests do not run on a real cluster.
+    pub fn server(&self) -> Option<&TestApiServer> {
+        self.server.as_ref()
+    }
+
+    /// A kube-rs client that authenticates with `token` (a ServiceAccount
+    /// token from `kubectl create token`), for the server or the cluster.
+    pub async fn client_with_token(&self, token: &str) -> kube::Client {
+        let mut config = self.config().await;
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.to_string().into()),
+            ..Default::default()
+        };
+        kube::Client::try_from(config).expect("client")
+    }
+
+    async fn config(&self) -> kube::Config {
         let kubeconfig = match &self.server {
             Some(server) => Kubeconfig::from_yaml(&server.kubeconfig()).expect("kubeconfig"),
             None => Kubeconfig::from_env()
                 .expect("KUBECONFIG reads")
                 .expect("KUBECONFIG is set"),
         };
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .expect("client config");
-        kube::Client::try_from(config).expect("client")
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("client config")
+    }
+
+    /// A kube-rs client for the server or the cluster, as its admin.
+    pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config().await).expect("client")
     }
 
     /// Runs kubectl with `args`; the caller judges the outcome.

@@ -1,6 +1,7 @@
 //! Shared set-up for the integration tests.
 
 pub mod cdc;
+pub mod chart;
 pub mod cluster;
 pub mod control;
 pub mod duckdb;

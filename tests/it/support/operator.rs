@@ -129,16 +129,21 @@ impl Drop for InProcessOperator {
     }
 }
 
-/// Starts [`InProcessOperator`] against `kube`, with the defaults
-/// [`start_operator`] passes on its command line.
-pub async fn start_operator_in_process(kube: &KubeEnv, resync: Duration) -> InProcessOperator {
+/// Starts [`InProcessOperator`] with `client` (say, a token of the chart's
+/// operator ServiceAccount), its workers running as `worker_account`.
+pub async fn start_operator_as(
+    kube: &KubeEnv,
+    resync: Duration,
+    client: kube::Client,
+    worker_account: &str,
+) -> InProcessOperator {
     let clock = kube.clock().clone();
     let image = kube.cluster.as_ref().map(|c| c.image.clone());
     let defaults = WorkerDefaults {
         image: image.unwrap_or_else(|| "mssql-cdc:e2e".to_string()),
-        service_account: Some("cdc-worker".to_string()),
+        service_account: Some(worker_account.to_string()),
     };
-    let context = Context::new(kube.client().await, defaults, None)
+    let context = Context::new(client, defaults, None)
         .with_clock(Arc::new(move || clock.now()))
         .with_resync(resync);
     InProcessOperator(tokio::spawn(run_controller(

@@ -6,8 +6,12 @@
 mod cron;
 pub mod cronjobs;
 pub mod deployments;
+pub mod isolation;
 pub mod jobs;
 pub mod pods;
+pub mod runner;
+pub mod storage;
+pub mod volumes;
 
 use crate::ops;
 use crate::patch::PatchType;
@@ -24,20 +28,69 @@ pub struct KubeletOptions {
     pub binary: PathBuf,
     /// Where container stdout/stderr go (served by `pods/log`).
     pub log_dir: PathBuf,
+    /// Pods' state (emptyDirs, projected files, container roots) and the
+    /// provisioner's volumes.
+    pub data_dir: PathBuf,
+    /// The restart back-off: the delay before the second restart, doubled
+    /// after each failure up to `backoff_max` (the kubelet's 10 s and 5 min).
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+}
+
+impl KubeletOptions {
+    /// Runs `binary`, logs in `log_dir`, state in `<log_dir>/../kubelet-data`
+    /// (a sibling of the log directory), and the kubelet's back-off.
+    pub fn new(binary: PathBuf, log_dir: PathBuf) -> Self {
+        let data_dir = log_dir.with_file_name(format!(
+            "{}-kubelet-data",
+            log_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
+        Self {
+            binary,
+            log_dir,
+            data_dir,
+            backoff_initial: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Whether containers get mount namespaces. Checked once per process; when
+/// they cannot (not root), the kubelet says so once on stderr and runs pods
+/// as plain processes: no volumes at their mount paths, no read-only root,
+/// the ServiceAccount token through a `KUBECONFIG` instead of its files.
+pub fn isolation_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| match isolation::probe() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!(
+                "harness kubelet: no mount namespaces ({why}): pods run as plain processes, \
+                 without their volumes, read-only root or token files; see docs/testing-apiserver.md"
+            );
+            false
+        }
+    })
 }
 
 /// Starts the kubelet and the workload controllers.
 pub fn start(st: State, o: KubeletOptions) -> Vec<JoinHandle<()>> {
     let _ = std::fs::create_dir_all(&o.log_dir);
+    let _ = std::fs::create_dir_all(&o.data_dir);
+    let data_dir = o.data_dir.clone();
     let kubelet = pods::Kubelet::new(st.clone(), o);
-    vec![tokio::spawn(reconcile_loop(st, kubelet))]
+    vec![tokio::spawn(reconcile_loop(st, kubelet, data_dir))]
 }
 
-async fn reconcile_loop(st: State, mut kubelet: pods::Kubelet) {
+async fn reconcile_loop(st: State, mut kubelet: pods::Kubelet, data_dir: PathBuf) {
     let mut events = st.store.subscribe();
     let mut clock = st.clock.changed();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
+        storage::reconcile(&st, &data_dir);
         deployments::reconcile(&st);
         jobs::reconcile(&st);
         cronjobs::reconcile(&st);

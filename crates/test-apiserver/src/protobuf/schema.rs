@@ -285,6 +285,117 @@ pub const SERVICE_ACCOUNT: Msg = &[
     p(4, "automountServiceAccountToken", Ty::Bool),
 ];
 
+const BOUND_OBJECT_REFERENCE: Msg = &[
+    f(1, "kind", Ty::Str),
+    f(2, "apiVersion", Ty::Str),
+    f(3, "name", Ty::Str),
+    f(4, "uid", Ty::Str),
+];
+
+const TOKEN_REQUEST_SPEC: Msg = &[
+    r(1, "audiences", Ty::Str),
+    f(3, "boundObjectRef", Ty::Msg(BOUND_OBJECT_REFERENCE)),
+    p(4, "expirationSeconds", Ty::Int),
+];
+
+/// `kubectl create token`.
+pub const TOKEN_REQUEST: Msg = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    f(2, "spec", Ty::Msg(TOKEN_REQUEST_SPEC)),
+];
+
+const RESOURCE_ATTRIBUTES: Msg = &[
+    f(1, "namespace", Ty::Str),
+    f(2, "verb", Ty::Str),
+    f(3, "group", Ty::Str),
+    f(4, "version", Ty::Str),
+    f(5, "resource", Ty::Str),
+    f(6, "subresource", Ty::Str),
+    f(7, "name", Ty::Str),
+];
+
+const NON_RESOURCE_ATTRIBUTES: Msg = &[f(1, "path", Ty::Str), f(2, "verb", Ty::Str)];
+
+const SELF_SUBJECT_ACCESS_REVIEW_SPEC: Msg = &[
+    f(1, "resourceAttributes", Ty::Msg(RESOURCE_ATTRIBUTES)),
+    f(2, "nonResourceAttributes", Ty::Msg(NON_RESOURCE_ATTRIBUTES)),
+];
+
+/// `kubectl auth can-i`.
+pub const SELF_SUBJECT_ACCESS_REVIEW: Msg = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    f(2, "spec", Ty::Msg(SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+];
+
+const EXTRA_VALUE: Msg = &[r(1, "items", Ty::Str)];
+
+const SUBJECT_ACCESS_REVIEW_SPEC: Msg = &[
+    f(1, "resourceAttributes", Ty::Msg(RESOURCE_ATTRIBUTES)),
+    f(2, "nonResourceAttributes", Ty::Msg(NON_RESOURCE_ATTRIBUTES)),
+    f(3, "user", Ty::Str),
+    r(4, "groups", Ty::Str),
+    f(5, "extra", Ty::Map(&Ty::Msg(EXTRA_VALUE))),
+    f(6, "uid", Ty::Str),
+];
+
+/// SubjectAccessReview and LocalSubjectAccessReview.
+pub const SUBJECT_ACCESS_REVIEW: Msg = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    f(2, "spec", Ty::Msg(SUBJECT_ACCESS_REVIEW_SPEC)),
+];
+
+/// `kubectl auth can-i --list`.
+pub const SELF_SUBJECT_RULES_REVIEW: Msg = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    f(2, "spec", Ty::Msg(&[f(1, "namespace", Ty::Str)])),
+];
+
+/// `kubectl auth whoami`.
+pub const SELF_SUBJECT_REVIEW: Msg = &[f(1, "metadata", Ty::Msg(OBJECT_META))];
+
+const POLICY_RULE: Msg = &[
+    r(1, "verbs", Ty::Str),
+    r(2, "apiGroups", Ty::Str),
+    r(3, "resources", Ty::Str),
+    r(4, "resourceNames", Ty::Str),
+    r(5, "nonResourceURLs", Ty::Str),
+];
+
+/// `kubectl create role`.
+pub const ROLE: Msg = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    r(2, "rules", Ty::Msg(POLICY_RULE)),
+];
+
+const AGGREGATION_RULE: Msg = &[r(1, "clusterRoleSelectors", Ty::Msg(LABEL_SELECTOR))];
+
+/// `kubectl create clusterrole`.
+pub const CLUSTER_ROLE: Msg = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    r(2, "rules", Ty::Msg(POLICY_RULE)),
+    f(3, "aggregationRule", Ty::Msg(AGGREGATION_RULE)),
+];
+
+const SUBJECT: Msg = &[
+    f(1, "kind", Ty::Str),
+    f(2, "apiGroup", Ty::Str),
+    f(3, "name", Ty::Str),
+    f(4, "namespace", Ty::Str),
+];
+
+const ROLE_REF: Msg = &[
+    f(1, "apiGroup", Ty::Str),
+    f(2, "kind", Ty::Str),
+    f(3, "name", Ty::Str),
+];
+
+/// `kubectl create rolebinding` and `clusterrolebinding`.
+pub const ROLE_BINDING: Msg = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    r(2, "subjects", Ty::Msg(SUBJECT)),
+    f(3, "roleRef", Ty::Msg(ROLE_REF)),
+];
+
 /// The message table for a kind sent as protobuf, by apiVersion and kind.
 pub fn for_kind(api_version: &str, kind: &str) -> Option<Msg> {
     Some(match (api_version, kind) {
@@ -293,6 +404,16 @@ pub fn for_kind(api_version: &str, kind: &str) -> Option<Msg> {
         ("v1", "ConfigMap") => CONFIG_MAP,
         ("v1", "Namespace") => NAMESPACE,
         ("v1", "ServiceAccount") => SERVICE_ACCOUNT,
+        ("authentication.k8s.io/v1", "TokenRequest") => TOKEN_REQUEST,
+        ("rbac.authorization.k8s.io/v1", "Role") => ROLE,
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => CLUSTER_ROLE,
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => ROLE_BINDING,
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => SELF_SUBJECT_REVIEW,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => SELF_SUBJECT_ACCESS_REVIEW,
+        ("authorization.k8s.io/v1", "SubjectAccessReview" | "LocalSubjectAccessReview") => {
+            SUBJECT_ACCESS_REVIEW
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => SELF_SUBJECT_RULES_REVIEW,
         _ => return None,
     })
 }

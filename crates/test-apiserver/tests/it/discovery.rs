@@ -3,33 +3,30 @@
 
 use crate::common::{self, within};
 use crate::kubectl::{ok, run};
+use http_body_util::BodyExt;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 const V2BETA1: &str = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 
-/// One HTTP/1.1 GET over a plain socket; returns (content type, body).
-async fn raw_get(addr: std::net::SocketAddr, path: &str, accept: &str) -> (String, Value) {
+/// One GET through the admin's client (TLS, client certificate); returns
+/// (content type, body).
+async fn raw_get(client: &kube::Client, path: &str, accept: &str) -> (String, Value) {
     within(&format!("GET {path}"), async {
-        let mut s = TcpStream::connect(addr).await.expect("connect");
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
-        );
-        s.write_all(req.as_bytes()).await.expect("write request");
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.expect("read response");
-        let text = String::from_utf8(buf).expect("utf-8 response");
-        let (head, body) = text.split_once("\r\n\r\n").expect("HTTP response");
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        let ct = head
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-            .map(|(_, v)| v.trim().to_string())
-            .unwrap_or_default();
-        (ct, serde_json::from_str(body).expect("JSON body"))
+        let req = axum::http::Request::get(path)
+            .header("Accept", accept)
+            .body(kube::client::Body::empty())
+            .expect("request");
+        let resp = client.send(req).await.expect("GET");
+        assert_eq!(resp.status(), 200, "GET {path}");
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        (ct, serde_json::from_slice(&body).expect("JSON body"))
     })
     .await
 }
@@ -58,7 +55,8 @@ async fn aggregated_discovery_shape_and_kubectl() {
         ],
     )
     .await;
-    let addr = env.server.addr();
+    let client = env.client().await;
+    let addr = &client;
 
     // /api: the core group, with subresources and short names.
     let (ct, core) = raw_get(addr, "/api", V2).await;

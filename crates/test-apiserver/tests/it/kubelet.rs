@@ -22,10 +22,7 @@ async fn start() -> (Env, PathBuf) {
     std::fs::write(&script, SCRIPT).expect("script");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let opts = ServerOptions {
-        kubelet: Some(KubeletOptions {
-            binary: script,
-            log_dir: dir.join("logs"),
-        }),
+        kubelet: Some(KubeletOptions::new(script, dir.join("logs"))),
         ..Default::default()
     };
     (common::start_with(opts).await, dir)

@@ -1,5 +1,6 @@
 //! Acceptance tests of the test API server (one binary, one module per client).
 
+mod auth;
 mod builtins;
 mod common;
 mod discovery;
@@ -10,3 +11,4 @@ mod kube_ssa;
 mod kube_watch;
 mod kubectl;
 mod kubelet;
+mod pods;

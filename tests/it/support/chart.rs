@@ -1,0 +1,159 @@
+//! The Helm chart through Helm itself (PyPI `helm-python-sdk`): lint,
+//! render and install, and the chart's own ServiceAccounts and RBAC as
+//! rendered, which the e2e tests run the operator and its workers under.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::kube::{KubeEnv, repo_file};
+use super::tools::{PYTHON, run_python};
+
+const SCRIPT: &str = include_str!("py/helm_chart.py");
+/// The chart, relative to the repository.
+pub const CHART: &str = "charts/mssql-cdc-operator";
+
+/// Runs the Helm script; `None` when Python is missing and allowed to be.
+pub async fn helm(args: &[&str]) -> Option<Value> {
+    let python = PYTHON.find()?;
+    let out = run_python(&python, SCRIPT, args, Duration::from_secs(120)).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "helm {args:?} failed:\n{stdout}\n{stderr}"
+    );
+    Some(serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("JSON result"))
+}
+
+/// The chart rendered for `release` in `namespace` with `values` (JSON).
+pub async fn render(release: &str, namespace: &str, values: &str) -> Option<Value> {
+    helm(&["render", &repo_file(CHART), release, namespace, values]).await
+}
+
+/// The YAML documents of one rendered template.
+pub fn documents(rendered: &Value, template: &str) -> Vec<serde_yaml::Value> {
+    let text = rendered[format!("mssql-cdc-operator/templates/{template}")]
+        .as_str()
+        .unwrap_or_else(|| panic!("no template {template}"));
+    serde_yaml::Deserializer::from_str(text)
+        .filter_map(|doc| serde_yaml::Value::deserialize(doc).ok())
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// The chart's ServiceAccounts, Roles, ClusterRoles and bindings, rendered
+/// for `release` with the workers in `namespace`.
+pub struct ChartIdentity {
+    pub release: String,
+    pub namespace: String,
+    documents: Vec<serde_yaml::Value>,
+}
+
+impl ChartIdentity {
+    /// Renders the chart; `None` when Python is missing and allowed to be.
+    pub async fn render(release: &str, namespace: &str) -> Option<Self> {
+        let values = format!(r#"{{"worker":{{"namespaces":["{namespace}"]}}}}"#);
+        let rendered = render(release, namespace, &values).await?;
+        let documents = [
+            "serviceaccount.yaml",
+            "rbac-operator.yaml",
+            "rbac-worker.yaml",
+        ]
+        .iter()
+        .flat_map(|t| documents(&rendered, t))
+        .collect();
+        Some(ChartIdentity {
+            release: release.to_string(),
+            namespace: namespace.to_string(),
+            documents,
+        })
+    }
+
+    /// The operator's ServiceAccount.
+    pub fn operator_account(&self) -> String {
+        format!("{}-mssql-cdc-operator", self.release)
+    }
+
+    /// The workers' ServiceAccount.
+    pub fn worker_account(&self) -> String {
+        format!("{}-worker", self.operator_account())
+    }
+
+    /// Removes `verb` from the worker Role's rule on `resource`: how a test
+    /// proves that RBAC bites.
+    pub fn without_worker_verb(mut self, resource: &str, verb: &str) -> Self {
+        let role = self.worker_account();
+        for doc in &mut self.documents {
+            let is_worker_role =
+                doc["kind"] == "Role" && doc["metadata"]["name"].as_str() == Some(role.as_str());
+            if !is_worker_role {
+                continue;
+            }
+            if let Some(rules) = doc["rules"].as_sequence_mut() {
+                for rule in rules.iter_mut() {
+                    let on = rule["resources"]
+                        .as_sequence()
+                        .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(resource)));
+                    if let (true, Some(verbs)) = (on, rule["verbs"].as_sequence_mut()) {
+                        verbs.retain(|v| v.as_str() != Some(verb));
+                    }
+                }
+                rules.retain(|r| r["verbs"].as_sequence().is_some_and(|v| !v.is_empty()));
+            }
+        }
+        self
+    }
+
+    /// Applies the documents with kubectl (as the admin).
+    pub async fn apply(&self, kube: &KubeEnv) {
+        let text: Vec<String> = self
+            .documents
+            .iter()
+            .map(|d| serde_yaml::to_string(d).expect("YAML"))
+            .collect();
+        let file = kube.write("chart-identity.yaml", &text.join("---\n"));
+        kube.kubectl_ok(&["apply", "-f", &file]).await;
+    }
+
+    /// A token of the operator's ServiceAccount (`kubectl create token`).
+    pub async fn operator_token(&self, kube: &KubeEnv) -> String {
+        let out = kube
+            .kubectl_ok(&[
+                "create",
+                "token",
+                "-n",
+                &self.namespace,
+                &self.operator_account(),
+                "--duration=24h",
+            ])
+            .await;
+        out.trim().to_string()
+    }
+
+    /// The cluster-scoped objects (ClusterRole and ClusterRoleBinding),
+    /// which a real cluster keeps after the test's namespace is gone.
+    pub fn cluster_scoped(&self) -> Vec<(String, String)> {
+        self.documents
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d["kind"].as_str(),
+                    Some("ClusterRole" | "ClusterRoleBinding")
+                )
+            })
+            .map(|d| {
+                (
+                    d["kind"].as_str().unwrap_or_default().to_lowercase(),
+                    d["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+}
