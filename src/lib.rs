@@ -10,6 +10,5 @@ pub mod lake;
 pub mod metrics;
 pub mod operator;
 pub mod query;
-pub mod sandbox;
 pub mod source;
 pub mod spec;
