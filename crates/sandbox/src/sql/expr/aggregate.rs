@@ -295,3 +295,7 @@ impl Accumulator {
         Ok(Typed::new(value, ty))
     }
 }
+
+#[cfg(test)]
+#[path = "aggregate_tests.rs"]
+mod tests;

@@ -10,6 +10,7 @@ use super::super::error::{SqlError, SqlResult};
 use super::super::types::{DataType, Decimal, Length, Value};
 use super::Typed;
 use super::cast::{self, Mode, exact, float_of};
+use super::chart;
 use super::datetime;
 use super::num::{self, MAX_PRECISION, fits, pow10};
 use super::types::{Family, add_lengths, decimal_shape, family, higher};
@@ -185,7 +186,7 @@ pub fn result_type(op: Op, l: &DataType, r: &DataType) -> SqlResult<DataType> {
         } else {
             (r, l)
         };
-        return Err(cast::clash(&o, &t));
+        return Err(chart::clash(&o, &t));
     }
     let numeric = |f: Family| matches!(f, Family::Exact | Family::Approx);
     if !numeric(fl) || !numeric(fr) || (l == DataType::Bit && r == DataType::Bit) {
@@ -550,3 +551,7 @@ pub fn bit_not(v: &Typed) -> SqlResult<Typed> {
     };
     Ok(Typed::new(value, v.ty))
 }
+
+#[cfg(test)]
+#[path = "arith_tests.rs"]
+mod tests;

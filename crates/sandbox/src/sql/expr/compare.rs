@@ -114,7 +114,7 @@ pub fn compare(a: &Typed, b: &Typed) -> SqlResult<Option<Ordering>> {
 /// `compare` does (NULL first). Strings are upper-cased without trailing
 /// spaces, numbers normalised (1.50 = 1.5 = 1), datetimeoffsets compared
 /// as instants. Values of different types should be converted to a
-/// common type first (e.g. with [`super::types::union`]).
+/// common type first (e.g. with [`super::chart::union`]).
 #[derive(Debug, Clone)]
 pub enum Key {
     Null,
@@ -222,3 +222,7 @@ pub fn key(value: &Typed) -> Key {
         _ => Key::Null,
     }
 }
+
+#[cfg(test)]
+#[path = "compare_tests.rs"]
+mod tests;

@@ -1,5 +1,6 @@
-//! The expression evaluator: literals, names, operators, predicates with
-//! three-valued logic, CASE, subqueries, CAST/CONVERT.
+//! The expression evaluator: names, operators, predicates with
+//! three-valued logic, CASE, subqueries, CAST/CONVERT. Literals are
+//! `literal`'s, built-in functions `functions`'.
 
 use std::cmp::Ordering;
 
@@ -8,11 +9,13 @@ use sqlparser::ast::{
 };
 
 use super::super::error::{SqlError, SqlResult};
-use super::super::types::{DataType, Length, Value};
+use super::super::types::{DataType, Value};
 use super::arith::{self, Op};
 use super::cast::{self, Mode};
-use super::num::{self, MAX_PRECISION};
-use super::types::{self as ty, union};
+use super::chart::{self, union};
+use super::literal::literal;
+use super::num;
+use super::type_names;
 use super::{Scope, Typed, compare, functions, like};
 
 /// A bit predicate result: TRUE, FALSE or UNKNOWN (NULL).
@@ -141,7 +144,7 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
             format: None,
             ..
         } => {
-            let target = ty::cast_target(data_type)?;
+            let target = type_names::cast_target(data_type)?;
             let v = eval(inner, scope)?;
             let is_try = matches!(kind, CastKind::TryCast | CastKind::SafeCast);
             cast_value(&v, target, None, is_try)
@@ -153,7 +156,7 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
             styles,
             ..
         } => {
-            let target = ty::cast_target(data_type)?;
+            let target = type_names::cast_target(data_type)?;
             let v = eval(inner, scope)?;
             let style = match styles.first() {
                 None => None,
@@ -183,7 +186,7 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
                 .as_deref()
                 .map(|e| eval(e, scope))
                 .transpose()?;
-            functions::substring(&s, from.as_ref(), len.as_ref())
+            functions::string::substring(&s, from.as_ref(), len.as_ref())
         }
         Expr::Trim {
             expr: s,
@@ -197,13 +200,13 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
                 (None, Some(list)) if list.len() == 1 => Some(eval(&list[0], scope)?),
                 _ => None,
             };
-            functions::trim(&s, chars.as_ref(), trim_where.as_ref())
+            functions::string::trim(&s, chars.as_ref(), trim_where.as_ref())
         }
-        Expr::Ceil { expr: x, .. } => functions::ceiling_floor(&eval(x, scope)?, true),
-        Expr::Floor { expr: x, .. } => functions::ceiling_floor(&eval(x, scope)?, false),
+        Expr::Ceil { expr: x, .. } => functions::math::ceiling_floor(&eval(x, scope)?, true),
+        Expr::Floor { expr: x, .. } => functions::math::ceiling_floor(&eval(x, scope)?, false),
         Expr::Position { expr: needle, r#in } => {
             let (n, h) = (eval(needle, scope)?, eval(r#in, scope)?);
-            functions::charindex(&n, &h, None)
+            functions::string::charindex(&n, &h, None)
         }
         _ => Err(unsupported(expr)),
     }
@@ -213,7 +216,7 @@ fn cast_value(v: &Typed, target: DataType, style: Option<i32>, is_try: bool) -> 
     if is_try {
         // TRY_ still fails on conversions that cannot exist at all.
         if !v.value.is_null() {
-            cast::check_explicit(&v.ty, &target)?;
+            chart::check_explicit(&v.ty, &target)?;
         }
         return Ok(match cast::convert(v, target, style, Mode::Explicit) {
             Ok(value) => Typed::new(value, target),
@@ -239,81 +242,6 @@ fn identifier(id: &Ident, scope: &dyn Scope) -> SqlResult<Typed> {
         }
     }
     scope.column(std::slice::from_ref(id))
-}
-
-fn string_literal(s: &str, unicode: bool) -> Typed {
-    let n = s.chars().count().max(1);
-    let ty = if unicode {
-        ty::nvarchar(Length::Fixed(n.min(4001) as u16))
-    } else {
-        ty::varchar(Length::Fixed(n.min(8001) as u16))
-    };
-    Typed::new(Value::String(s.to_string()), ty)
-}
-
-/// A literal's value and type: integers are int, then decimal(p,0);
-/// `1.5` is decimal(2,1); `1e3` float; `'abc'` varchar(3); `N'abc'`
-/// nvarchar(3); `0x0A0B` varbinary(2); NULL is an int NULL.
-/// <https://learn.microsoft.com/sql/t-sql/data-types/constants-transact-sql>
-pub fn literal(v: &AstValue, scope: &dyn Scope) -> SqlResult<Typed> {
-    match v {
-        AstValue::Number(text, _) => number(text),
-        AstValue::SingleQuotedString(s) => Ok(string_literal(s, false)),
-        AstValue::NationalStringLiteral(s) => Ok(string_literal(s, true)),
-        AstValue::HexStringLiteral(h) => {
-            let h = if h.len() % 2 == 1 {
-                format!("0{h}")
-            } else {
-                h.clone()
-            };
-            let bytes: Option<Vec<u8>> = (0..h.len())
-                .step_by(2)
-                .map(|i| h.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-                .collect();
-            let bytes = bytes.ok_or_else(|| SqlError::syntax(&format!("0x{h}")))?;
-            let n = bytes.len().clamp(1, 8001);
-            let ty = if n > 8000 {
-                DataType::VarBinary(Length::Max)
-            } else {
-                DataType::VarBinary(Length::Fixed(n as u16))
-            };
-            Ok(Typed::new(Value::Binary(bytes), ty))
-        }
-        AstValue::Boolean(b) => Ok(Typed::new(Value::Bit(*b), DataType::Bit)),
-        AstValue::Null => Ok(Typed::null(DataType::Int)),
-        AstValue::Placeholder(p) if p.starts_with('@') => scope.variable(p),
-        AstValue::DoubleQuotedString(s) => scope.column(&[Ident::with_quote('"', s.clone())]),
-        other => Err(SqlError::unsupported(&other.to_string())),
-    }
-}
-
-fn number(text: &str) -> SqlResult<Typed> {
-    if text.contains(['e', 'E']) {
-        let f: f64 = text.parse().map_err(|_| SqlError::syntax(text))?;
-        return Ok(Typed::new(Value::Float(f), DataType::Float));
-    }
-    let parsed = num::Parsed::read(text).ok_or_else(|| SqlError::syntax(text))?;
-    let (p, s) = parsed.shape();
-    if !text.contains('.')
-        && let Ok(i) = text.parse::<i32>()
-    {
-        return Ok(Typed::new(Value::Int(i), DataType::Int));
-    }
-    if p > usize::from(MAX_PRECISION) {
-        return Err(SqlError::new(
-            1007,
-            format!("The number '{text}' is out of the range for numeric representation (maximum precision 38)."),
-        )
-        .aborting_batch());
-    }
-    let ty = ty::decimal(p, s);
-    let v = parsed
-        .scaled(s as u8)
-        .ok_or_else(|| SqlError::syntax(text))?;
-    Ok(Typed::new(
-        Value::Decimal(super::super::types::Decimal::new(v, s as u8)),
-        ty,
-    ))
 }
 
 /// Three-valued AND.
@@ -596,3 +524,7 @@ impl Scope for NullScope<'_> {
         self.0.server_offset()
     }
 }
+
+#[cfg(test)]
+#[path = "eval_tests.rs"]
+mod tests;

@@ -4,11 +4,12 @@
 //! depend on whether the value is NULL, so the executor learns a result
 //! set's column types by evaluating over typed NULLs when there are no rows.
 //!
-//! Layout: `eval` (the evaluator), `types` (type names, precedence,
-//! result types), `cast` (conversions), `compare` (comparisons and keys),
-//! `arith` (operators), `functions` (built-ins), `datetime` (date/time
-//! parsing, styles, DATEADD/DATEDIFF), `like`, `num` (decimal(38)
-//! arithmetic), `aggregate`.
+//! Layout: `eval` (the evaluator), `literal` (constants), `type_names`
+//! (T-SQL type names), `types` (families, precedence, lengths), `chart`
+//! (which conversions exist, result types), `cast` (converting values),
+//! `compare` (comparisons and keys), `arith` (operators), `functions`
+//! (built-ins by family), `datetime` (date/time parsing, styles, date
+//! parts), `like`, `num` (decimal(38) arithmetic), `aggregate`.
 
 use std::cmp::Ordering;
 
@@ -21,16 +22,19 @@ use super::types::{DataType, Value};
 pub mod aggregate;
 mod arith;
 mod cast;
+mod chart;
 mod compare;
 pub(crate) mod datetime;
 mod eval;
 mod functions;
 mod like;
+mod literal;
 mod num;
+mod type_names;
 mod types;
 
 #[cfg(test)]
-mod tests;
+mod test_scope;
 
 pub use cast::Mode;
 pub use compare::{Key, key};
@@ -107,18 +111,18 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
 /// `nvarchar(max)`, `sysname`...), 2715 for an unknown one. Lengths
 /// default to 1 as in declarations.
 pub fn data_type(ty: &ast::DataType) -> SqlResult<DataType> {
-    types::data_type_numbered(ty, 1)
+    type_names::data_type_numbered(ty, 1)
 }
 
 /// [`data_type`] naming the column/parameter/variable number in 2715.
 pub fn data_type_numbered(ty: &ast::DataType, ordinal: usize) -> SqlResult<DataType> {
-    types::data_type_numbered(ty, ordinal)
+    type_names::data_type_numbered(ty, ordinal)
 }
 
 /// A CAST/CONVERT target type: string and binary types without a length
 /// are 30 long there (not 1).
 pub fn cast_type(ty: &ast::DataType) -> SqlResult<DataType> {
-    types::cast_target(ty)
+    type_names::cast_target(ty)
 }
 
 /// Explicit conversion, as CAST and CONVERT without a style do.
@@ -156,7 +160,7 @@ pub fn compare(a: &Typed, b: &Typed) -> SqlResult<Option<Ordering>> {
 /// VALUES rows): precedence plus decimal and length widening; 206 when
 /// there is none.
 pub fn common_type(a: DataType, b: DataType) -> SqlResult<DataType> {
-    types::union(a, b)
+    chart::union(a, b)
 }
 
 /// Position in SQL Server's type precedence list (lower wins).
