@@ -22,8 +22,6 @@ pub mod storage;
 pub mod transaction;
 pub mod types;
 pub mod views;
-pub mod views_catalog;
-pub mod views_dmv;
 
 #[cfg(test)]
 mod tests;

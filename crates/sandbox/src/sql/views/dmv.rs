@@ -13,12 +13,13 @@
 //! SQL Server 2019; from 2022 its page lists VIEW SERVER PERFORMANCE STATE
 //! as required, so without it the read fails with error 300.
 
-use super::catalog::Database;
-use super::engine::SqlVersion;
-use super::error::{SqlError, SqlResult};
-use super::executor::context::Ctx;
-use super::types::{DataType, Length, Value};
-use super::views::{DATETIME, INT, SMALLINT, ViewDef, col, i, nvarchar, s};
+use super::{DATETIME, INT, SMALLINT, ViewDef, col, i, nvarchar, s};
+use crate::sql::catalog::Database;
+use crate::sql::engine::SqlVersion;
+use crate::sql::error::{SqlError, SqlResult};
+use crate::sql::executor::context::Ctx;
+use crate::sql::request::Column;
+use crate::sql::types::{DataType, Length, Value};
 
 /// The one wait type the sandbox measures: the server waiting for a
 /// client to read result packets.
@@ -88,7 +89,7 @@ fn varchar(n: u16) -> DataType {
     DataType::VarChar(Length::Fixed(n))
 }
 
-fn connections_cols() -> Vec<super::request::Column> {
+fn connections_cols() -> Vec<Column> {
     vec![
         col("session_id", INT, true),
         col("most_recent_session_id", INT, true),
@@ -134,7 +135,7 @@ fn connections_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>>
         .collect())
 }
 
-fn sessions_cols() -> Vec<super::request::Column> {
+fn sessions_cols() -> Vec<Column> {
     vec![
         col("session_id", SMALLINT, false),
         col("login_time", DATETIME, false),
@@ -142,7 +143,7 @@ fn sessions_cols() -> Vec<super::request::Column> {
         col("program_name", nvarchar(128), true),
         col("login_name", nvarchar(128), false),
         col("status", nvarchar(30), false),
-        col("is_user_process", super::views::BIT, false),
+        col("is_user_process", super::BIT, false),
     ]
 }
 
@@ -173,7 +174,7 @@ fn sessions_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
         .collect())
 }
 
-fn session_wait_stats_cols() -> Vec<super::request::Column> {
+fn session_wait_stats_cols() -> Vec<Column> {
     vec![
         col("session_id", SMALLINT, false),
         col("wait_type", nvarchar(60), false),

@@ -1,30 +1,15 @@
-//! The sys.* and INFORMATION_SCHEMA views over the catalog.
+//! The sys.* catalog views of what a database holds: databases, schemas,
+//! tables and objects, columns and types, indexes and computed columns.
 
-use chrono::NaiveDateTime;
-
-use super::catalog::{DEFAULT_COLLATION, Database};
-use super::executor::context::Ctx;
-use super::security::PrincipalKind;
-use super::types::{DataType, Length, Value};
-use super::views::{
-    BIT, DATETIME, INT, SMALLINT, SYSNAME, TINYINT, ViewDef, b, col, i, nvarchar, s, visible_tables,
+use super::{
+    BIT, DATETIME, INT, SMALLINT, SYSNAME, TINYINT, ViewDef, b, col, collation_of, dt, i, nvarchar,
+    s, visible_tables,
 };
-
-fn dt(d: NaiveDateTime) -> Value {
-    Value::DateTime(d)
-}
-
-fn opt_s(v: Option<&str>) -> Value {
-    v.map(s).unwrap_or(Value::Null)
-}
-
-fn collation_of(ty: &DataType) -> Value {
-    if ty.is_string() {
-        s(DEFAULT_COLLATION)
-    } else {
-        Value::Null
-    }
-}
+use crate::sql::catalog::Database;
+use crate::sql::error::SqlResult;
+use crate::sql::executor::context::Ctx;
+use crate::sql::request::Column;
+use crate::sql::types::{DataType, Length, Value};
 
 /// Object id of a table's primary-key constraint (tables' ids step by 16).
 pub fn pk_object_id(table_id: i32) -> i32 {
@@ -82,7 +67,9 @@ fn user_type_id(name: &str, ty: &DataType) -> i32 {
     }
 }
 
-pub fn catalog_views() -> Vec<ViewDef> {
+/// sys.databases, sys.schemas, sys.tables, sys.objects, sys.columns,
+/// sys.types, sys.indexes, sys.index_columns and sys.computed_columns.
+pub fn views() -> Vec<ViewDef> {
     vec![
         ViewDef {
             schema: "sys",
@@ -147,45 +134,10 @@ pub fn catalog_views() -> Vec<ViewDef> {
             columns: computed_cols,
             rows: computed_rows,
         },
-        ViewDef {
-            schema: "sys",
-            name: "server_principals",
-            object_id: -409,
-            columns: server_principals_cols,
-            rows: server_principals_rows,
-        },
-        ViewDef {
-            schema: "sys",
-            name: "database_principals",
-            object_id: -410,
-            columns: database_principals_cols,
-            rows: database_principals_rows,
-        },
-        ViewDef {
-            schema: "sys",
-            name: "database_role_members",
-            object_id: -411,
-            columns: role_members_cols,
-            rows: role_members_rows,
-        },
-        ViewDef {
-            schema: "INFORMATION_SCHEMA",
-            name: "COLUMNS",
-            object_id: -412,
-            columns: is_columns_cols,
-            rows: is_columns_rows,
-        },
-        ViewDef {
-            schema: "INFORMATION_SCHEMA",
-            name: "TABLES",
-            object_id: -413,
-            columns: is_tables_cols,
-            rows: is_tables_rows,
-        },
     ]
 }
 
-fn databases_cols() -> Vec<super::request::Column> {
+fn databases_cols() -> Vec<Column> {
     vec![
         col("name", SYSNAME, false),
         col("database_id", INT, false),
@@ -200,7 +152,7 @@ fn databases_cols() -> Vec<super::request::Column> {
     ]
 }
 
-fn databases_rows(ctx: &Ctx<'_>, _: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn databases_rows(ctx: &Ctx<'_>, _: &Database) -> SqlResult<Vec<Vec<Value>>> {
     Ok(ctx
         .state
         .databases
@@ -222,7 +174,7 @@ fn databases_rows(ctx: &Ctx<'_>, _: &Database) -> super::error::SqlResult<Vec<Ve
         .collect())
 }
 
-fn schemas_cols() -> Vec<super::request::Column> {
+fn schemas_cols() -> Vec<Column> {
     vec![
         col("name", SYSNAME, false),
         col("schema_id", INT, false),
@@ -230,7 +182,7 @@ fn schemas_cols() -> Vec<super::request::Column> {
     ]
 }
 
-fn schemas_rows(_: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn schemas_rows(_: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     Ok(db
         .schemas
         .iter()
@@ -238,7 +190,7 @@ fn schemas_rows(_: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<V
         .collect())
 }
 
-fn object_cols() -> Vec<super::request::Column> {
+fn object_cols() -> Vec<Column> {
     vec![
         col("name", SYSNAME, false),
         col("object_id", INT, false),
@@ -253,13 +205,13 @@ fn object_cols() -> Vec<super::request::Column> {
     ]
 }
 
-fn tables_cols() -> Vec<super::request::Column> {
+fn tables_cols() -> Vec<Column> {
     let mut c = object_cols();
     c.push(col("is_tracked_by_cdc", BIT, true));
     c
 }
 
-fn table_object_row(t: &super::catalog::Table) -> Vec<Value> {
+fn table_object_row(t: &crate::sql::catalog::Table) -> Vec<Value> {
     vec![
         s(&t.meta.name),
         i(t.meta.object_id),
@@ -274,7 +226,7 @@ fn table_object_row(t: &super::catalog::Table) -> Vec<Value> {
     ]
 }
 
-fn tables_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn tables_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     Ok(visible_tables(ctx, db)
         .into_iter()
         .map(|t| {
@@ -285,11 +237,11 @@ fn tables_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<
         .collect())
 }
 
-fn objects_cols() -> Vec<super::request::Column> {
+fn objects_cols() -> Vec<Column> {
     object_cols()
 }
 
-fn objects_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn objects_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     let mut out = Vec::new();
     for t in visible_tables(ctx, db) {
         out.push(table_object_row(t));
@@ -311,7 +263,7 @@ fn objects_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec
     Ok(out)
 }
 
-fn columns_cols() -> Vec<super::request::Column> {
+fn columns_cols() -> Vec<Column> {
     vec![
         col("object_id", INT, false),
         col("name", SYSNAME, true),
@@ -338,7 +290,7 @@ fn column_type_values(ty: &DataType) -> [Value; 5] {
     ]
 }
 
-fn columns_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn columns_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     let mut out = Vec::new();
     for t in visible_tables(ctx, db) {
         for c in &t.meta.columns {
@@ -356,7 +308,7 @@ fn columns_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec
     Ok(out)
 }
 
-fn types_cols() -> Vec<super::request::Column> {
+fn types_cols() -> Vec<Column> {
     vec![
         col("name", SYSNAME, false),
         col("system_type_id", TINYINT, false),
@@ -371,7 +323,7 @@ fn types_cols() -> Vec<super::request::Column> {
     ]
 }
 
-fn types_rows(_: &Ctx<'_>, _: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn types_rows(_: &Ctx<'_>, _: &Database) -> SqlResult<Vec<Vec<Value>>> {
     Ok(supported_types()
         .into_iter()
         .map(|(name, ty)| {
@@ -392,7 +344,7 @@ fn types_rows(_: &Ctx<'_>, _: &Database) -> super::error::SqlResult<Vec<Vec<Valu
         .collect())
 }
 
-fn indexes_cols() -> Vec<super::request::Column> {
+fn indexes_cols() -> Vec<Column> {
     vec![
         col("object_id", INT, false),
         col("name", SYSNAME, true),
@@ -405,7 +357,7 @@ fn indexes_cols() -> Vec<super::request::Column> {
     ]
 }
 
-fn indexes_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn indexes_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     let mut out = Vec::new();
     for t in visible_tables(ctx, db) {
         let id = i(t.meta.object_id);
@@ -451,7 +403,7 @@ fn indexes_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec
     Ok(out)
 }
 
-fn index_columns_cols() -> Vec<super::request::Column> {
+fn index_columns_cols() -> Vec<Column> {
     vec![
         col("object_id", INT, false),
         col("index_id", INT, false),
@@ -463,7 +415,7 @@ fn index_columns_cols() -> Vec<super::request::Column> {
     ]
 }
 
-fn index_columns_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn index_columns_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     let mut out = Vec::new();
     for t in visible_tables(ctx, db) {
         let Some(pk) = &t.meta.primary_key else {
@@ -487,7 +439,7 @@ fn index_columns_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<V
     Ok(out)
 }
 
-fn computed_cols() -> Vec<super::request::Column> {
+fn computed_cols() -> Vec<Column> {
     vec![
         col("object_id", INT, false),
         col("name", SYSNAME, true),
@@ -502,7 +454,7 @@ fn computed_cols() -> Vec<super::request::Column> {
     ]
 }
 
-fn computed_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
+fn computed_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     let mut out = Vec::new();
     for t in visible_tables(ctx, db) {
         for c in &t.meta.columns {
@@ -514,226 +466,4 @@ fn computed_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Ve
         }
     }
     Ok(out)
-}
-
-fn server_principals_cols() -> Vec<super::request::Column> {
-    vec![
-        col("name", SYSNAME, false),
-        col("principal_id", INT, false),
-        col("sid", DataType::VarBinary(Length::Fixed(85)), true),
-        col("type", DataType::Char(1), false),
-        col("type_desc", nvarchar(60), true),
-        col("is_disabled", BIT, true),
-        col("create_date", DATETIME, false),
-        col("default_database_name", SYSNAME, true),
-    ]
-}
-
-fn server_principals_rows(ctx: &Ctx<'_>, _: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
-    let mut out = Vec::new();
-    let epoch = ctx
-        .state
-        .database("master")
-        .map(|d| d.create_date)
-        .unwrap_or_else(|| ctx.now_utc());
-    for (name, id) in [("public", 2), ("sysadmin", 3)] {
-        out.push(vec![
-            s(name),
-            i(id),
-            Value::Binary(vec![id as u8]),
-            s("R"),
-            s("SERVER_ROLE"),
-            b(false),
-            dt(epoch),
-            Value::Null,
-        ]);
-    }
-    for l in &ctx.state.security.logins {
-        if !ctx.info.is_sysadmin && !l.name.eq_ignore_ascii_case(&ctx.info.login) {
-            continue;
-        }
-        out.push(vec![
-            s(&l.name),
-            i(l.principal_id),
-            Value::Binary(l.sid.clone()),
-            s("S"),
-            s("SQL_LOGIN"),
-            b(false),
-            dt(l.create_date),
-            s("master"),
-        ]);
-    }
-    Ok(out)
-}
-
-fn database_principals_cols() -> Vec<super::request::Column> {
-    vec![
-        col("name", SYSNAME, false),
-        col("principal_id", INT, false),
-        col("type", DataType::Char(1), false),
-        col("type_desc", nvarchar(60), true),
-        col("default_schema_name", SYSNAME, true),
-        col("is_fixed_role", BIT, false),
-    ]
-}
-
-fn database_principals_rows(
-    _: &Ctx<'_>,
-    db: &Database,
-) -> super::error::SqlResult<Vec<Vec<Value>>> {
-    Ok(db
-        .security
-        .principals
-        .iter()
-        .map(|p| {
-            let (t, desc, schema) = match p.kind {
-                PrincipalKind::User => ("S", "SQL_USER", Some("dbo")),
-                PrincipalKind::Role => ("R", "DATABASE_ROLE", None),
-            };
-            vec![
-                s(&p.name),
-                i(p.id),
-                s(t),
-                s(desc),
-                opt_s(schema),
-                b(p.is_fixed_role),
-            ]
-        })
-        .collect())
-}
-
-fn role_members_cols() -> Vec<super::request::Column> {
-    vec![
-        col("role_principal_id", INT, false),
-        col("member_principal_id", INT, false),
-    ]
-}
-
-fn role_members_rows(_: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
-    Ok(db
-        .security
-        .principals
-        .iter()
-        .flat_map(|r| r.members.iter().map(move |m| vec![i(r.id), i(*m)]))
-        .collect())
-}
-
-fn is_columns_cols() -> Vec<super::request::Column> {
-    vec![
-        col("TABLE_CATALOG", nvarchar(128), true),
-        col("TABLE_SCHEMA", nvarchar(128), true),
-        col("TABLE_NAME", nvarchar(128), false),
-        col("COLUMN_NAME", nvarchar(128), true),
-        col("ORDINAL_POSITION", INT, true),
-        col("COLUMN_DEFAULT", nvarchar(4000), true),
-        col("IS_NULLABLE", DataType::VarChar(Length::Fixed(3)), true),
-        col("DATA_TYPE", nvarchar(128), true),
-        col("CHARACTER_MAXIMUM_LENGTH", INT, true),
-        col("CHARACTER_OCTET_LENGTH", INT, true),
-        col("NUMERIC_PRECISION", TINYINT, true),
-        col("NUMERIC_PRECISION_RADIX", SMALLINT, true),
-        col("NUMERIC_SCALE", INT, true),
-        col("DATETIME_PRECISION", SMALLINT, true),
-        col("COLLATION_NAME", nvarchar(128), true),
-    ]
-}
-
-/// The numeric/character facets INFORMATION_SCHEMA.COLUMNS reports
-/// (<https://learn.microsoft.com/en-us/sql/relational-databases/system-information-schema-views/columns-transact-sql>).
-fn is_type_facets(ty: &DataType) -> [Value; 6] {
-    let chars = |l: &Length, per: i32| match l {
-        Length::Fixed(n) => (i(i32::from(*n)), i(i32::from(*n) * per)),
-        Length::Max => (i(-1), i(-1)),
-    };
-    let (max_len, octets) = match ty {
-        DataType::Char(n) | DataType::Binary(n) => (i(i32::from(*n)), i(i32::from(*n))),
-        DataType::NChar(n) => (i(i32::from(*n)), i(i32::from(*n) * 2)),
-        DataType::VarChar(l) | DataType::VarBinary(l) => chars(l, 1),
-        DataType::NVarChar(l) => chars(l, 2),
-        _ => (Value::Null, Value::Null),
-    };
-    let exact = matches!(
-        ty,
-        DataType::TinyInt
-            | DataType::SmallInt
-            | DataType::Int
-            | DataType::BigInt
-            | DataType::Decimal { .. }
-            | DataType::Money
-            | DataType::SmallMoney
-    );
-    let approx = matches!(ty, DataType::Real | DataType::Float);
-    let (precision, radix, scale) = if exact {
-        (
-            Value::TinyInt(ty.precision()),
-            Value::SmallInt(10),
-            i(i32::from(ty.scale())),
-        )
-    } else if approx {
-        (
-            Value::TinyInt(ty.precision()),
-            Value::SmallInt(2),
-            Value::Null,
-        )
-    } else {
-        (Value::Null, Value::Null, Value::Null)
-    };
-    let datetime_precision = match ty {
-        DataType::Date | DataType::SmallDateTime => Value::SmallInt(0),
-        DataType::DateTime => Value::SmallInt(3),
-        DataType::Time { scale }
-        | DataType::DateTime2 { scale }
-        | DataType::DateTimeOffset { scale } => Value::SmallInt(i16::from(*scale)),
-        _ => Value::Null,
-    };
-    [max_len, octets, precision, radix, scale, datetime_precision]
-}
-
-fn is_columns_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
-    let mut out = Vec::new();
-    for t in visible_tables(ctx, db) {
-        let schema = db.schema_name(t.meta.schema_id).unwrap_or("dbo");
-        for (n, c) in t.meta.columns.iter().enumerate() {
-            let mut r = vec![
-                s(&db.name),
-                s(schema),
-                s(&t.meta.name),
-                s(&c.name),
-                i(n as i32 + 1),
-                c.default
-                    .as_ref()
-                    .map(|d| s(&format!("({d})")))
-                    .unwrap_or(Value::Null),
-                s(if c.nullable { "YES" } else { "NO" }),
-                s(c.ty.name()),
-            ];
-            r.extend(is_type_facets(&c.ty));
-            r.push(collation_of(&c.ty));
-            out.push(r);
-        }
-    }
-    Ok(out)
-}
-
-fn is_tables_cols() -> Vec<super::request::Column> {
-    vec![
-        col("TABLE_CATALOG", nvarchar(128), true),
-        col("TABLE_SCHEMA", nvarchar(128), true),
-        col("TABLE_NAME", SYSNAME, false),
-        col("TABLE_TYPE", DataType::VarChar(Length::Fixed(10)), true),
-    ]
-}
-
-fn is_tables_rows(ctx: &Ctx<'_>, db: &Database) -> super::error::SqlResult<Vec<Vec<Value>>> {
-    Ok(visible_tables(ctx, db)
-        .into_iter()
-        .map(|t| {
-            vec![
-                s(&db.name),
-                s(db.schema_name(t.meta.schema_id).unwrap_or("dbo")),
-                s(&t.meta.name),
-                s("BASE TABLE"),
-            ]
-        })
-        .collect())
 }

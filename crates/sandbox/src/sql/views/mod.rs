@@ -6,13 +6,24 @@
 //! Columns and types follow the learn.microsoft.com pages of each view
 //! (e.g. <https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-columns-transact-sql>),
 //! restricted to the columns the sandbox can fill meaningfully.
+//!
+//! One file per family of views: `objects` (sys.databases, sys.tables,
+//! sys.columns...), `principals`, `information_schema` and `dmv`
+//! (sys.dm_*); the cdc.* views are registered by `cdc`.
 
-use super::catalog::{Database, Table, same_name};
+use chrono::NaiveDateTime;
+
+use super::catalog::{DEFAULT_COLLATION, Database, Table, same_name};
 use super::error::SqlResult;
 use super::executor::context::Ctx;
 use super::expr::Typed;
 use super::request::Column;
 use super::types::{DataType, Length, Value};
+
+mod dmv;
+mod information_schema;
+mod objects;
+mod principals;
 
 /// Rows of a view for one database (server-wide views ignore it).
 pub type RowsFn = fn(&Ctx<'_>, &Database) -> SqlResult<Vec<Vec<Value>>>;
@@ -40,10 +51,12 @@ impl ViewRegistry {
     /// The registry with the sys and INFORMATION_SCHEMA views.
     pub fn with_catalog_views() -> Self {
         let mut r = Self::empty();
-        for v in super::views_catalog::catalog_views() {
-            r.register(v);
-        }
-        for v in super::views_dmv::dmv_views() {
+        let views = objects::views()
+            .into_iter()
+            .chain(principals::views())
+            .chain(information_schema::views())
+            .chain(dmv::dmv_views());
+        for v in views {
             r.register(v);
         }
         r
@@ -144,4 +157,20 @@ pub fn visible_tables<'a>(ctx: &Ctx<'_>, db: &'a Database) -> Vec<&'a Table> {
                 })
         })
         .collect()
+}
+
+fn dt(d: NaiveDateTime) -> Value {
+    Value::DateTime(d)
+}
+
+fn opt_s(v: Option<&str>) -> Value {
+    v.map(s).unwrap_or(Value::Null)
+}
+
+fn collation_of(ty: &DataType) -> Value {
+    if ty.is_string() {
+        s(DEFAULT_COLLATION)
+    } else {
+        Value::Null
+    }
 }
