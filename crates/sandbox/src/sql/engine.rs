@@ -339,3 +339,7 @@ impl Engine {
         f(&self.shared.read())
     }
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

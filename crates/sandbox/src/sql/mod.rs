@@ -24,7 +24,7 @@ pub mod types;
 pub mod views;
 
 #[cfg(test)]
-mod tests;
+mod test_support;
 
 pub use error::{Abort, SqlError, SqlResult};
 pub use request::{CancelToken, Column, LoginRequest, Output, Param, Request, TransactionEvent};

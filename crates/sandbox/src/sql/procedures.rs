@@ -364,3 +364,7 @@ fn sp_unprepare(
     }
     Ok(ProcResult::default())
 }
+
+#[cfg(test)]
+#[path = "procedures_tests.rs"]
+mod tests;

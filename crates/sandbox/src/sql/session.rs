@@ -298,3 +298,7 @@ impl Drop for Session {
         self.close();
     }
 }
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

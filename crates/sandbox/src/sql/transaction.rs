@@ -411,3 +411,7 @@ impl Drop for WaitGuard<'_> {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+#[path = "transaction_tests.rs"]
+mod tests;

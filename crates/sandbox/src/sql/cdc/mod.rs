@@ -25,6 +25,7 @@ pub mod changes;
 pub mod cleanup;
 pub mod enable;
 pub mod functions;
+mod help;
 pub mod jobs;
 pub mod lsn;
 mod params;

@@ -207,3 +207,7 @@ pub fn grant(w: &mut WriteCtx<'_>, g: &GrantDef) -> SqlResult<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "admin_tests.rs"]
+mod tests;

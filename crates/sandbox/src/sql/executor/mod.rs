@@ -2,10 +2,12 @@
 //! DML, DDL and security statements, and the per-statement dispatcher.
 
 pub mod admin;
+pub mod alter;
 pub mod context;
 pub mod ddl;
 pub mod dml;
 pub mod from;
+pub mod insert;
 pub mod query;
 pub mod relation;
 pub mod resolve;

@@ -539,3 +539,7 @@ fn probe(row: SqlResult<OutRow>) -> SqlResult<Option<Vec<DataType>>> {
         Err(_) => Ok(None),
     }
 }
+
+#[cfg(test)]
+#[path = "query_tests.rs"]
+mod tests;

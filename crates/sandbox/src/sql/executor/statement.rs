@@ -11,7 +11,7 @@ use sqlparser::ast::{
 
 use super::context::Ctx;
 use super::scope::RowScope;
-use super::{admin, ddl, dml, query};
+use super::{admin, alter, ddl, dml, insert, query};
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::{self, Typed, is_true};
 use crate::sql::parse::StmtKind;
@@ -55,7 +55,7 @@ pub fn run_statement(
             Ok(())
         }
         StmtKind::AlterTable { name, action } => {
-            s.with_write(cancel, |w| ddl::alter_table(w, name, action))?;
+            s.with_write(cancel, |w| alter::alter_table(w, name, action))?;
             done(out, None);
             Ok(())
         }
@@ -88,7 +88,7 @@ fn run_sql(
     let ddl_done = |out: &mut Vec<Output>| done(out, None);
     match st {
         Statement::Query(q) => select(s, q, cancel, out),
-        Statement::Insert(i) => dml_statement(s, cancel, out, |w| dml::insert(w, i)),
+        Statement::Insert(i) => dml_statement(s, cancel, out, |w| insert::insert(w, i)),
         Statement::Update(u) => dml_statement(s, cancel, out, |w| dml::update(w, u)),
         Statement::Delete(d) => dml_statement(s, cancel, out, |w| dml::delete(w, d)),
         Statement::CreateDatabase { db_name, .. } => {

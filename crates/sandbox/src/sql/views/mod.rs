@@ -25,6 +25,9 @@ mod information_schema;
 mod objects;
 mod principals;
 
+#[cfg(test)]
+mod tests;
+
 /// Rows of a view for one database (server-wide views ignore it).
 pub type RowsFn = fn(&Ctx<'_>, &Database) -> SqlResult<Vec<Vec<Value>>>;
 
