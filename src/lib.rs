@@ -13,7 +13,6 @@ pub mod lake;
 pub mod metrics;
 pub mod operator;
 pub mod query;
-pub mod sandbox;
 pub mod source;
 pub mod spec;
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use mssql_cdc::sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion, TlsSource};
+use mssql_cdc_sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion, TlsSource};
 
 mod cli;
 
@@ -235,7 +235,7 @@ fn init_tracing(format: LogFormat, quiet_sandbox: bool) {
          deltalake_core::operations::merge=error,tiberius::tds::stream::token=off",
     );
     if quiet_sandbox {
-        default.push_str(",mssql_cdc::sandbox=warn");
+        default.push_str(",mssql_cdc_sandbox=warn");
     }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

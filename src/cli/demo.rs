@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use mssql_cdc::engine::{RunOptions, run};
-use mssql_cdc::sandbox::{DemoOptions, Sandbox, SandboxOptions, TlsSource};
 use mssql_cdc::spec::load_yaml;
+use mssql_cdc_sandbox::{DemoOptions, Sandbox, SandboxOptions, TlsSource};
 
 use super::console::Console;
 

@@ -550,7 +550,7 @@ async fn warnings_are_recorded_once_per_run_in_the_first_batch_row() {
 /// (server-local). `None` against a real server.
 async fn oslo_2019(source_field: &str) -> Option<(StreamFixture, chrono::NaiveDateTime)> {
     let server = TestServer::sandbox_with(|options| {
-        options.sql_version = mssql_cdc::sandbox::SqlVersion::Sql2019;
+        options.sql_version = mssql_cdc_sandbox::SqlVersion::Sql2019;
         options.time_zone = "Europe/Oslo".into();
     })
     .await?;

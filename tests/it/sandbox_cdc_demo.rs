@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use mssql_cdc::sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion};
+use mssql_cdc_sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion};
 use tiberius::{AuthMethod, Config, EncryptionLevel};
 
 use crate::support::TestServer;

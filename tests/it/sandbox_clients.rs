@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mssql_cdc::sandbox::{Sandbox, SandboxOptions};
+use mssql_cdc_sandbox::{Sandbox, SandboxOptions};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 

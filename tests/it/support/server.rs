@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use mssql_cdc::sandbox::{Sandbox, SandboxOptions};
+use mssql_cdc_sandbox::{Sandbox, SandboxOptions};
 use tiberius::{AuthMethod, Config, EncryptionLevel};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};

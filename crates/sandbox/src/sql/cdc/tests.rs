@@ -1,0 +1,584 @@
+//! CDC tests: batches through `Session::execute`, time driven only by
+//! `sandbox.sp_advance_clock` and `sys.sp_cdc_scan` (the clock is frozen
+//! and the background scheduler effectively off).
+
+use std::time::Instant;
+
+use crate::sql::error::SqlError;
+use crate::sql::request::{CancelToken, LoginRequest, Output, Request};
+use crate::sql::types::Value;
+use crate::sql::{Engine, EngineConfig, Session};
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig {
+        sa_password: "Sa_pass1".into(),
+        clock_speed: 0.0,
+        cdc_tick_ms: 3_600_000,
+        ..EngineConfig::default()
+    })
+}
+
+fn run(s: &mut Session, sql: &str) -> Vec<Output> {
+    s.execute(Request::Batch { sql: sql.into() }, &CancelToken::default())
+}
+
+fn errors(out: &[Output]) -> Vec<SqlError> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Message(e) if e.class > 10 => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn error_numbers(s: &mut Session, sql: &str) -> Vec<i32> {
+    errors(&run(s, sql)).iter().map(|e| e.number).collect()
+}
+
+fn sets(out: &[Output]) -> Vec<Vec<Vec<Value>>> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::ResultSet { rows, .. } => Some(rows.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ok(s: &mut Session, sql: &str) -> Vec<Vec<Vec<Value>>> {
+    let out = run(s, sql);
+    let e = errors(&out);
+    assert!(e.is_empty(), "{sql}: {e:?}");
+    sets(&out)
+}
+
+fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
+    let mut r = ok(s, sql);
+    assert_eq!(r.len(), 1, "{sql}");
+    r.remove(0)
+}
+
+fn scalar(s: &mut Session, sql: &str) -> Value {
+    rows(s, sql)
+        .first()
+        .and_then(|r| r.first().cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => i64::from(*i),
+        Value::BigInt(i) => *i,
+        Value::TinyInt(i) => i64::from(*i),
+        Value::Bit(b) => i64::from(*b),
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+fn bytes(v: &Value) -> Vec<u8> {
+    match v {
+        Value::Binary(b) => b.clone(),
+        other => panic!("not binary: {other:?}"),
+    }
+}
+
+/// Database `shop` with CDC on `dbo.orders` (capture instance dbo_orders,
+/// net changes, gated by role `cdc_reader`).
+fn shop() -> (Engine, Session) {
+    let e = engine();
+    let mut s = e.sa_session();
+    ok(&mut s, "CREATE DATABASE shop");
+    ok(&mut s, "USE shop");
+    ok(
+        &mut s,
+        "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, customer nvarchar(50) NULL, amount decimal(10,2) NULL)
+         CREATE TABLE dbo.other (id int NOT NULL PRIMARY KEY)
+         EXEC sys.sp_cdc_enable_db;
+         EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = N'cdc_reader', @supports_net_changes = 1;",
+    );
+    (e, s)
+}
+
+const ALL: &str = "DECLARE @f binary(10) = sys.fn_cdc_get_min_lsn('dbo_orders'), @t binary(10) = sys.fn_cdc_get_max_lsn()";
+
+#[test]
+fn one_commit_lsn_per_transaction_and_increasing_seqval() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "BEGIN TRAN INSERT INTO orders VALUES (1, N'a', 1), (2, N'b', 2) COMMIT",
+    );
+    ok(&mut s, "INSERT INTO orders VALUES (3, N'c', 3)");
+    ok(
+        &mut s,
+        "BEGIN TRAN INSERT INTO orders VALUES (9, N'z', 9) ROLLBACK",
+    );
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let r = rows(
+        &mut s,
+        "SELECT __$start_lsn, __$seqval, __$operation, id FROM cdc.dbo_orders_CT ORDER BY __$start_lsn, __$seqval",
+    );
+    assert_eq!(r.len(), 3, "the rolled-back insert produced nothing");
+    assert_eq!(r[0][0], r[1][0]);
+    assert!(bytes(&r[0][1]) < bytes(&r[1][1]));
+    assert!(bytes(&r[1][0]) < bytes(&r[2][0]));
+    assert!(r.iter().all(|x| int(&x[2]) == 2));
+    let max = scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()");
+    assert_eq!(bytes(&max), bytes(&r[2][0]));
+    assert_eq!(bytes(&max).len(), 10);
+}
+
+#[test]
+fn updates_capture_before_and_after_images() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
+    ok(&mut s, "UPDATE orders SET amount = 5 WHERE id = 1");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let old = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT __$operation, __$seqval, __$update_mask, amount FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old')"
+        ),
+    );
+    let ops: Vec<i64> = old.iter().map(|r| int(&r[0])).collect();
+    assert_eq!(ops, vec![2, 3, 4]);
+    assert_eq!(old[1][1], old[2][1], "an update pair shares __$seqval");
+    assert_eq!(bytes(&old[2][2]), vec![0b100], "only amount (ordinal 3)");
+    let all = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT __$operation FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all')"
+        ),
+    );
+    assert_eq!(all.len(), 2);
+    let changed = scalar(
+        &mut s,
+        "SELECT sys.fn_cdc_has_column_changed('dbo_orders', 'amount', __$update_mask) FROM cdc.dbo_orders_CT WHERE __$operation = 4",
+    );
+    assert_eq!(changed, Value::Bit(true));
+    let ord = scalar(
+        &mut s,
+        "SELECT sys.fn_cdc_get_column_ordinal('dbo_orders', 'customer')",
+    );
+    assert_eq!(int(&ord), 2);
+}
+
+#[test]
+fn key_update_is_a_delete_and_an_insert() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
+    ok(&mut s, "UPDATE orders SET id = 10 WHERE id = 1");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let r = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT __$operation, id FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old')"
+        ),
+    );
+    let got: Vec<(i64, i64)> = r.iter().map(|x| (int(&x[0]), int(&x[1]))).collect();
+    assert_eq!(got, vec![(2, 1), (1, 1), (2, 10)]);
+}
+
+#[test]
+fn net_changes_in_all_three_options() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "INSERT INTO orders VALUES (1, N'keep', 1), (2, N'gone', 2), (3, N'old', 3)",
+    );
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let from = bytes(&scalar(
+        &mut s,
+        "SELECT sys.fn_cdc_increment_lsn(sys.fn_cdc_get_max_lsn())",
+    ));
+    ok(&mut s, "UPDATE orders SET amount = 10 WHERE id = 1");
+    ok(&mut s, "UPDATE orders SET amount = 11 WHERE id = 1");
+    ok(&mut s, "DELETE FROM orders WHERE id = 2");
+    ok(&mut s, "INSERT INTO orders VALUES (4, N'new', 4)");
+    ok(
+        &mut s,
+        "INSERT INTO orders VALUES (5, N'brief', 5) DELETE FROM orders WHERE id = 5",
+    );
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let hex: String = from.iter().map(|b| format!("{b:02X}")).collect();
+    let q = |opt: &str| {
+        format!(
+            "DECLARE @t binary(10) = sys.fn_cdc_get_max_lsn() SELECT id, __$operation, __$update_mask, amount FROM cdc.fn_cdc_get_net_changes_dbo_orders(0x{hex}, @t, N'{opt}') ORDER BY id"
+        )
+    };
+    let net = rows(&mut s, &q("all"));
+    let got: Vec<(i64, i64)> = net.iter().map(|r| (int(&r[0]), int(&r[1]))).collect();
+    assert_eq!(got, vec![(1, 4), (2, 1), (4, 2)]);
+    assert!(net.iter().all(|r| r[2] == Value::Null));
+    let masked = rows(&mut s, &q("all with mask"));
+    assert_eq!(bytes(&masked[0][2]), vec![0b100]);
+    let merged = rows(&mut s, &q("all with merge"));
+    let got: Vec<(i64, i64)> = merged.iter().map(|r| (int(&r[0]), int(&r[1]))).collect();
+    assert_eq!(got, vec![(1, 5), (2, 1), (4, 5)]);
+    assert_eq!(error_numbers(&mut s, &q("all update old")), vec![313]);
+}
+
+#[test]
+fn range_below_min_lsn_after_cleanup_raises_313() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let old_min = bytes(&scalar(
+        &mut s,
+        "SELECT sys.fn_cdc_get_min_lsn('dbo_orders')",
+    ));
+    ok(&mut s, "INSERT INTO orders VALUES (2, N'b', 2)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    ok(
+        &mut s,
+        "DECLARE @m binary(10) = sys.fn_cdc_get_max_lsn() EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_orders', @low_water_mark = @m",
+    );
+    let new_min = bytes(&scalar(&mut s, "SELECT start_lsn FROM cdc.change_tables"));
+    assert!(new_min > old_min);
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        1
+    );
+    let hex: String = old_min.iter().map(|b| format!("{b:02X}")).collect();
+    let out = run(
+        &mut s,
+        &format!(
+            "SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_orders(0x{hex}, sys.fn_cdc_get_max_lsn(), N'all')"
+        ),
+    );
+    let e = errors(&out);
+    assert_eq!(e.len(), 1);
+    assert_eq!((e[0].number, e[0].state), (313, 3));
+    assert!(e[0].message.ends_with("cdc.fn_cdc_get_all_changes_ ..."));
+}
+
+#[test]
+fn idle_entries_and_other_tables_advance_max_lsn() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 10");
+    let first = bytes(&scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()"));
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 60");
+    assert_eq!(
+        bytes(&scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()")),
+        first
+    );
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 600");
+    let idle = bytes(&scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()"));
+    assert!(idle > first, "a quiet database still gets idle entries");
+    let idle_rows = int(&scalar(
+        &mut s,
+        "SELECT COUNT(*) FROM cdc.lsn_time_mapping WHERE tran_id = 0x00000000000000000000",
+    ));
+    assert!(idle_rows >= 2);
+    ok(&mut s, "INSERT INTO other VALUES (1)");
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 5");
+    let after = bytes(&scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()"));
+    assert!(
+        after > idle,
+        "a commit on an uncaptured table advances max LSN"
+    );
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        0
+    );
+}
+
+#[test]
+fn stopped_capture_freezes_max_lsn() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 1");
+    ok(&mut s, "EXEC sys.sp_cdc_stop_job @job_type = N'capture'");
+    let frozen = scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()");
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 3600");
+    assert_eq!(scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()"), frozen);
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        0
+    );
+    ok(&mut s, "EXEC sys.sp_cdc_start_job");
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        1
+    );
+    let sessions = rows(
+        &mut s,
+        "SELECT session_id, tran_count, latency FROM sys.dm_cdc_log_scan_sessions ORDER BY session_id",
+    );
+    assert_eq!(int(&sessions[0][0]), 0);
+    let last = sessions.last().cloned().unwrap_or_default();
+    assert_eq!(int(&last[1]), 1);
+    assert!(
+        int(&last[2]) >= 3600,
+        "latency shows the stopped hour: {last:?}"
+    );
+}
+
+#[test]
+fn two_capture_instances_with_different_columns_and_no_third() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "ALTER TABLE orders ADD region nvarchar(10) NULL");
+    ok(
+        &mut s,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL, @capture_instance = N'orders_v2', @captured_column_list = N'id, region'",
+    );
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1, N'north')");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        1
+    );
+    let v2 = rows(&mut s, "SELECT * FROM cdc.orders_v2_CT");
+    assert_eq!(v2[0].len(), 5 + 2 + 1);
+    assert_eq!(v2[0][6], Value::String("north".into()));
+    let cols = rows(
+        &mut s,
+        "SELECT column_name FROM cdc.captured_columns c JOIN cdc.change_tables t ON c.object_id = t.object_id WHERE t.capture_instance = 'dbo_orders' ORDER BY column_ordinal",
+    );
+    assert_eq!(cols.len(), 3, "the added column is not in the old instance");
+    let third = "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL, @capture_instance = N'orders_v3'";
+    assert_eq!(error_numbers(&mut s, third), vec![22962]);
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT is_tracked_by_cdc FROM sys.tables WHERE name = 'orders'"
+        ),
+        Value::Bit(true)
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT is_cdc_enabled FROM sys.databases WHERE name = 'shop'"
+        ),
+        Value::Bit(true)
+    );
+    let help = ok(&mut s, "EXEC sys.sp_cdc_help_change_data_capture");
+    assert_eq!(help[0].len(), 2);
+}
+
+#[test]
+fn ddl_history_and_dropped_columns() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "ALTER TABLE orders ADD note nvarchar(20) NULL");
+    ok(&mut s, "ALTER TABLE orders DROP COLUMN customer");
+    ok(
+        &mut s,
+        "INSERT INTO orders (id, amount, note) VALUES (1, 2, N'x')",
+    );
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let h = rows(
+        &mut s,
+        "SELECT ddl_command, ddl_lsn, ddl_time FROM cdc.ddl_history ORDER BY ddl_lsn",
+    );
+    assert_eq!(h.len(), 2);
+    assert!(matches!(&h[0][0], Value::String(t) if t.contains("ADD note")));
+    assert!(matches!(&h[1][0], Value::String(t) if t.contains("DROP COLUMN customer")));
+    let r = rows(&mut s, "SELECT id, customer, amount FROM cdc.dbo_orders_CT");
+    assert_eq!(r[0][1], Value::Null, "a dropped column stays, as NULL");
+    let n = int(&scalar(
+        &mut s,
+        "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('cdc.dbo_orders_CT') AND name = 'note'",
+    ));
+    assert_eq!(n, 0);
+}
+
+fn login(e: &Engine, user: &str) -> Session {
+    let r = e.login(&LoginRequest {
+        user: user.into(),
+        password: "Pw_12345".into(),
+        database: Some("shop".into()),
+        app_name: "test".into(),
+        host_name: "host".into(),
+        encrypted: false,
+        client_addr: None,
+    });
+    match r {
+        Ok(s) => s,
+        Err(e) => panic!("login {user}: {e}"),
+    }
+}
+
+#[test]
+fn dmvs_need_view_database_state() {
+    let (e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE LOGIN lp WITH PASSWORD = 'Pw_12345'
+         CREATE USER lp FOR LOGIN lp",
+    );
+    let mut lp = login(&e, "lp");
+    let out = run(&mut lp, "SELECT * FROM sys.dm_cdc_log_scan_sessions");
+    let err = errors(&out);
+    assert_eq!(err.len(), 1);
+    assert_eq!(err[0].number, 300);
+    assert!(err[0].message.contains("VIEW DATABASE PERFORMANCE STATE"));
+    assert_eq!(
+        error_numbers(&mut lp, "SELECT * FROM sys.dm_cdc_errors"),
+        vec![300]
+    );
+    ok(&mut s, "GRANT VIEW DATABASE STATE TO lp");
+    assert_eq!(
+        rows(
+            &mut lp,
+            "SELECT session_id FROM sys.dm_cdc_log_scan_sessions"
+        )
+        .len(),
+        1
+    );
+}
+
+#[test]
+fn gating_role_guards_change_data() {
+    let (e, mut s) = shop();
+    ok(
+        &mut s,
+        "INSERT INTO orders VALUES (1, N'a', 1) EXEC sys.sp_cdc_scan",
+    );
+    ok(
+        &mut s,
+        "CREATE LOGIN rd WITH PASSWORD = 'Pw_12345'
+         CREATE USER rd FOR LOGIN rd
+         GRANT SELECT ON dbo.orders TO rd",
+    );
+    let mut rd = login(&e, "rd");
+    let q = format!("{ALL} SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all')");
+    let out = run(&mut rd, &q);
+    let err = errors(&out);
+    assert_eq!(err.len(), 1);
+    assert_eq!(err[0].number, 229);
+    assert!(err[0].message.contains("fn_cdc_get_all_changes_dbo_orders"));
+    assert_eq!(
+        error_numbers(&mut rd, "SELECT * FROM cdc.dbo_orders_CT"),
+        vec![229]
+    );
+    ok(&mut s, "ALTER ROLE cdc_reader ADD MEMBER rd");
+    assert_eq!(rows(&mut rd, &q).len(), 1);
+}
+
+#[test]
+fn three_simulated_days_of_retention_drop_the_oldest_day() {
+    let (_e, mut s) = shop();
+    let started = Instant::now();
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'day0', 1)");
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 86400");
+    ok(&mut s, "INSERT INTO orders VALUES (2, N'day1', 2)");
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 86400");
+    ok(&mut s, "INSERT INTO orders VALUES (3, N'day2', 3)");
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 86400");
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        3
+    );
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 86400");
+    let left = rows(&mut s, "SELECT id FROM cdc.dbo_orders_CT ORDER BY id");
+    assert_eq!(
+        left.len(),
+        2,
+        "day 0 is past the 4320-minute retention: {left:?}"
+    );
+    assert_eq!(int(&left[0][0]), 2);
+    let min = bytes(&scalar(
+        &mut s,
+        "SELECT sys.fn_cdc_get_min_lsn('dbo_orders')",
+    ));
+    let oldest = bytes(&scalar(
+        &mut s,
+        "SELECT MIN(__$start_lsn) FROM cdc.dbo_orders_CT",
+    ));
+    assert!(min <= oldest);
+    let at = scalar(
+        &mut s,
+        "SELECT sys.fn_cdc_map_time_to_lsn('largest less than or equal', \
+         sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn()))",
+    );
+    assert_eq!(at, scalar(&mut s, "SELECT sys.fn_cdc_get_max_lsn()"));
+    let first = scalar(
+        &mut s,
+        "SELECT sys.fn_cdc_map_time_to_lsn('smallest greater than', '1900-01-01')",
+    );
+    assert!(!first.is_null());
+    // Performance is not asserted in tests; the figure shows the clock
+    // control keeps a multi-day scenario fast.
+    println!("three simulated days took {:?}", started.elapsed());
+}
+
+#[test]
+fn lsn_time_mapping_is_in_the_server_time_zone() {
+    // A zone without daylight saving, so the offset is the same all year.
+    let e = Engine::new(EngineConfig {
+        sa_password: "Sa_pass1".into(),
+        clock_speed: 0.0,
+        cdc_tick_ms: 3_600_000,
+        time_zone: "Asia/Kolkata".into(),
+        ..EngineConfig::default()
+    });
+    let mut s = e.sa_session();
+    ok(
+        &mut s,
+        "CREATE DATABASE shop; USE shop;
+         CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY);
+         EXEC sys.sp_cdc_enable_db;
+         EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;",
+    );
+    ok(&mut s, "INSERT INTO dbo.orders VALUES (1)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let minutes = scalar(
+        &mut s,
+        "SELECT DATEDIFF(minute, SYSUTCDATETIME(), MAX(tran_end_time)) FROM cdc.lsn_time_mapping",
+    );
+    assert_eq!(int(&minutes), 330, "IST is UTC+05:30");
+    assert_eq!(
+        int(&scalar(
+            &mut s,
+            "SELECT DATEDIFF(minute, GETUTCDATE(), GETDATE())"
+        )),
+        330
+    );
+}
+
+#[test]
+fn map_time_to_lsn_with_each_relational_operator() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 60");
+    ok(&mut s, "INSERT INTO orders VALUES (2, N'b', 2)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let lsns = rows(
+        &mut s,
+        "SELECT DISTINCT __$start_lsn FROM cdc.dbo_orders_CT ORDER BY __$start_lsn",
+    );
+    let (first, second) = (bytes(&lsns[0][0]), bytes(&lsns[1][0]));
+    let at = |op: &str, s: &mut Session| {
+        scalar(
+            s,
+            &format!(
+                "DECLARE @t datetime = sys.fn_cdc_map_lsn_to_time(0x{}) \
+                 SELECT sys.fn_cdc_map_time_to_lsn('{op}', @t)",
+                second
+                    .iter()
+                    .map(|b| format!("{b:02X}"))
+                    .collect::<String>()
+            ),
+        )
+    };
+    assert_eq!(bytes(&at("largest less than or equal", &mut s)), second);
+    assert_eq!(bytes(&at("smallest greater than or equal", &mut s)), second);
+    assert_eq!(bytes(&at("largest less than", &mut s)), first);
+    assert!(at("smallest greater than", &mut s).is_null());
+    let next = scalar(
+        &mut s,
+        &format!(
+            "SELECT sys.fn_cdc_increment_lsn(0x{})",
+            first.iter().map(|b| format!("{b:02X}")).collect::<String>()
+        ),
+    );
+    assert!(bytes(&next) > first && bytes(&next) <= second);
+    let back = scalar(
+        &mut s,
+        &format!(
+            "SELECT sys.fn_cdc_decrement_lsn(sys.fn_cdc_increment_lsn(0x{}))",
+            first.iter().map(|b| format!("{b:02X}")).collect::<String>()
+        ),
+    );
+    assert_eq!(bytes(&back), first);
+}

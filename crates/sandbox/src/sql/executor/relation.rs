@@ -1,0 +1,67 @@
+//! Intermediate results: columns with the names they can be referenced
+//! by, and materialised rows.
+
+use crate::sql::request::Column;
+use crate::sql::types::{DataType, Value};
+
+/// A column of an intermediate relation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColMeta {
+    /// Table alias or name (`t` in `t.col`).
+    pub qualifier: Option<String>,
+    pub schema: Option<String>,
+    pub name: String,
+    pub ty: DataType,
+    pub nullable: bool,
+    /// Internal (row locators); invisible to `*` and name lookup.
+    pub hidden: bool,
+}
+
+impl ColMeta {
+    pub fn new(name: impl Into<String>, ty: DataType, nullable: bool) -> Self {
+        Self {
+            qualifier: None,
+            schema: None,
+            name: name.into(),
+            ty,
+            nullable,
+            hidden: false,
+        }
+    }
+
+    pub fn qualified(mut self, qualifier: Option<&str>, schema: Option<&str>) -> Self {
+        self.qualifier = qualifier.map(str::to_string);
+        self.schema = schema.map(str::to_string);
+        self
+    }
+
+    /// As a result-set column.
+    pub fn to_column(&self) -> Column {
+        Column::new(self.name.clone(), self.ty, self.nullable)
+    }
+}
+
+/// Columns and rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Relation {
+    pub cols: Vec<ColMeta>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+impl Relation {
+    /// The relation of a FROM-less SELECT: one row, no columns.
+    pub fn unit() -> Self {
+        Self {
+            cols: Vec::new(),
+            rows: vec![Vec::new()],
+        }
+    }
+
+    pub fn columns(&self) -> Vec<Column> {
+        self.cols
+            .iter()
+            .filter(|c| !c.hidden)
+            .map(ColMeta::to_column)
+            .collect()
+    }
+}
