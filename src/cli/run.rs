@@ -24,6 +24,12 @@ pub struct RunArgs {
     /// `/healthz` at this address, e.g. `127.0.0.1:9464`.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Take over a target that holds commits of the manifest's appId made
+    /// by another checkpoint: stream on, in this new and empty checkpoint,
+    /// after the position the target's newest commit recorded (the same as
+    /// `spec.adoptTarget: true`).
+    #[arg(long)]
+    pub adopt_target: bool,
 }
 
 /// Loads, validates and runs the manifest until caught up (`--once`),
@@ -66,6 +72,7 @@ pub async fn run_manifest(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut options = RunOptions::new(Arc::new(Fanout(observers)));
     options.once = args.once;
+    options.adopt_target = args.adopt_target;
     options.warnings = warnings;
     let stop = options.stop.clone();
     tokio::spawn(async move {

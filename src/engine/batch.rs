@@ -24,7 +24,7 @@ use crate::failpoint;
 use crate::lake::bronze::BronzeOutcome;
 use crate::lake::checkpoint::{CommittedBatch, PlannedBatch, PlannedEvent};
 use crate::lake::facts::{AppendOutcome, FactsKey};
-use crate::lake::records::BatchRecord;
+use crate::lake::records::{BatchRecord, LsnRange};
 use crate::lake::txn::{FactSequence, Txn};
 use crate::source::SourceError;
 use crate::source::cdc;
@@ -42,13 +42,13 @@ pub async fn run_batch(
     let txn = Txn::bronze_batch(&run.config.app_id, plan.batch_id);
     let holds = if sink.bronze.holds(&txn).await? {
         match sink.bronze.record::<BatchRecord>(&txn).await? {
-            Some(record) => BronzeHolds::Batch(record.rows()),
+            Some(record) => BronzeHolds::Batch(Box::new(record)),
             None => BronzeHolds::BatchWithoutRecord,
         }
     } else {
         BronzeHolds::Nothing
     };
-    match plan::resume(plan, &run.config.app_id, holds)
+    match plan::resume(plan, &run.config.app_id, &sink.identity, holds)
         .map_err(|e| EngineError::Inconsistent(format!("{}: {e}", run.config.target.location)))?
     {
         // Bronze holds the batch: a crash came after its commit. Its facts
@@ -137,6 +137,11 @@ async fn read_and_commit(
             now,
         ),
         events: facts_row::event_rows(run.stream(), plan, &events, now),
+        checkpoint: Some(sink.identity.id.clone()),
+        range: Some(LsnRange {
+            start: plan.start_lsn,
+            end: plan.end_lsn,
+        }),
     };
     let outcome = sink.bronze.commit_batch(txn, staged, &record).await?;
     failpoint::hit("after_bronze_commit");

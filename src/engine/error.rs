@@ -104,6 +104,43 @@ pub enum EngineError {
         /// Where it was found.
         found_in: &'static str,
     },
+    /// The manifest changed a field that names the stream's identity.
+    #[error(
+        "spec.{field} is {given:?} but checkpoint {checkpoint} was created for {recorded:?}; \
+         the checkpoint's positions belong to that stream. To move a stream, start it anew with \
+         a new appId (a fresh stream with a bootstrap), or give it a new checkpoint with \
+         spec.adoptTarget (see docs/user-guide.md, \"Moving or rebuilding a stream\")"
+    )]
+    IdentityChanged {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The field, as the manifest names it below `spec.`.
+        field: &'static str,
+        /// What the checkpoint recorded.
+        recorded: String,
+        /// What the manifest says now.
+        given: String,
+    },
+    /// The target holds this appId's commits that the checkpoint did not make.
+    #[error(
+        "target {target} holds commits of appId {app_id} written by {origin}, not by this \
+         checkpoint; going on would skip real changes as already committed. Nothing was \
+         written. Either give the stream a new appId (a fresh stream into the same table, with a \
+         bootstrap), or{adopt} let this stream adopt the target with --adopt-target / \
+         spec.adoptTarget: true on a new, empty checkpoint, which continues after the position the \
+         target's newest commit recorded (see docs/user-guide.md, \"Moving or rebuilding a stream\")",
+        adopt = if *adopt_refused { " (adopt works only on a new, empty checkpoint)" } else { "" }
+    )]
+    ForeignTarget {
+        /// The stream's appId.
+        app_id: String,
+        /// The bronze table.
+        target: String,
+        /// Who wrote the commits, in words.
+        origin: String,
+        /// Whether adopt was asked for (and could not be done).
+        adopt_refused: bool,
+    },
     /// The lease was taken over while running.
     #[error("checkpoint {0}: another process took over the lease; stopping")]
     LeaseLost(String),
@@ -153,6 +190,7 @@ impl EngineError {
             EngineError::Lease(_) | EngineError::LeaseLost(_) => "lease",
             EngineError::DataLoss(_) => "data_loss",
             EngineError::UnsafeStorage { .. } => "unsafe_storage",
+            EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
             EngineError::Inconsistent(_) => "inconsistent",
         }
     }

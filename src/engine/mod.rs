@@ -8,7 +8,8 @@
 //! and columns) and `sink` (checkpoint, bronze, facts, finalization).
 //! `run` drives the loop with `retry`'s backoff; `step` is one step of it;
 //! `batch` runs a planned batch, `snapshot` the bootstrap and re-snapshots,
-//! `source_changes` moves to a newer capture instance; `heartbeat` is the
+//! `source_changes` moves to a newer capture instance; `identity` makes sure
+//! the checkpoint and the target belong together; `heartbeat` is the
 //! optional write that keeps a quiet database's max LSN moving; `observer`
 //! is how the CLI, the demo, the worker and the metrics see progress.
 //! The exactly-once protocol is docs/adr/0002-exactly-once.md.
@@ -19,6 +20,7 @@ mod data_loss;
 mod error;
 mod facts_row;
 mod heartbeat;
+mod identity;
 mod observer;
 mod options;
 mod plan;

@@ -29,6 +29,9 @@ pub struct RunOptions {
     pub backoff: Backoff,
     /// Environment the password and storage options are read from.
     pub env: BTreeMap<String, String>,
+    /// Take over a target that holds another checkpoint's commits
+    /// (`--adopt-target`; `spec.adoptTarget` does the same).
+    pub adopt_target: bool,
 }
 
 impl RunOptions {
@@ -42,6 +45,7 @@ impl RunOptions {
             lease_ttl: DEFAULT_LEASE_TTL,
             backoff: Backoff::default(),
             env: std::env::vars().collect(),
+            adopt_target: false,
         }
     }
 }

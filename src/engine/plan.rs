@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use super::data_loss::{self, Purged};
 use super::error::DataLossError;
 use crate::domain::{BatchId, CaptureInstance, FactRow, Lsn};
-use crate::lake::checkpoint::{PlannedBatch, PlannedEvent, PlannedSnapshot};
+use crate::lake::checkpoint::{CheckpointIdentity, PlannedBatch, PlannedEvent, PlannedSnapshot};
+use crate::lake::records::{BatchRecord, LsnRange};
 use crate::source::cdc::{Commit, DdlEvent};
 use crate::spec::{OnDataLoss, SnapshotMode};
 
@@ -366,8 +367,8 @@ fn last_commit(commits: &[Commit], start: Lsn, upper: Lsn, max_commits: u64) -> 
 pub enum BronzeHolds {
     /// Nothing: the batch was not committed.
     Nothing,
-    /// The batch, with the facts rows its commit recorded.
-    Batch(Vec<FactRow>),
+    /// The batch, with the record its commit carried.
+    Batch(Box<BatchRecord>),
     /// The batch's `txn`, but no readable record of its commit.
     BatchWithoutRecord,
 }
@@ -403,33 +404,74 @@ pub enum ResumeError {
         /// The batch.
         batch_id: BatchId,
     },
+    /// The commit was made by another checkpoint, or for another range:
+    /// this batch number means something else there.
+    #[error(
+        "bronze holds a batch {batch_id} that {why}; this checkpoint's batch {batch_id} is not \
+         in the target. Nothing was written: see docs/user-guide.md, \"Moving or rebuilding a stream\""
+    )]
+    Foreign {
+        /// The batch.
+        batch_id: BatchId,
+        /// How it differs.
+        why: String,
+    },
 }
 
-/// The replay of `plan`, from what bronze holds of it.
+/// The replay of `plan` by the checkpoint `identity`, from what bronze
+/// holds of it: the commit must be this checkpoint's and cover the planned
+/// range, else the batch number is another stream's.
 pub fn resume(
     plan: &PlannedBatch,
     app_id: &str,
+    identity: &CheckpointIdentity,
     bronze: BronzeHolds,
 ) -> Result<Resume, ResumeError> {
-    match bronze {
-        BronzeHolds::Nothing => Ok(Resume::Read),
-        BronzeHolds::BatchWithoutRecord => Err(ResumeError::NoRecord {
-            batch_id: plan.batch_id,
-            app_id: app_id.to_string(),
-        }),
-        BronzeHolds::Batch(rows) => {
-            let belongs = !rows.is_empty()
-                && rows
-                    .iter()
-                    .all(|r| r.batch_id == Some(plan.batch_id) && r.app_id == app_id);
-            if belongs {
-                Ok(Resume::Recover(rows))
-            } else {
-                Err(ResumeError::Mismatch {
-                    batch_id: plan.batch_id,
-                })
-            }
+    let record = match bronze {
+        BronzeHolds::Nothing => return Ok(Resume::Read),
+        BronzeHolds::BatchWithoutRecord => {
+            return Err(ResumeError::NoRecord {
+                batch_id: plan.batch_id,
+                app_id: app_id.to_string(),
+            });
         }
+        BronzeHolds::Batch(record) => record,
+    };
+    if !identity.owns(record.checkpoint.as_deref()) {
+        return Err(ResumeError::Foreign {
+            batch_id: plan.batch_id,
+            why: format!(
+                "checkpoint {} wrote",
+                record
+                    .checkpoint
+                    .as_deref()
+                    .unwrap_or("(without an identity)")
+            ),
+        });
+    }
+    let planned = LsnRange {
+        start: plan.start_lsn,
+        end: plan.end_lsn,
+    };
+    if let Some(range) = record.range.filter(|r| *r != planned) {
+        return Err(ResumeError::Foreign {
+            batch_id: plan.batch_id,
+            why: format!(
+                "covers {}..{}, not the planned {}..{}",
+                range.start, range.end, planned.start, planned.end
+            ),
+        });
+    }
+    let rows = record.rows();
+    let belongs = rows
+        .iter()
+        .all(|r| r.batch_id == Some(plan.batch_id) && r.app_id == app_id);
+    if belongs {
+        Ok(Resume::Recover(rows))
+    } else {
+        Err(ResumeError::Mismatch {
+            batch_id: plan.batch_id,
+        })
     }
 }
 

@@ -439,10 +439,44 @@ fn fact(batch: u64, app_id: &str) -> FactRow {
     FactRow::new("bronze.orders", app_id, Some(id(batch)), None, at(0))
 }
 
+fn ours() -> CheckpointIdentity {
+    let mut identity = CheckpointIdentity::new(
+        crate::lake::checkpoint::StreamIdentity {
+            app_id: "orders-v1".into(),
+            target_name: "bronze.orders".into(),
+            target_location: "file:///lake/orders/".into(),
+            facts_location: "file:///lake/facts/".into(),
+            source_host: "db".into(),
+            source_database: "shop".into(),
+            source_table: "dbo.orders".into(),
+        },
+        false,
+    );
+    identity.id = "ours".into();
+    identity
+}
+
+/// Bronze's record of a batch: its facts row, the checkpoint and range.
+fn held(row: FactRow, checkpoint: Option<&str>, range: Option<(u8, u8)>) -> BronzeHolds {
+    BronzeHolds::Batch(Box::new(BatchRecord {
+        facts: row,
+        events: Vec::new(),
+        checkpoint: checkpoint.map(str::to_string),
+        range: range.map(|(start, end)| LsnRange {
+            start: lsn(start),
+            end: lsn(end),
+        }),
+    }))
+}
+
 #[test]
 fn a_replay_resumes_after_each_crash_point() {
     let plan = planned(4, 30);
-    // (crash point, what bronze holds, expected)
+    let foreign = |why: &str| ResumeError::Foreign {
+        batch_id: id(4),
+        why: why.into(),
+    };
+    // (crash point or situation, what bronze holds, expected)
     let cases = [
         ("after_offsets", BronzeHolds::Nothing, Ok(Resume::Read)),
         ("mid_read", BronzeHolds::Nothing, Ok(Resume::Read)),
@@ -453,12 +487,12 @@ fn a_replay_resumes_after_each_crash_point() {
         ),
         (
             "after_bronze_commit",
-            BronzeHolds::Batch(vec![fact(4, "orders-v1")]),
+            held(fact(4, "orders-v1"), Some("ours"), Some((1, 30))),
             Ok(Resume::Recover(vec![fact(4, "orders-v1")])),
         ),
         (
             "after_facts (the facts append is then skipped as written)",
-            BronzeHolds::Batch(vec![fact(4, "orders-v1")]),
+            held(fact(4, "orders-v1"), Some("ours"), Some((1, 30))),
             Ok(Resume::Recover(vec![fact(4, "orders-v1")])),
         ),
         (
@@ -471,17 +505,34 @@ fn a_replay_resumes_after_each_crash_point() {
         ),
         (
             "a record of another batch",
-            BronzeHolds::Batch(vec![fact(3, "orders-v1")]),
+            held(fact(3, "orders-v1"), Some("ours"), None),
             Err(ResumeError::Mismatch { batch_id: id(4) }),
         ),
         (
             "a record of another stream",
-            BronzeHolds::Batch(vec![fact(4, "invoices-v1")]),
+            held(fact(4, "invoices-v1"), Some("ours"), None),
             Err(ResumeError::Mismatch { batch_id: id(4) }),
+        ),
+        (
+            "batch 4 of a replaced checkpoint",
+            held(fact(4, "orders-v1"), Some("old"), Some((1, 30))),
+            Err(foreign("checkpoint old wrote")),
+        ),
+        (
+            "batch 4 of a restored checkpoint, planned differently",
+            held(fact(4, "orders-v1"), Some("ours"), Some((1, 20))),
+            Err(foreign(
+                "covers 0x00000000000000000001..0x00000000000000000014, not the planned \
+                 0x00000000000000000001..0x0000000000000000001E",
+            )),
         ),
     ];
     for (crash, holds, expected) in cases {
-        assert_eq!(resume(&plan, "orders-v1", holds), expected, "{crash}");
+        assert_eq!(
+            resume(&plan, "orders-v1", &ours(), holds),
+            expected,
+            "{crash}"
+        );
     }
 }
 

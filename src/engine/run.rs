@@ -80,7 +80,16 @@ async fn drive(
         }
     };
     let mut sink = loop {
-        match Sink::open(config, &run.options.env, checkpoint.clone(), session.info()).await {
+        let adopt = run.options.adopt_target || config.adopt_target;
+        match Sink::open(
+            config,
+            &run.options.env,
+            checkpoint.clone(),
+            session.info(),
+            adopt,
+        )
+        .await
+        {
             Ok(sink) => break sink,
             Err(error) => pause(run, &mut backoff, error).await?,
         }

@@ -9,10 +9,11 @@ use chrono::{DateTime, Utc};
 use deltalake::arrow::datatypes::Schema;
 
 use super::error::EngineError;
+use super::identity;
 use super::observer::Observer;
 use crate::domain::{Granularity, Lsn, VerdictUpdate, finalized_until};
 use crate::lake::bronze::{BronzeTable, bronze_schema};
-use crate::lake::checkpoint::Checkpoint;
+use crate::lake::checkpoint::{Checkpoint, CheckpointIdentity};
 use crate::lake::facts::FactsTable;
 use crate::lake::finalization::FinalizationTable;
 use crate::source::cdc::CaptureInfo;
@@ -22,6 +23,8 @@ use crate::spec::StreamConfig;
 pub struct Sink {
     /// The offsets/commits log.
     pub checkpoint: Checkpoint,
+    /// Who the checkpoint is; recorded in every commit.
+    pub identity: CheckpointIdentity,
     /// The target.
     pub bronze: BronzeTable,
     /// The shared facts table.
@@ -40,12 +43,15 @@ struct Finalization {
 
 impl Sink {
     /// Opens (creating where needed) the tables of `config`. A new bronze
-    /// table gets the columns `info`'s instance captures.
+    /// table gets the columns `info`'s instance captures. Before anything
+    /// is written, the checkpoint and the target must belong together
+    /// (`identity::establish`; `adopt` takes a foreign target over).
     pub async fn open(
         config: &StreamConfig,
         env: &BTreeMap<String, String>,
         checkpoint: Checkpoint,
         info: &CaptureInfo,
+        adopt: bool,
     ) -> Result<Self, EngineError> {
         let env = || env.clone().into_iter();
         let fields = info.arrow_fields()?;
@@ -54,13 +60,16 @@ impl Sink {
             .target
             .location
             .options(&config.storage_options, env());
-        let bronze =
+        let mut bronze =
             BronzeTable::open_or_create(&config.target.location, &target_options, &schema).await?;
+        let identity = identity::establish(config, adopt, &checkpoint, &mut bronze).await?;
         let facts_options = config
             .facts
             .location
             .options(&config.storage_options, env());
-        let facts = FactsTable::open_or_create(&config.facts.location, &facts_options).await?;
+        let facts = FactsTable::open_or_create(&config.facts.location, &facts_options)
+            .await?
+            .recording_origin(&identity.id);
         let finalization = match &config.finalization {
             Some(spec) => {
                 let options = spec.table.location.options(&config.storage_options, env());
@@ -76,6 +85,7 @@ impl Sink {
         };
         Ok(Sink {
             checkpoint,
+            identity,
             bronze,
             facts,
             finalization,

@@ -127,7 +127,7 @@ async fn take(
     sink.hold_verdict(plan.lsn, run.observer()).await?;
     let app_id = &run.config.app_id;
     let resumed =
-        resumed_progress(sink, app_id, n, &run.config.target.location.to_string()).await?;
+        resumed_progress(sink, app_id, &plan, &run.config.target.location.to_string()).await?;
     let info = session.info().clone();
     let mut paged = info.clone();
     let key_positions = match paging(&info) {
@@ -196,6 +196,8 @@ async fn take(
                         .map(|v| key_to_json(v).unwrap_or(Value::Null))
                         .collect()
                 }),
+                checkpoint: Some(sink.identity.id.clone()),
+                plan: Some(plan.clone()),
             },
         };
         sink.bronze
@@ -250,14 +252,16 @@ async fn take(
     Ok(position)
 }
 
-/// Where snapshot `n`'s committed chunks got to, from bronze, with the key
-/// to resume after.
+/// Where the planned snapshot's committed chunks got to, from bronze, with
+/// the key to resume after. The chunks must be this checkpoint's, of this
+/// snapshot: another's would be resumed as if they were.
 async fn resumed_progress(
     sink: &mut Sink,
     app_id: &str,
-    n: u64,
+    plan: &PlannedSnapshot,
     target: &str,
 ) -> Result<Option<(ChunkProgress, Option<Vec<tiberius::ColumnData<'static>>>)>, EngineError> {
+    let n = plan.snapshot;
     let Some(chunk) = sink
         .bronze
         .committed_version(&Txn::snapshot_chunks(app_id, n))
@@ -277,6 +281,30 @@ async fn resumed_progress(
         .record::<ChunkRecord>(&Txn::snapshot_chunk(app_id, n, chunk))
         .await?
         .ok_or_else(unreadable)?;
+    let foreign = !sink.identity.owns(record.progress.checkpoint.as_deref())
+        || record
+            .progress
+            .plan
+            .as_ref()
+            .is_some_and(|p| p.lsn != plan.lsn);
+    if foreign {
+        return Err(EngineError::Inconsistent(format!(
+            "bronze table {target}: snapshot {n}'s chunks were written by checkpoint {} for LSN {}, \
+             not by this one for LSN {}; nothing was written. See docs/user-guide.md, \
+             \"Moving or rebuilding a stream\"",
+            record
+                .progress
+                .checkpoint
+                .as_deref()
+                .unwrap_or("(without an identity)"),
+            record
+                .progress
+                .plan
+                .as_ref()
+                .map_or_else(|| "unknown".to_string(), |p| p.lsn.to_string()),
+            plan.lsn
+        )));
+    }
     let after = match &record.progress.last_key {
         Some(keys) => Some(
             keys.iter()

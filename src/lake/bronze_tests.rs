@@ -97,6 +97,8 @@ where
     let record = BatchRecord {
         facts: facts.clone(),
         events: Vec::new(),
+        checkpoint: None,
+        range: None,
     };
     bronze
         .commit_batch(&Txn::bronze_batch("orders-v1", batch), staged, &record)

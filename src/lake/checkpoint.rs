@@ -22,6 +22,108 @@ use crate::domain::{BatchId, BatchIdError, CaptureInstance, FactEvent, Lsn};
 const OFFSETS: &str = "offsets";
 const COMMITS: &str = "commits";
 const SNAPSHOTS: &str = "snapshots";
+const IDENTITY: &str = "identity";
+
+/// What an identity's `adopted` list holds for a target whose commits
+/// recorded no checkpoint.
+pub const ADOPTED_WITHOUT_IDENTITY: &str = "(no identity)";
+
+/// Who a checkpoint is. Written once when the checkpoint is first used,
+/// and recorded in every commit the stream makes, so a target can tell its
+/// own commits from those of another (replaced, emptied or restored)
+/// checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointIdentity {
+    /// A random id.
+    pub id: String,
+    /// When the checkpoint got it (UTC).
+    pub created_at: DateTime<Utc>,
+    /// What the stream was: these may not change while the checkpoint is
+    /// used.
+    pub stream: StreamIdentity,
+    /// Checkpoints whose commits in the target this one took over
+    /// (`adoptTarget`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopted: Vec<String>,
+    /// Given to a checkpoint that held batches before checkpoints had an
+    /// identity: the target's commits without one are its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legacy: bool,
+}
+
+impl CheckpointIdentity {
+    /// A new identity for `stream`.
+    pub fn new(stream: StreamIdentity, legacy: bool) -> Self {
+        CheckpointIdentity {
+            id: uuid::Uuid::new_v4().to_string(),
+            created_at: Utc::now(),
+            stream,
+            adopted: Vec::new(),
+            legacy,
+        }
+    }
+
+    /// Whether a commit recorded as written by `origin` (`None`: by a
+    /// version that recorded no checkpoint) is this checkpoint's.
+    pub fn owns(&self, origin: Option<&str>) -> bool {
+        match origin {
+            Some(id) => id == self.id || self.adopted.iter().any(|a| a == id),
+            // Written before checkpoints had identities: by this checkpoint
+            // when it is that old, or by one this one adopted.
+            None => self.legacy || self.adopted.iter().any(|a| a == ADOPTED_WITHOUT_IDENTITY),
+        }
+    }
+}
+
+/// The fields that make a stream the stream it is: its writer id, where it
+/// writes, and what it reads. Changing one under the same checkpoint would
+/// record one table's positions for another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamIdentity {
+    /// `spec.appId`.
+    pub app_id: String,
+    /// `spec.target.name`.
+    pub target_name: String,
+    /// `spec.target.location`.
+    pub target_location: String,
+    /// `spec.facts.location`.
+    pub facts_location: String,
+    /// `spec.source.host`.
+    pub source_host: String,
+    /// `spec.source.database`.
+    pub source_database: String,
+    /// `spec.source.table`.
+    pub source_table: String,
+}
+
+impl StreamIdentity {
+    /// The manifest field of each part, with the recorded and the given
+    /// value, where they differ.
+    pub fn changes(&self, now: &StreamIdentity) -> Vec<(&'static str, String, String)> {
+        [
+            ("appId", &self.app_id, &now.app_id),
+            ("target.name", &self.target_name, &now.target_name),
+            (
+                "target.location",
+                &self.target_location,
+                &now.target_location,
+            ),
+            ("facts.location", &self.facts_location, &now.facts_location),
+            ("source.host", &self.source_host, &now.source_host),
+            (
+                "source.database",
+                &self.source_database,
+                &now.source_database,
+            ),
+            ("source.table", &self.source_table, &now.source_table),
+        ]
+        .into_iter()
+        .filter(|(_, was, is)| was != is)
+        .map(|(field, was, is)| (field, was.clone(), is.clone()))
+        .collect()
+    }
+}
 
 /// A snapshot's fixed facts, written before its first chunk is read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,6 +321,36 @@ impl Checkpoint {
             store: location.object_store(options)?,
             location: location.to_string(),
         })
+    }
+
+    /// The checkpoint's identity, once it has one.
+    pub async fn identity(&self) -> Result<Option<CheckpointIdentity>, CheckpointError> {
+        self.read(&Path::from(IDENTITY)).await
+    }
+
+    /// Writes `identity` unless the checkpoint has one; returns the one it
+    /// has.
+    pub async fn create_identity(
+        &self,
+        identity: &CheckpointIdentity,
+    ) -> Result<CheckpointIdentity, CheckpointError> {
+        let path = Path::from(IDENTITY);
+        if self.put_new(&path, identity).await? {
+            return Ok(identity.clone());
+        }
+        self.read(&path)
+            .await?
+            .ok_or_else(|| CheckpointError::Corrupt {
+                location: self.location.clone(),
+                file: IDENTITY.to_string(),
+                source: serde::de::Error::custom("written by another process, then gone"),
+            })
+    }
+
+    /// Whether the checkpoint holds no plan and no snapshot: a new one, or
+    /// one whose files were removed.
+    pub async fn is_empty(&self) -> Result<bool, CheckpointError> {
+        Ok(self.latest(OFFSETS).await?.is_none() && self.latest_snapshot().await?.is_none())
     }
 
     /// Checks that the store refuses a second create-only write of one

@@ -25,6 +25,9 @@ use super::txn::{FactSequence, Txn};
 use crate::domain::facts::COLUMNS;
 use crate::domain::{BatchId, FactEvent, FactRow};
 
+/// commitInfo key of the checkpoint that made a facts commit.
+const COMMIT_INFO_CHECKPOINT: &str = "mssql_cdc.checkpoint";
+
 const TABLE_COMMENT: &str =
     "mssql-cdc ingestion facts: one row per micro-batch and per snapshot or source change";
 
@@ -87,6 +90,7 @@ pub enum FactsError {
 pub struct FactsTable {
     table: DeltaTable,
     location: String,
+    origin: Option<String>,
 }
 
 impl FactsTable {
@@ -104,7 +108,15 @@ impl FactsTable {
         Ok(FactsTable {
             table,
             location: location.to_string(),
+            origin: None,
         })
+    }
+
+    /// Records checkpoint `id` in every commit from now on (what wrote
+    /// each row stays readable in the table's history).
+    pub fn recording_origin(mut self, id: &str) -> Self {
+        self.origin = Some(id.to_string());
+        self
     }
 
     /// The underlying Delta table (for readers and tests).
@@ -127,8 +139,14 @@ impl FactsTable {
             return Ok(AppendOutcome::AlreadyWritten);
         }
         let batch = to_record_batch(rows)?;
-        let properties = CommitProperties::default()
+        let mut properties = CommitProperties::default()
             .with_application_transaction(Transaction::new(txn.app_id, txn.version));
+        if let Some(origin) = &self.origin {
+            properties = properties.with_metadata([(
+                COMMIT_INFO_CHECKPOINT.to_string(),
+                serde_json::Value::from(origin.clone()),
+            )]);
+        }
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(|e| self.delta_error(e))?
             .with_commit_properties(properties);

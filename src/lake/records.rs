@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::FactRow;
+use super::checkpoint::PlannedSnapshot;
+use crate::domain::{FactRow, Lsn};
 
 /// A micro-batch's bronze commit: its facts row and its event rows, which
 /// reach the facts table after the bronze commit (a replay writes these,
@@ -18,6 +19,59 @@ pub struct BatchRecord {
     /// Its event rows (schema_change, capture_instance_switched, data_skipped).
     #[serde(rename = "mssql_cdc.events", default)]
     pub events: Vec<FactRow>,
+    /// The checkpoint that planned the batch; `None` in commits of versions
+    /// that did not record it.
+    #[serde(
+        rename = "mssql_cdc.checkpoint",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub checkpoint: Option<String>,
+    /// The planned range; `None` in commits of versions that did not record it.
+    #[serde(
+        rename = "mssql_cdc.range",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub range: Option<LsnRange>,
+}
+
+/// The LSNs a batch was planned to read, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LsnRange {
+    /// First LSN.
+    pub start: Lsn,
+    /// Last LSN.
+    pub end: Lsn,
+}
+
+/// Which checkpoint made a commit, whatever else it records: what the
+/// start of a run reads to tell its own commits from another's.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CommitOrigin {
+    /// The checkpoint of a micro-batch's commit.
+    #[serde(rename = "mssql_cdc.checkpoint", default)]
+    pub batch: Option<String>,
+    /// The checkpoint of a snapshot chunk's commit.
+    #[serde(rename = "mssql_cdc.snapshot", default)]
+    pub chunk: Option<ChunkOrigin>,
+}
+
+impl CommitOrigin {
+    /// The checkpoint that made the commit, if it recorded one.
+    pub fn checkpoint(&self) -> Option<&str> {
+        self.batch
+            .as_deref()
+            .or(self.chunk.as_ref().and_then(|c| c.checkpoint.as_deref()))
+    }
+}
+
+/// The checkpoint field of a chunk's progress.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ChunkOrigin {
+    /// See [`ChunkProgress::checkpoint`].
+    #[serde(default)]
+    pub checkpoint: Option<String>,
 }
 
 impl BatchRecord {
@@ -52,6 +106,14 @@ pub struct ChunkProgress {
     /// `source::snapshot::key_to_json`); `None` for an unkeyed table.
     #[serde(default)]
     pub last_key: Option<Vec<serde_json::Value>>,
+    /// The checkpoint that planned the snapshot; `None` in commits of
+    /// versions that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// The snapshot's plan (its LSN and instance), so a run that adopts the
+    /// target can resume it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlannedSnapshot>,
 }
 
 #[cfg(test)]

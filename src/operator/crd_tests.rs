@@ -87,6 +87,10 @@ fn immutability_and_exclusivity_are_cel_rules() {
     for rule in [
         "self == oldSelf",
         "self.location == oldSelf.location",
+        "self.name == oldSelf.name",
+        "self.host == oldSelf.host",
+        "self.database == oldSelf.database",
+        "self.table == oldSelf.table",
         "!(has(self.processingTime) && has(self.availableNow))",
         "!has(self.schedule) || (has(self.availableNow) && self.availableNow)",
     ] {

@@ -40,13 +40,37 @@ pub struct CdcStreamSpec {
     }]))]
     pub app_id: String,
     /// The SQL Server table to read.
+    #[schemars(extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.host == oldSelf.host",
+            "message": "source.host is immutable: the checkpoint holds positions of that server's log; create a new CdcStream (or adopt the target) instead",
+            "fieldPath": ".host"
+        },
+        {
+            "rule": "self.database == oldSelf.database",
+            "message": "source.database is immutable: the checkpoint holds positions of that database's log; create a new CdcStream (or adopt the target) instead",
+            "fieldPath": ".database"
+        },
+        {
+            "rule": "self.table == oldSelf.table",
+            "message": "source.table is immutable: the target holds that table's changes; create a new CdcStream instead",
+            "fieldPath": ".table"
+        }
+    ]))]
     pub source: SourceSpec,
     /// The bronze Delta table the changes go to.
-    #[schemars(extend("x-kubernetes-validations" = [{
-        "rule": "self.location == oldSelf.location",
-        "message": "target.location is immutable: the checkpoint belongs to this table; create a new CdcStream instead",
-        "fieldPath": ".location"
-    }]))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.location == oldSelf.location",
+            "message": "target.location is immutable: the checkpoint belongs to this table; create a new CdcStream instead",
+            "fieldPath": ".location"
+        },
+        {
+            "rule": "self.name == oldSelf.name",
+            "message": "target.name is immutable: facts rows are keyed by it, so a replayed batch would get a second row; create a new CdcStream instead",
+            "fieldPath": ".name"
+        }
+    ]))]
     pub target: TableSpec,
     /// Directory (path or URI) of the stream's offsets and commits.
     #[schemars(length(min = 1), extend("x-kubernetes-validations" = [{
@@ -55,7 +79,19 @@ pub struct CdcStreamSpec {
     }]))]
     pub checkpoint: String,
     /// The shared Delta table of per-batch facts.
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.location == oldSelf.location",
+        "message": "facts.location is immutable: the stream's facts rows are idempotent in that table only; create a new CdcStream instead",
+        "fieldPath": ".location"
+    }]))]
     pub facts: TableSpec,
+    /// Take over a target that holds commits of this appId made by another
+    /// checkpoint (one that was replaced, emptied or restored): the stream
+    /// goes on after the position the target's newest commit recorded,
+    /// in a new, empty checkpoint. See the user guide's "Moving or
+    /// rebuilding a stream".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt_target: bool,
     /// object_store options (endpoint, region...) for every location.
     #[serde(default)]
     pub storage_options: BTreeMap<String, String>,

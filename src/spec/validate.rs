@@ -182,6 +182,8 @@ pub struct StreamConfig {
     pub snapshot_chunk_rows: NonZeroU64,
     /// What purged changes make the stream do.
     pub on_data_loss: OnDataLoss,
+    /// Take over a target another checkpoint wrote (`spec.adoptTarget`).
+    pub adopt_target: bool,
     /// The heartbeat, if any.
     pub heartbeat: Option<HeartbeatConfig>,
     /// The finalization control table, when the manifest names one.
@@ -477,6 +479,7 @@ impl CdcStreamSpec {
                     snapshot_mode: self.snapshot.mode,
                     snapshot_chunk_rows,
                     on_data_loss: self.on_data_loss,
+                    adopt_target: self.adopt_target,
                     heartbeat,
                     finalization,
                     alerts,

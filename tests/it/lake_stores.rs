@@ -346,6 +346,8 @@ async fn commit_batch(
     let record = BatchRecord {
         facts,
         events: Vec::new(),
+        checkpoint: None,
+        range: None,
     };
     bronze
         .commit_batch(&Txn::bronze_batch(APP_ID, batch), staged, &record)

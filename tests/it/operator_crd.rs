@@ -160,6 +160,26 @@ async fn cel_rules_reject_invalid_and_immutable_changes() {
             r#"{"spec":{"target":{"location":"/lake/moved"}}}"#,
             "target.location is immutable",
         ),
+        (
+            r#"{"spec":{"target":{"name":"bronze.renamed"}}}"#,
+            "target.name is immutable",
+        ),
+        (
+            r#"{"spec":{"facts":{"location":"/lake/other-facts"}}}"#,
+            "facts.location is immutable",
+        ),
+        (
+            r#"{"spec":{"source":{"host":"other-sql"}}}"#,
+            "source.host is immutable",
+        ),
+        (
+            r#"{"spec":{"source":{"database":"other"}}}"#,
+            "source.database is immutable",
+        ),
+        (
+            r#"{"spec":{"source":{"table":"dbo.other"}}}"#,
+            "source.table is immutable",
+        ),
     ];
     for (patch, message) in immutable {
         let err = env
