@@ -142,6 +142,15 @@ async fn main() -> anyhow::Result<()> {
     );
     // Both ring and aws-lc-rs are linked (tiberius, object stores); pick one.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // Fault tests run this binary with a store fault plan (failpoints builds).
+    #[cfg(feature = "failpoints")]
+    if let Some(plan) = mssql_cdc::lake::faults::from_env().map_err(anyhow::Error::msg)? {
+        tracing::warn!(
+            ?plan,
+            "store faults injected ({})",
+            mssql_cdc::lake::faults::ENV
+        );
+    }
     match cli.command {
         Command::Demo(args) => cli::demo::run_demo(args).await,
         Command::Bench(args) => cli::bench::run_bench(args).await,

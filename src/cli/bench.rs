@@ -45,10 +45,22 @@ pub struct BenchArgs {
     /// Directory for the benchmark's lakes (removed afterwards).
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
+    /// Time only the checkpoint log's step on checkpoints this many
+    /// batches old (e.g. `--checkpoint 100 --checkpoint 100000`), instead
+    /// of the throughput passes.
+    #[arg(long = "checkpoint", value_name = "BATCHES")]
+    pub checkpoint: Vec<u64>,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+    if !args.checkpoint.is_empty() {
+        let scratch = tempfile::Builder::new()
+            .prefix("mssql-cdc-bench")
+            .tempdir_in(args.dir.clone().unwrap_or_else(std::env::temp_dir))
+            .context("cannot create the benchmark directory")?;
+        return super::bench_checkpoint::run(scratch.path(), &args.checkpoint).await;
+    }
     if args.rows == 0 || !args.rows.is_multiple_of(ROWS_PER_COMMIT) {
         bail!(
             "--rows must be a positive multiple of {ROWS_PER_COMMIT}, got {}",

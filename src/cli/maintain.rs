@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use mssql_cdc::lake::StorageLocation;
+use mssql_cdc::lake::checkpoint::{Checkpoint, KEEP_BATCHES};
 use mssql_cdc::lake::maintenance::{FACTS_ZORDER_COLUMNS, Maintenance, VacuumRetention};
 
 use super::StorageOptionArgs;
@@ -23,6 +24,14 @@ pub struct MaintainArgs {
     /// bronze); repeat for several.
     #[arg(long = "bronze")]
     pub bronze: Vec<String>,
+    /// A stream's checkpoint whose old plans and commit markers to delete
+    /// (a running stream keeps its newest ones itself; this also clears a
+    /// checkpoint written before that); repeat for several.
+    #[arg(long = "checkpoint")]
+    pub checkpoint: Vec<String>,
+    /// How many of the newest batches a pruned checkpoint keeps.
+    #[arg(long, default_value_t = KEEP_BATCHES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep_batches: u64,
     /// Vacuum deletes files removed from the table longer ago than this.
     #[arg(long, default_value_t = 168)]
     pub retain_hours: u64,
@@ -62,6 +71,18 @@ pub async fn run_maintain(args: MaintainArgs) -> anyhow::Result<()> {
         let mut table = Maintenance::open(&location, &args.storage.for_location(&location)).await?;
         println!("bronze {location} (version {})", version(&table));
         compact_and_vacuum(&mut table, &[], retention).await?;
+    }
+    for checkpoint in &args.checkpoint {
+        let location = StorageLocation::parse(checkpoint).context("--checkpoint")?;
+        let started = Instant::now();
+        let removed = Checkpoint::open(&location, &args.storage.for_location(&location))?
+            .prune(args.keep_batches)
+            .await?;
+        println!(
+            "checkpoint {location}: deleted {removed} plans and commit markers older than the newest {} batches ({})",
+            args.keep_batches,
+            elapsed(started)
+        );
     }
     Ok(())
 }

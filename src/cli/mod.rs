@@ -2,6 +2,7 @@
 //! and querying the lake (`sql`, `health`, `freshness`).
 
 pub mod bench;
+pub mod bench_checkpoint;
 pub mod console;
 pub mod demo;
 pub mod freshness;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
+use mssql_cdc::lake::lease::DEFAULT_LEASE_TTL;
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::spec::load_yaml;
 
@@ -30,6 +31,11 @@ pub struct RunArgs {
     /// `spec.adoptTarget: true`).
     #[arg(long)]
     pub adopt_target: bool,
+    /// How long the checkpoint's lease on an object store lasts without
+    /// renewal: a stopped process's successor waits this long; a process
+    /// that cannot renew stops writing a fifth of it before.
+    #[arg(long, default_value_t = DEFAULT_LEASE_TTL.into())]
+    pub lease_ttl: humantime::Duration,
 }
 
 /// Loads, validates and runs the manifest until caught up (`--once`),
@@ -73,6 +79,7 @@ pub async fn run_manifest(args: RunArgs) -> anyhow::Result<()> {
     let mut options = RunOptions::new(Arc::new(Fanout(observers)));
     options.once = args.once;
     options.adopt_target = args.adopt_target;
+    options.lease_ttl = *args.lease_ttl;
     options.warnings = warnings;
     let stop = options.stop.clone();
     tokio::spawn(async move {

@@ -143,7 +143,7 @@ async fn read_and_commit(
             end: plan.end_lsn,
         }),
     };
-    let outcome = sink.bronze.commit_batch(txn, staged, &record).await?;
+    let outcome = sink.commit_to_bronze(txn, staged, &record).await?;
     failpoint::hit("after_bronze_commit");
     switch_failpoint(plan, "after_bronze_commit");
     let version = match outcome {
@@ -229,20 +229,19 @@ async fn record_facts(
     let row = rows.first().cloned().ok_or_else(|| {
         EngineError::Inconsistent(format!("batch {} has no facts row", plan.batch_id))
     })?;
-    if let AppendOutcome::Written { .. } = sink.facts.append(&key, &rows).await? {
+    if let AppendOutcome::Written { .. } = sink.append_facts(&key, &rows).await? {
         run.warnings.recorded(row.detail.as_deref());
     }
     run.observer().events_recorded(&rows[1..]);
     failpoint::hit("after_facts");
     sink.advance_verdict(row.end_commit_ts, run.observer())
         .await?;
-    sink.checkpoint
-        .commit(&CommittedBatch {
-            batch_id: plan.batch_id,
-            bronze_version,
-            committed_at: Utc::now(),
-        })
-        .await?;
+    sink.mark_done(&CommittedBatch {
+        batch_id: plan.batch_id,
+        bronze_version,
+        committed_at: Utc::now(),
+    })
+    .await?;
     tracing::debug!(
         batch_id = %plan.batch_id,
         rows = row.rows.unwrap_or(0),

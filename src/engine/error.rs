@@ -86,7 +86,7 @@ pub enum EngineError {
     /// The checkpoint failed, or another process planned first.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
-    /// Another process holds the checkpoint.
+    /// Another process holds the checkpoint, or may hold it now.
     #[error(transparent)]
     Lease(#[from] LeaseError),
     /// Changes were purged before they were read.
@@ -141,9 +141,6 @@ pub enum EngineError {
         /// Whether adopt was asked for (and could not be done).
         adopt_refused: bool,
     },
-    /// The lease was taken over while running.
-    #[error("checkpoint {0}: another process took over the lease; stopping")]
-    LeaseLost(String),
     /// The snapshot's progress in bronze does not match the checkpoint.
     #[error("{0}")]
     Inconsistent(String),
@@ -172,6 +169,7 @@ impl EngineError {
             EngineError::Checkpoint(CheckpointError::Store { source, .. }) => {
                 store_transient(source)
             }
+            EngineError::Lease(e) => e.is_transient(),
             _ => false,
         }
     }
@@ -187,7 +185,7 @@ impl EngineError {
             EngineError::Facts(_) => "facts",
             EngineError::Finalization(_) => "finalization",
             EngineError::Checkpoint(_) => "checkpoint",
-            EngineError::Lease(_) | EngineError::LeaseLost(_) => "lease",
+            EngineError::Lease(_) => "lease",
             EngineError::DataLoss(_) => "data_loss",
             EngineError::UnsafeStorage { .. } => "unsafe_storage",
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",

@@ -16,7 +16,7 @@ use super::session::SourceSession;
 use super::sink::Sink;
 use super::step::{Step, step};
 use crate::lake::checkpoint::Checkpoint;
-use crate::lake::lease::CheckpointLease;
+use crate::lake::lease::{CheckpointLease, LeaseGuard};
 use crate::lake::storage::{UNSAFE_RENAME, unsafe_rename_source};
 use crate::spec::{StreamConfig, Trigger, resolve_password};
 
@@ -37,9 +37,7 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         .options(&config.storage_options, options.env.clone());
     let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options)?;
     checkpoint.probe_create_only().await?;
-    let lease =
-        CheckpointLease::acquire(&config.checkpoint, &checkpoint_options, options.lease_ttl)
-            .await?;
+    let lease = take_lease(&config, &options, &checkpoint_options).await?;
     let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
         Heartbeat::start(
             config.source.clone(),
@@ -49,7 +47,7 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         )
     });
     let mut run = Run::new(&config, &options);
-    let result = drive(&mut run, &password, &lease, checkpoint).await;
+    let result = drive(&mut run, &password, lease.guard(), checkpoint).await;
     if let Err(error) = &result {
         options.observer.failed(error);
     }
@@ -62,7 +60,7 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
 async fn drive(
     run: &mut Run<'_>,
     password: &SecretString,
-    lease: &CheckpointLease,
+    lease: LeaseGuard,
     checkpoint: Checkpoint,
 ) -> Result<(), EngineError> {
     let config = run.config;
@@ -87,6 +85,7 @@ async fn drive(
             checkpoint.clone(),
             session.info(),
             adopt,
+            lease.clone(),
         )
         .await
         {
@@ -113,7 +112,7 @@ async fn drive(
                 Step::Progress
             })
         } else {
-            step(run, &mut session, &mut sink, lease).await
+            step(run, &mut session, &mut sink).await
         };
         reconnect = false;
         match result {
@@ -140,6 +139,26 @@ async fn drive(
         }
     }
 }
+
+/// Takes the checkpoint's lease (waiting for a remote one a dead process
+/// left behind). Builds with the `failpoints` feature can skip it
+/// (`MSSQL_CDC_TEST_BYPASS_LEASE`) to prove the other fences hold alone.
+async fn take_lease(
+    config: &StreamConfig,
+    options: &RunOptions,
+    checkpoint_options: &crate::lake::StorageOptions,
+) -> Result<CheckpointLease, EngineError> {
+    #[cfg(feature = "failpoints")]
+    if options.env.contains_key(BYPASS_LEASE) {
+        tracing::warn!("{BYPASS_LEASE} is set: running without the checkpoint lease (tests only)");
+        return Ok(CheckpointLease::bypassed(&config.checkpoint));
+    }
+    Ok(CheckpointLease::acquire(&config.checkpoint, checkpoint_options, options.lease_ttl).await?)
+}
+
+/// The test-only switch that runs without a lease (failpoints builds).
+#[cfg(feature = "failpoints")]
+pub const BYPASS_LEASE: &str = "MSSQL_CDC_TEST_BYPASS_LEASE";
 
 /// After a transient error: tells the observer and waits out the backoff
 /// (less when the run is stopped meanwhile). Any other error is returned.

@@ -6,16 +6,23 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use deltalake::arrow::datatypes::Schema;
+use deltalake::arrow::datatypes::{Field, Schema};
+use serde::Serialize;
 
 use super::error::EngineError;
 use super::identity;
 use super::observer::Observer;
+use crate::domain::FactRow;
 use crate::domain::{Granularity, Lsn, VerdictUpdate, finalized_until};
-use crate::lake::bronze::{BronzeTable, bronze_schema};
-use crate::lake::checkpoint::{Checkpoint, CheckpointIdentity};
-use crate::lake::facts::FactsTable;
+use crate::lake::bronze::{BronzeOutcome, BronzeTable, StagedFiles, bronze_schema};
+use crate::lake::checkpoint::{
+    Checkpoint, CheckpointIdentity, CommittedBatch, CompletedSnapshot, PlannedBatch,
+    PlannedSnapshot,
+};
+use crate::lake::facts::{AppendOutcome, FactsKey, FactsTable};
 use crate::lake::finalization::FinalizationTable;
+use crate::lake::lease::LeaseGuard;
+use crate::lake::txn::Txn;
 use crate::source::cdc::CaptureInfo;
 use crate::spec::StreamConfig;
 
@@ -31,6 +38,8 @@ pub struct Sink {
     pub facts: FactsTable,
     /// The target's verdict, when the manifest keeps one.
     finalization: Option<Finalization>,
+    /// Whether the checkpoint is still this process's.
+    lease: LeaseGuard,
 }
 
 /// The target's row of the finalization control table.
@@ -52,6 +61,7 @@ impl Sink {
         checkpoint: Checkpoint,
         info: &CaptureInfo,
         adopt: bool,
+        lease: LeaseGuard,
     ) -> Result<Self, EngineError> {
         let env = || env.clone().into_iter();
         let fields = info.arrow_fields()?;
@@ -89,7 +99,69 @@ impl Sink {
             bronze,
             facts,
             finalization,
+            lease,
         })
+    }
+
+    /// Fails once the checkpoint may be another process's (its lease could
+    /// not be renewed in time, or was taken over). Every write below asks
+    /// first; docs/adr/0002-exactly-once.md lists what else protects each.
+    pub fn fence(&self) -> Result<(), EngineError> {
+        Ok(self.lease.check()?)
+    }
+
+    /// Plans a batch in the checkpoint (create-only).
+    pub async fn plan(&self, plan: &PlannedBatch) -> Result<(), EngineError> {
+        self.fence()?;
+        Ok(self.checkpoint.plan(plan).await?)
+    }
+
+    /// Plans a snapshot in the checkpoint (create-only).
+    pub async fn plan_snapshot(&self, plan: &PlannedSnapshot) -> Result<(), EngineError> {
+        self.fence()?;
+        Ok(self.checkpoint.plan_snapshot(plan).await?)
+    }
+
+    /// Commits staged rows to bronze under `txn`, unless bronze holds it.
+    pub async fn commit_to_bronze<R: Serialize>(
+        &mut self,
+        txn: &Txn,
+        staged: StagedFiles,
+        record: &R,
+    ) -> Result<BronzeOutcome, EngineError> {
+        self.fence()?;
+        Ok(self.bronze.commit_batch(txn, staged, record).await?)
+    }
+
+    /// Adds the columns bronze lacks (a newer capture instance's).
+    pub async fn add_columns(&mut self, fields: &[Field]) -> Result<(), EngineError> {
+        self.fence()?;
+        self.bronze.add_missing_columns(fields).await?;
+        Ok(())
+    }
+
+    /// Appends facts rows under `key`, unless the facts table holds them.
+    pub async fn append_facts(
+        &mut self,
+        key: &FactsKey,
+        rows: &[FactRow],
+    ) -> Result<AppendOutcome, EngineError> {
+        self.fence()?;
+        Ok(self.facts.append(key, rows).await?)
+    }
+
+    /// Marks a batch done in the checkpoint.
+    pub async fn mark_done(&self, done: &CommittedBatch) -> Result<(), EngineError> {
+        self.fence()?;
+        self.checkpoint.commit(done).await?;
+        Ok(())
+    }
+
+    /// Marks a snapshot complete in the checkpoint.
+    pub async fn complete_snapshot(&self, done: &CompletedSnapshot) -> Result<(), EngineError> {
+        self.fence()?;
+        self.checkpoint.complete_snapshot(done).await?;
+        Ok(())
     }
 
     /// After a batch or a completed snapshot: the target holds every change
@@ -122,6 +194,7 @@ impl Sink {
         open_snapshot_lsn: Option<Lsn>,
         observer: &dyn Observer,
     ) -> Result<(), EngineError> {
+        self.fence()?;
         let Some(finalization) = &mut self.finalization else {
             return Ok(());
         };

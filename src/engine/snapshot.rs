@@ -102,7 +102,7 @@ async fn plan_snapshot(
         lost_from_ts,
         lost_to_ts,
     };
-    sink.checkpoint.plan_snapshot(&plan).await?;
+    sink.plan_snapshot(&plan).await?;
     Ok(plan)
 }
 
@@ -200,8 +200,7 @@ async fn take(
                 plan: Some(plan.clone()),
             },
         };
-        sink.bronze
-            .commit_batch(&Txn::snapshot_chunk(app_id, n, chunk), staged, &record)
+        sink.commit_to_bronze(&Txn::snapshot_chunk(app_id, n, chunk), staged, &record)
             .await?;
         failpoint::hit("mid_snapshot");
         let elapsed = clock.elapsed().as_secs_f64().max(1e-3);
@@ -236,15 +235,14 @@ async fn take(
         app_id: app_id.clone(),
         sequence: FactSequence::Snapshot(n),
     };
-    sink.facts.append(&key, std::slice::from_ref(&row)).await?;
+    sink.append_facts(&key, std::slice::from_ref(&row)).await?;
     failpoint::hit("after_snapshot_facts");
-    sink.checkpoint
-        .complete_snapshot(&CompletedSnapshot {
-            snapshot: n,
-            rows,
-            completed_at: Utc::now(),
-        })
-        .await?;
+    sink.complete_snapshot(&CompletedSnapshot {
+        snapshot: n,
+        rows,
+        completed_at: Utc::now(),
+    })
+    .await?;
     tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
     sink.advance_verdict(plan.commit_ts, run.observer()).await?;
     run.summary.snapshot_rows += rows;

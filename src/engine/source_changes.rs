@@ -36,7 +36,7 @@ pub async fn adopt_instance(
     let new = session.discover(to).await?;
     session.warn_left_out_columns(&new, warnings).await?;
     let fields = new.arrow_fields()?;
-    sink.bronze.add_missing_columns(&fields).await?;
+    sink.add_columns(&fields).await?;
     let old = session.info().clone();
     tracing::info!(from = %old.instance, to = %new.instance, "moving to the newer capture instance");
     session.read_instance(new);

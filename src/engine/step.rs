@@ -12,7 +12,6 @@ use super::snapshot;
 use super::source_changes::{adopt_instance, schema_change_event, switch_event, switch_failpoint};
 use crate::failpoint;
 use crate::lake::checkpoint::PlannedBatch;
-use crate::lake::lease::CheckpointLease;
 
 /// The outcome of one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,11 +29,8 @@ pub async fn step(
     run: &mut Run<'_>,
     session: &mut SourceSession,
     sink: &mut Sink,
-    lease: &CheckpointLease,
 ) -> Result<Step, EngineError> {
-    if lease.is_lost() {
-        return Err(EngineError::LeaseLost(run.config.checkpoint.to_string()));
-    }
+    sink.fence()?;
     let state = sink.checkpoint.state().await?;
     if let Some(pending) = state.pending().cloned() {
         tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
@@ -84,7 +80,7 @@ pub async fn step(
         Next::Batch(draft) => {
             let caught_up = draft.caught_up;
             let plan = complete(run, session, sink, *draft).await?;
-            sink.checkpoint.plan(&plan).await?;
+            sink.plan(&plan).await?;
             failpoint::hit("after_offsets");
             switch_failpoint(&plan, "after_offsets");
             run_batch(run, session, sink, &plan, &marks.watermarks).await?;

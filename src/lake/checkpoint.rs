@@ -12,7 +12,7 @@ use deltalake::logstore::object_store::path::Path;
 use deltalake::logstore::object_store::{
     self, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 };
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::storage::{StorageError, StorageLocation, StorageOptions};
@@ -23,6 +23,28 @@ const OFFSETS: &str = "offsets";
 const COMMITS: &str = "commits";
 const SNAPSHOTS: &str = "snapshots";
 const IDENTITY: &str = "identity";
+const POINTER: &str = "latest";
+
+/// Entries of `offsets/` and `commits/` kept behind the newest: enough for
+/// anyone reading the log by hand, while a step's cost stays the same
+/// however old the stream is.
+pub const KEEP_BATCHES: u64 = 100;
+
+/// Old entries are deleted once every this many batches.
+const PRUNE_EVERY: u64 = 100;
+
+/// Where the log stood when it was last written. A step reads it and walks
+/// forward while newer entries exist (a crash can leave it one behind), so
+/// it never lists folders that grow with the stream's age.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Pointer {
+    #[serde(default)]
+    planned: Option<BatchId>,
+    #[serde(default)]
+    committed: Option<BatchId>,
+    #[serde(default)]
+    snapshot: Option<u64>,
+}
 
 /// What an identity's `adopted` list holds for a target whose commits
 /// recorded no checkpoint.
@@ -309,6 +331,8 @@ pub enum CheckpointError {
 pub struct Checkpoint {
     store: Arc<dyn ObjectStore>,
     location: String,
+    /// The pointer as this process last read or wrote it.
+    pointer: Arc<std::sync::Mutex<Option<Pointer>>>,
 }
 
 impl Checkpoint {
@@ -320,6 +344,7 @@ impl Checkpoint {
         Ok(Checkpoint {
             store: location.object_store(options)?,
             location: location.to_string(),
+            pointer: Arc::default(),
         })
     }
 
@@ -350,7 +375,8 @@ impl Checkpoint {
     /// Whether the checkpoint holds no plan and no snapshot: a new one, or
     /// one whose files were removed.
     pub async fn is_empty(&self) -> Result<bool, CheckpointError> {
-        Ok(self.latest(OFFSETS).await?.is_none() && self.latest_snapshot().await?.is_none())
+        Ok(self.newest::<BatchId>(OFFSETS).await?.is_none()
+            && self.newest::<u64>(SNAPSHOTS).await?.is_none())
     }
 
     /// Checks that the store refuses a second create-only write of one
@@ -358,8 +384,8 @@ impl Checkpoint {
     /// S3-compatible stores accept `If-None-Match` and overwrite anyway.
     pub async fn probe_create_only(&self) -> Result<(), CheckpointError> {
         let path = Path::from(format!("probes/{}", uuid::Uuid::new_v4()));
-        let first = self.put_new(&path, &"probe").await?;
-        let second = self.put_new(&path, &"probe").await;
+        let first = self.put_new(&path, &"first probe").await?;
+        let second = self.put_new(&path, &"second probe").await;
         if let Err(error) = self.store.delete(&path).await {
             tracing::debug!(%error, "could not delete the checkpoint probe object");
         }
@@ -375,7 +401,10 @@ impl Checkpoint {
     pub async fn plan(&self, plan: &PlannedBatch) -> Result<(), CheckpointError> {
         let path = file(OFFSETS, plan.batch_id);
         match self.put_new(&path, plan).await? {
-            true => Ok(()),
+            true => {
+                self.advance(|p| p.planned = p.planned.max(Some(plan.batch_id)))
+                    .await
+            }
             false => Err(CheckpointError::AlreadyPlanned {
                 location: self.location.clone(),
                 batch_id: plan.batch_id,
@@ -386,7 +415,18 @@ impl Checkpoint {
     /// Marks a batch done. Idempotent: a marker already there (a replay that
     /// got this far before) is kept and `false` returned.
     pub async fn commit(&self, commit: &CommittedBatch) -> Result<bool, CheckpointError> {
-        self.put_new(&file(COMMITS, commit.batch_id), commit).await
+        let made = self
+            .put_new(&file(COMMITS, commit.batch_id), commit)
+            .await?;
+        self.advance(|p| p.committed = p.committed.max(Some(commit.batch_id)))
+            .await?;
+        if made && commit.batch_id.get().is_multiple_of(PRUNE_EVERY) {
+            let newest = commit.batch_id.get();
+            let below = newest.saturating_sub(KEEP_BATCHES);
+            self.delete_batches(below.saturating_sub(PRUNE_EVERY)..below)
+                .await;
+        }
+        Ok(made)
     }
 
     /// Reads the plan of one batch.
@@ -409,7 +449,10 @@ impl Checkpoint {
     pub async fn plan_snapshot(&self, plan: &PlannedSnapshot) -> Result<(), CheckpointError> {
         let path = Path::from(format!("{SNAPSHOTS}/{}", plan.snapshot));
         match self.put_new(&path, plan).await? {
-            true => Ok(()),
+            true => {
+                self.advance(|p| p.snapshot = p.snapshot.max(Some(plan.snapshot)))
+                    .await
+            }
             false => Err(CheckpointError::SnapshotAlreadyPlanned {
                 location: self.location.clone(),
                 snapshot: plan.snapshot,
@@ -448,23 +491,163 @@ impl Checkpoint {
 
     /// The number of the newest planned snapshot, if any.
     pub async fn latest_snapshot(&self) -> Result<Option<u64>, CheckpointError> {
-        self.newest(SNAPSHOTS).await
+        Ok(self.current().await?.snapshot)
     }
 
     /// The newest plan and the newest commit marker.
     pub async fn state(&self) -> Result<CheckpointState, CheckpointError> {
-        let latest_planned = match self.latest(OFFSETS).await? {
+        let pointer = self.current().await?;
+        let latest_planned = match pointer.planned {
             Some(id) => self.planned(id).await?,
             None => None,
         };
         Ok(CheckpointState {
             latest_planned,
-            latest_committed: self.latest(COMMITS).await?,
+            latest_committed: pointer.committed,
         })
     }
 
-    async fn latest(&self, folder: &str) -> Result<Option<BatchId>, CheckpointError> {
-        self.newest(folder).await
+    /// Where the log stands: the pointer (or, the first time on a
+    /// checkpoint without one, a listing), walked forward over entries
+    /// written after it.
+    async fn current(&self) -> Result<Pointer, CheckpointError> {
+        let read = self.read::<Pointer>(&Path::from(POINTER)).await?;
+        // A pointer whose plan is gone was written long ago by a stalled
+        // process and its entries since pruned: list instead.
+        let usable = match read.and_then(|p| p.planned) {
+            Some(id) => self.exists(&file(OFFSETS, id)).await?,
+            None => read.is_some(),
+        };
+        let start = match read {
+            Some(pointer) if usable => pointer,
+            _ => Pointer {
+                planned: self.newest(OFFSETS).await?,
+                committed: self.newest(COMMITS).await?,
+                snapshot: self.newest(SNAPSHOTS).await?,
+            },
+        };
+        let mut now = start;
+        while let Some(next) = following(now.planned)
+            && self.exists(&file(OFFSETS, next)).await?
+        {
+            now.planned = Some(next);
+        }
+        while let Some(next) = following(now.committed)
+            && self.exists(&file(COMMITS, next)).await?
+        {
+            now.committed = Some(next);
+        }
+        while let Some(next) = now.snapshot.map_or(Some(0), |n| n.checked_add(1))
+            && self
+                .exists(&Path::from(format!("{SNAPSHOTS}/{next}")))
+                .await?
+        {
+            now.snapshot = Some(next);
+        }
+        *self.cache() = Some(now);
+        if now != start || read.is_none() || !usable {
+            self.write_pointer(&now).await?;
+        }
+        Ok(now)
+    }
+
+    /// Moves the pointer after a write.
+    async fn advance(&self, change: impl FnOnce(&mut Pointer)) -> Result<(), CheckpointError> {
+        let cached = *self.cache();
+        let mut pointer = match cached {
+            Some(pointer) => pointer,
+            None => self.current().await?,
+        };
+        change(&mut pointer);
+        *self.cache() = Some(pointer);
+        self.write_pointer(&pointer).await
+    }
+
+    async fn write_pointer(&self, pointer: &Pointer) -> Result<(), CheckpointError> {
+        let path = Path::from(POINTER);
+        let body = serde_json::to_vec(pointer).map_err(|source| self.corrupt(&path, source))?;
+        self.store
+            .put(&path, PutPayload::from(body))
+            .await
+            .map(|_| ())
+            .map_err(|source| self.store_error(source))
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Option<Pointer>> {
+        self.pointer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    async fn exists(&self, path: &Path) -> Result<bool, CheckpointError> {
+        match self.store.head(path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(source) => Err(self.store_error(source)),
+        }
+    }
+
+    /// Deletes the plans and markers of the batches in `ids` (missing ones
+    /// are fine). Failures are logged: pruning is housekeeping, the stream
+    /// goes on.
+    async fn delete_batches(&self, ids: std::ops::Range<u64>) {
+        let paths: Vec<Path> = ids
+            .flat_map(|id| {
+                [OFFSETS, COMMITS]
+                    .into_iter()
+                    .map(move |folder| Path::from(format!("{folder}/{id}")))
+            })
+            .collect();
+        let deleted = self
+            .store
+            .delete_stream(futures::stream::iter(paths.into_iter().map(Ok)).boxed())
+            .filter_map(|result| async move {
+                match result {
+                    Err(object_store::Error::NotFound { .. }) | Ok(_) => None,
+                    Err(error) => Some(error),
+                }
+            })
+            .collect::<Vec<_>>()
+            .await;
+        if let Some(error) = deleted.first() {
+            tracing::warn!(checkpoint = %self.location, %error, "could not delete old checkpoint entries");
+        }
+    }
+
+    /// Deletes every plan and marker older than the newest `keep` batches,
+    /// however many there are (a checkpoint from before pruning existed);
+    /// returns how many objects went.
+    pub async fn prune(&self, keep: u64) -> Result<u64, CheckpointError> {
+        let Some(newest) = self.current().await?.committed else {
+            return Ok(0);
+        };
+        let below = newest.get().saturating_add(1).saturating_sub(keep);
+        let mut old = Vec::new();
+        for folder in [OFFSETS, COMMITS] {
+            let entries: Vec<_> = self
+                .store
+                .list(Some(&Path::from(folder)))
+                .try_collect()
+                .await
+                .map_err(|source| self.store_error(source))?;
+            old.extend(entries.into_iter().filter(|meta| {
+                meta.location
+                    .filename()
+                    .and_then(|name| name.parse::<u64>().ok())
+                    .is_some_and(|id| id < below)
+            }));
+        }
+        let count = u64::try_from(old.len()).unwrap_or(u64::MAX);
+        let locations =
+            futures::stream::iter(old.into_iter().map(|meta| Ok(meta.location))).boxed();
+        let results: Vec<_> = self.store.delete_stream(locations).collect().await;
+        for result in results {
+            match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(source) => return Err(self.store_error(source)),
+            }
+        }
+        Ok(count)
     }
 
     /// The greatest number among the file names in `folder` (files whose
@@ -486,16 +669,28 @@ impl Checkpoint {
             .max())
     }
 
+    /// Writes `value` at `path` only if nothing is there: `true` when this
+    /// write made the object. A create refused although the object holds
+    /// exactly our bytes was our own write whose answer got lost (the
+    /// client retried a put that had succeeded), so it counts as made.
     async fn put_new<T: Serialize>(&self, path: &Path, value: &T) -> Result<bool, CheckpointError> {
         let body = serde_json::to_vec_pretty(value).map_err(|source| self.corrupt(path, source))?;
         let options = PutOptions::from(PutMode::Create);
         match self
             .store
-            .put_opts(path, PutPayload::from(body), options)
+            .put_opts(path, PutPayload::from(body.clone()), options)
             .await
         {
             Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                let found = self
+                    .store
+                    .get(path)
+                    .await
+                    .map_err(|e| self.store_error(e))?;
+                let bytes = found.bytes().await.map_err(|e| self.store_error(e))?;
+                Ok(bytes.as_ref() == body.as_slice())
+            }
             Err(source) => Err(self.store_error(source)),
         }
     }
@@ -530,6 +725,14 @@ impl Checkpoint {
     }
 }
 
+/// The batch after `id` (the first when there is none yet).
+fn following(id: Option<BatchId>) -> Option<BatchId> {
+    match id {
+        Some(id) => id.next().ok(),
+        None => Some(BatchId::FIRST),
+    }
+}
+
 fn file(folder: &str, batch_id: BatchId) -> Path {
     Path::from(format!("{folder}/{batch_id}"))
 }
@@ -556,7 +759,43 @@ mod probe_tests {
                 format!("memory:///{prefix}/"),
             )),
             location: format!("memory:///{prefix}/"),
+            pointer: Arc::default(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_plan_whose_create_succeeded_behind_an_error_is_ours() {
+        let plan = FaultPlan::new(&url::Url::parse("memory:///ambiguous/").unwrap());
+        plan.add(Rule {
+            path: "offsets/".into(),
+            calls: vec![Call::Put],
+            fault: Fault::RetriedAfterSuccess,
+            odds: 1.0,
+            limit: Some(1),
+            after: 0,
+        });
+        install(plan.clone());
+        let checkpoint = checkpoint("ambiguous");
+        let planned = PlannedBatch {
+            batch_id: crate::domain::BatchId::FIRST,
+            start_lsn: crate::domain::Lsn::ZERO,
+            end_lsn: crate::domain::Lsn::MAX,
+            capture_instance: crate::domain::CaptureInstance::new("dbo_orders").unwrap(),
+            end_commit_ts: None,
+            planned_at: Utc::now(),
+            events: Vec::new(),
+        };
+        let outcome = checkpoint.plan(&planned).await;
+        remove(&plan);
+        assert_eq!(plan.injected(), 1);
+        outcome.expect("our own plan is not another process's");
+        // Another plan of the batch is still refused.
+        let mut other = planned.clone();
+        other.planned_at += chrono::Duration::seconds(1);
+        assert!(matches!(
+            checkpoint.plan(&other).await,
+            Err(CheckpointError::AlreadyPlanned { .. })
+        ));
     }
 
     #[tokio::test]
@@ -573,6 +812,7 @@ mod probe_tests {
             fault: Fault::IgnoreConditions,
             odds: 1.0,
             limit: None,
+            after: 0,
         });
         install(plan.clone());
         let refused = checkpoint("liar").probe_create_only().await;

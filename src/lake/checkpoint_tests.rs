@@ -167,3 +167,57 @@ async fn corrupt_files_are_reported_not_ignored() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_step_reads_the_pointer_and_walks_past_entries_written_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = open(&dir);
+    for batch in 1..=3 {
+        checkpoint.plan(&plan(batch, A, B)).await.unwrap();
+        checkpoint.commit(&commit(batch)).await.unwrap();
+    }
+    // A crash between a plan and the pointer's update: the plan file is
+    // there, the pointer one behind.
+    let pointer = dir.path().join("ckpt/latest");
+    let behind = std::fs::read_to_string(&pointer).unwrap();
+    checkpoint.plan(&plan(4, B, C)).await.unwrap();
+    std::fs::write(&pointer, behind).unwrap();
+    let state = open(&dir).state().await.unwrap();
+    assert_eq!(state.latest_planned.map(|p| p.batch_id.get()), Some(4));
+    assert_eq!(state.latest_committed.map(BatchId::get), Some(3));
+    // Without a pointer (a checkpoint from before it existed): a listing.
+    std::fs::remove_file(&pointer).unwrap();
+    let state = open(&dir).state().await.unwrap();
+    assert_eq!(state.latest_planned.map(|p| p.batch_id.get()), Some(4));
+    assert!(pointer.exists(), "the pointer is written again");
+}
+
+#[tokio::test]
+async fn old_entries_are_pruned_and_the_newest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = open(&dir);
+    let last = 2 * PRUNE_EVERY + KEEP_BATCHES;
+    for batch in 1..=last {
+        checkpoint.plan(&plan(batch, A, B)).await.unwrap();
+        checkpoint.commit(&commit(batch)).await.unwrap();
+    }
+    let count = |folder: &str| {
+        std::fs::read_dir(dir.path().join("ckpt").join(folder))
+            .unwrap()
+            .count() as u64
+    };
+    // Pruning runs every PRUNE_EVERY batches and keeps KEEP_BATCHES behind.
+    assert!(
+        count("offsets") <= KEEP_BATCHES + PRUNE_EVERY + 1,
+        "{}",
+        count("offsets")
+    );
+    assert!(count("commits") >= KEEP_BATCHES, "{}", count("commits"));
+    let state = open(&dir).state().await.unwrap();
+    assert_eq!(state.latest_planned.map(|p| p.batch_id.get()), Some(last));
+    // `maintain` prunes everything older, whatever the age.
+    let removed = checkpoint.prune(10).await.unwrap();
+    assert!(removed > 0);
+    assert_eq!(count("offsets"), 10);
+    assert_eq!(count("commits"), 10);
+}

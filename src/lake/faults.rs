@@ -20,7 +20,7 @@ use deltalake::DeltaResult;
 use deltalake::logstore::object_store::path::Path;
 use deltalake::logstore::object_store::{
     self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, UploadPart,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
 };
 use deltalake::logstore::{
     ObjectStoreFactory, ObjectStoreRef, StorageConfig, object_store_factories,
@@ -39,6 +39,10 @@ pub enum Fault {
     Timeout,
     /// A write is done, then answered with a 500: the caller cannot tell.
     SucceedThenFail,
+    /// A conditional write is done, its answer lost, and the client's own
+    /// retry refused: the caller sees "already exists" or "precondition
+    /// failed" for its own write.
+    RetriedAfterSuccess,
     /// A multipart upload loses a part: the object never appears.
     PartFails,
     /// Create-only and conditional puts overwrite: a store that accepts
@@ -77,12 +81,16 @@ pub struct Rule {
     pub odds: f64,
     /// At most this many faults, or no limit.
     pub limit: Option<u64>,
+    /// Matching calls that pass before faults start (e.g. the lease's
+    /// first write, so a process starts and then cannot renew).
+    pub after: u64,
 }
 
 /// The faults of one test, on the locations under one URL prefix.
 pub struct FaultPlan {
     prefix: String,
-    rules: Mutex<Vec<(Rule, u64)>>,
+    /// Each rule, with the matching calls seen and the faults injected.
+    rules: Mutex<Vec<(Rule, u64, u64)>>,
     enabled: AtomicBool,
     injected: AtomicU64,
 }
@@ -108,7 +116,7 @@ impl FaultPlan {
 
     /// Adds a rule.
     pub fn add(&self, rule: Rule) {
-        self.lock().push((rule, 0));
+        self.lock().push((rule, 0, 0));
     }
 
     /// No fault from now on (the stream must then recover).
@@ -121,7 +129,7 @@ impl FaultPlan {
         self.injected.load(Ordering::SeqCst)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Rule, u64)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Rule, u64, u64)>> {
         self.rules
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -133,12 +141,13 @@ impl FaultPlan {
             return None;
         }
         let mut rules = self.lock();
-        let (rule, count) = rules.iter_mut().find(|(rule, count)| {
+        let (rule, seen, count) = rules.iter_mut().find(|(rule, _, count)| {
             rule.calls.contains(&call)
                 && location.contains(&rule.path)
                 && rule.limit.is_none_or(|limit| *count < limit)
         })?;
-        if fastrand::f64() >= rule.odds {
+        *seen += 1;
+        if *seen <= rule.after || fastrand::f64() >= rule.odds {
             return None;
         }
         *count += 1;
@@ -170,6 +179,76 @@ pub fn install(plan: Arc<FaultPlan>) {
         }
     });
     plans().push(plan);
+}
+
+/// The variable a process reads its fault plan from (see [`from_env`]).
+pub const ENV: &str = "MSSQL_CDC_FAULTS";
+
+/// Installs the plan `MSSQL_CDC_FAULTS` describes, for a whole process
+/// (the binary run by a test): rules separated by `;`, each
+/// `PATH:CALLS:FAULT[:ODDS[:LIMIT[:AFTER]]]` with CALLS among `put`, `multipart`,
+/// `get`, `list`, `delete`, `copy` joined by `+`, and FAULT one of
+/// `unavailable`, `timeout`, `succeed-then-fail`, `part-fails`,
+/// `ignore-conditions`, `retried-after-success`. Returns the plan, or an
+/// error naming the rule it cannot read.
+pub fn from_env() -> Result<Option<Arc<FaultPlan>>, String> {
+    let Ok(text) = std::env::var(ENV) else {
+        return Ok(None);
+    };
+    let plan = Arc::new(FaultPlan {
+        prefix: String::new(),
+        rules: Mutex::new(Vec::new()),
+        enabled: AtomicBool::new(true),
+        injected: AtomicU64::new(0),
+    });
+    for rule in text.split(';').filter(|r| !r.trim().is_empty()) {
+        plan.add(
+            parse_rule(rule.trim()).ok_or_else(|| format!("{ENV}: cannot read rule {rule:?}"))?,
+        );
+    }
+    install(plan.clone());
+    Ok(Some(plan))
+}
+
+fn parse_rule(text: &str) -> Option<Rule> {
+    let mut parts = text.split(':');
+    let path = parts.next()?.to_string();
+    let calls = parts
+        .next()?
+        .split('+')
+        .map(|call| match call {
+            "put" => Some(Call::Put),
+            "multipart" => Some(Call::Multipart),
+            "get" => Some(Call::Get),
+            "list" => Some(Call::List),
+            "delete" => Some(Call::Delete),
+            "copy" => Some(Call::Copy),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let fault = match parts.next()? {
+        "unavailable" => Fault::Unavailable,
+        "timeout" => Fault::Timeout,
+        "succeed-then-fail" => Fault::SucceedThenFail,
+        "part-fails" => Fault::PartFails,
+        "ignore-conditions" => Fault::IgnoreConditions,
+        "retried-after-success" => Fault::RetriedAfterSuccess,
+        _ => return None,
+    };
+    let odds = parts.next().map_or(Some(1.0), |o| o.parse().ok())?;
+    let limit = match parts.next() {
+        Some("") | None => None,
+        Some(limit) => Some(limit.parse().ok()?),
+    };
+    let after = parts.next().map_or(Some(0), |a| a.parse().ok())?;
+    Some(Rule {
+        path,
+        calls,
+        fault,
+        odds,
+        limit,
+        after,
+    })
 }
 
 /// Stops applying `plan`.
@@ -247,6 +326,18 @@ impl ObjectStore for FaultyStore {
             Some(Fault::SucceedThenFail) => {
                 self.inner.put_opts(location, payload, opts).await?;
                 Err(failure(Fault::SucceedThenFail, location))
+            }
+            Some(Fault::RetriedAfterSuccess) => {
+                let mode = opts.mode.clone();
+                let done = self.inner.put_opts(location, payload, opts).await?;
+                let path = location.to_string();
+                let source = "the retry of a write that had succeeded (injected)".into();
+                match mode {
+                    PutMode::Create => Err(object_store::Error::AlreadyExists { path, source }),
+                    PutMode::Update(_) => Err(object_store::Error::Precondition { path, source }),
+                    // A retried unconditional put just succeeds again.
+                    PutMode::Overwrite => Ok(done),
+                }
             }
             Some(Fault::IgnoreConditions) => {
                 opts.mode = PutMode::Overwrite;
@@ -342,6 +433,22 @@ impl ObjectStore for FaultyStore {
         }
     }
 
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        match self.fault(Call::Copy, to) {
+            Some(Fault::SucceedThenFail) => {
+                self.inner.rename_opts(from, to, options).await?;
+                Err(failure(Fault::SucceedThenFail, to))
+            }
+            Some(fault) => Err(failure(fault, to)),
+            None => self.inner.rename_opts(from, to, options).await,
+        }
+    }
+
     async fn copy_opts(
         &self,
         from: &Path,
@@ -404,6 +511,31 @@ mod tests {
             fault,
             odds: 1.0,
             limit,
+            after: 0,
+        }
+    }
+
+    #[test]
+    fn rules_are_read_from_text() {
+        let rule = parse_rule("lease:put+get:unavailable:0.5:3").unwrap();
+        assert_eq!(rule.path, "lease");
+        assert_eq!(rule.calls, vec![Call::Put, Call::Get]);
+        assert_eq!(
+            (rule.fault, rule.odds, rule.limit),
+            (Fault::Unavailable, 0.5, Some(3))
+        );
+        let rule = parse_rule("_delta_log:copy:retried-after-success").unwrap();
+        assert_eq!((rule.odds, rule.limit, rule.after), (1.0, None, 0));
+        let rule = parse_rule("lease:put:unavailable:1::1").unwrap();
+        assert_eq!((rule.limit, rule.after), (None, 1));
+        for bad in [
+            "lease",
+            "lease:put",
+            "lease:post:unavailable",
+            "x:put:flaky",
+            "x:put:timeout:often",
+        ] {
+            assert!(parse_rule(bad).is_none(), "{bad}");
         }
     }
 

@@ -1,15 +1,29 @@
-//! Fencing: at most one process works on a checkpoint.
+//! Fencing: at most one process works on a checkpoint, and a process that
+//! may have lost the checkpoint stops writing before another can start.
 //!
 //! On a local disk the lock is an OS file lock (`<checkpoint>/lock`), which
 //! the kernel releases when the holder dies, so a crashed worker restarts at
-//! once. On object stores it is a lease object (`<checkpoint>/lease`) that
-//! the holder renews with conditional puts; a second process fails fast while
-//! the lease is fresh and takes it over once it has expired.
+//! once, and which no one else can take while the holder lives.
+//!
+//! On object stores it is a lease object (`<checkpoint>/lease`) that the
+//! holder renews with conditional puts. Clocks of different hosts are never
+//! compared:
+//! - The holder keeps a local deadline, the start of its last successful
+//!   renewal plus the TTL less a margin, on its own monotonic clock, and
+//!   writes nothing once it has passed ([`LeaseGuard::check`], before every
+//!   commit).
+//! - A taker judges expiry by watching the lease's version stay unchanged
+//!   for the TTL on its own clock, so it takes over only after the holder's
+//!   deadline has passed. Meanwhile it waits (with jitter), instead of
+//!   failing, up to the TTL plus the margin.
+//! - A renewal or creation that succeeded but was answered with an error
+//!   (and refused on its retry) is recognised by reading the lease back.
+//! - Release is itself a conditional put (a released holder), so a process
+//!   never removes a successor's lease.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -18,6 +32,7 @@ use deltalake::logstore::object_store::{
     self, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
 };
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 
 use super::storage::{StorageError, StorageKind, StorageLocation, StorageOptions};
 
@@ -33,8 +48,19 @@ pub struct Holder {
     pub host: String,
     /// Process id of the holder.
     pub pid: u32,
-    /// When the holder last renewed (UTC).
+    /// When the holder last renewed (UTC, the holder's clock: shown to
+    /// people, never compared).
     pub heartbeat_at: DateTime<Utc>,
+    /// How many times the holder wrote the lease: tells the holder its own
+    /// write from a successor's.
+    #[serde(default)]
+    pub writes: u64,
+    /// How long the lease lasts without renewal, in milliseconds.
+    #[serde(default)]
+    pub ttl_ms: u64,
+    /// Given up at a clean stop: a successor takes it at once.
+    #[serde(default)]
+    pub released: bool,
 }
 
 impl std::fmt::Display for Holder {
@@ -49,7 +75,7 @@ impl std::fmt::Display for Holder {
     }
 }
 
-/// Why the checkpoint could not be locked.
+/// Why the checkpoint could not be locked, or is no longer held.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// Another process holds it.
@@ -62,8 +88,29 @@ pub enum LeaseError {
         location: String,
         /// Who holds it, as far as known.
         holder: String,
-        /// When it can be taken over, for remote leases.
+        /// What waiting showed, for remote leases.
         hint: String,
+    },
+    /// The lease could not be renewed in time: another process may hold it
+    /// now, so this one writes nothing more.
+    #[error(
+        "checkpoint {location}: the lease could not be renewed for {seconds} s (last error: \
+         {last_error}); another process may have taken the checkpoint, so this one stops writing. \
+         Check the store's health; the stream restarts and takes the lease again"
+    )]
+    Expired {
+        /// The checkpoint.
+        location: String,
+        /// Seconds since the last successful renewal.
+        seconds: u64,
+        /// Why renewing failed.
+        last_error: String,
+    },
+    /// Another process took the lease over.
+    #[error("checkpoint {location}: another process took over the lease; stopping")]
+    Lost {
+        /// The checkpoint.
+        location: String,
     },
     /// The lock file or lease object could not be written.
     #[error("checkpoint {location}: cannot lock: {reason}")]
@@ -78,18 +125,95 @@ pub enum LeaseError {
     Open(#[from] StorageError),
 }
 
-/// A held checkpoint; dropping it releases the lock (remote leases simply
-/// stop being renewed and expire).
+impl LeaseError {
+    /// Whether waiting and trying again may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LeaseError::Io { .. })
+    }
+}
+
+/// A held checkpoint. Dropping it stops renewals (a remote lease then
+/// expires); [`CheckpointLease::release`] gives it up at once.
 #[derive(Debug)]
 pub struct CheckpointLease {
-    _file: Option<File>,
-    lost: Arc<AtomicBool>,
-    renewal: Option<tokio::task::JoinHandle<()>>,
-    remote: Option<(Arc<dyn ObjectStore>, Path)>,
+    guard: LeaseGuard,
+    hold: Hold,
+}
+
+#[derive(Debug)]
+enum Hold {
+    Local {
+        _file: File,
+    },
+    Remote {
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        me: Holder,
+        renewal: Renewal,
+    },
+    /// No lease at all: the two-writers tests (failpoints builds only).
+    #[cfg(feature = "failpoints")]
+    Bypassed,
+}
+
+/// What every write of a run asks first: is the checkpoint still ours?
+#[derive(Debug, Clone)]
+pub struct LeaseGuard {
+    location: String,
+    state: Option<Arc<Mutex<Renewed>>>,
+}
+
+/// The holder's view of its remote lease.
+#[derive(Debug)]
+struct Renewed {
+    /// Past this instant (this process's monotonic clock) the lease may be
+    /// someone else's.
+    deadline: Instant,
+    /// When the last successful renewal started.
+    at: Instant,
+    /// The lease's version after our last write.
+    version: UpdateVersion,
+    /// The lease was seen taken over.
+    lost: bool,
+    /// The last renewal error, while renewals fail.
+    last_error: Option<String>,
+}
+
+impl LeaseGuard {
+    /// `Ok` while the checkpoint is this process's: always for a local
+    /// lock, until the deadline or a takeover for a remote lease.
+    pub fn check(&self) -> Result<(), LeaseError> {
+        let Some(state) = &self.state else {
+            return Ok(());
+        };
+        let state = lock(state);
+        if state.lost {
+            return Err(LeaseError::Lost {
+                location: self.location.clone(),
+            });
+        }
+        if Instant::now() >= state.deadline {
+            return Err(LeaseError::Expired {
+                location: self.location.clone(),
+                seconds: state.at.elapsed().as_secs(),
+                last_error: state.last_error.clone().unwrap_or_else(|| "none".into()),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The share of the TTL kept as a margin: the holder stops this much before
+/// a taker may start, which also covers clocks that run at slightly
+/// different rates and a commit started just before the deadline.
+fn margin(ttl: Duration) -> Duration {
+    ttl / 5
 }
 
 impl CheckpointLease {
-    /// Takes the checkpoint or fails fast naming the holder.
+    /// Takes the checkpoint. A local lock held by a live process fails at
+    /// once; a remote lease held by another process is waited for, up to
+    /// its TTL plus a margin, and taken over if its holder stopped renewing.
     pub async fn acquire(
         location: &StorageLocation,
         options: &StorageOptions,
@@ -100,40 +224,94 @@ impl CheckpointLease {
             host: host_name(),
             pid: std::process::id(),
             heartbeat_at: Utc::now(),
+            writes: 0,
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            released: false,
         };
         match location.kind() {
             StorageKind::Local => lock_local(location, &me),
-            _ => lease_remote(location, options, me, ttl).await,
+            _ => {
+                lease_on(
+                    location.object_store(options)?,
+                    &location.to_string(),
+                    me,
+                    ttl,
+                )
+                .await
+            }
         }
     }
 
-    /// Gives the checkpoint up at a clean stop, so the next run need not
-    /// wait for a remote lease to expire. (A crash leaves it to expire.)
-    pub async fn release(mut self) {
-        if let Some(task) = self.renewal.take() {
-            task.abort();
+    /// No lease: lets tests run two engines on one checkpoint to prove the
+    /// other fences hold without it.
+    #[cfg(feature = "failpoints")]
+    pub fn bypassed(location: &StorageLocation) -> Self {
+        CheckpointLease {
+            guard: LeaseGuard {
+                location: location.to_string(),
+                state: None,
+            },
+            hold: Hold::Bypassed,
         }
-        if let Some((store, path)) = self.remote.take()
-            && !self.is_lost()
-            && let Err(e) = store.delete(&path).await
-        {
+    }
+
+    /// The handle writes check the lease with.
+    pub fn guard(&self) -> LeaseGuard {
+        self.guard.clone()
+    }
+
+    /// Gives the checkpoint up at a clean stop, so the next run need not
+    /// wait for a remote lease to expire. Only our own lease is released:
+    /// the put is conditional on the version we last wrote.
+    pub async fn release(self) {
+        let Hold::Remote {
+            store,
+            path,
+            mut me,
+            renewal,
+        } = self.hold
+        else {
+            return;
+        };
+        drop(renewal);
+        let Some(state) = &self.guard.state else {
+            return;
+        };
+        let version = {
+            let state = lock(state);
+            if state.lost {
+                return;
+            }
+            state.version.clone()
+        };
+        me.released = true;
+        me.writes += 1;
+        if let Err(e) = put(&store, &path, &me, PutMode::Update(version)).await {
             tracing::warn!(error = %e, "could not release the checkpoint lease; it expires by itself");
         }
     }
 
-    /// Whether a remote lease was lost (another process took it over); the
-    /// engine stops before planning another batch when it was.
+    /// Whether another process took over the lease (or it expired).
     pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
+        self.guard.check().is_err()
     }
 }
 
-impl Drop for CheckpointLease {
+/// The renewal task, stopped when the lease is dropped (a killed process
+/// stops renewing the same way).
+#[derive(Debug)]
+struct Renewal(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewal {
     fn drop(&mut self) {
-        if let Some(task) = self.renewal.take() {
-            task.abort();
-        }
+        self.0.abort();
     }
+}
+
+fn lock(state: &Mutex<Renewed>) -> std::sync::MutexGuard<'_, Renewed> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn lock_local(location: &StorageLocation, me: &Holder) -> Result<CheckpointLease, LeaseError> {
@@ -175,117 +353,220 @@ fn lock_local(location: &StorageLocation, me: &Holder) -> Result<CheckpointLease
         .and_then(|()| file.flush())
         .map_err(|e| io(format!("{}: {e}", path.display())))?;
     Ok(CheckpointLease {
-        _file: Some(file),
-        lost: Arc::new(AtomicBool::new(false)),
-        renewal: None,
-        remote: None,
+        guard: LeaseGuard {
+            location: location.to_string(),
+            state: None,
+        },
+        hold: Hold::Local { _file: file },
     })
 }
 
-async fn lease_remote(
-    location: &StorageLocation,
-    options: &StorageOptions,
-    me: Holder,
+/// What a look at the lease object found.
+enum Seen {
+    /// No lease object.
+    Free,
+    /// A lease: its holder and version.
+    Held(Holder, UpdateVersion),
+}
+
+async fn look(store: &Arc<dyn ObjectStore>, path: &Path) -> Result<Seen, object_store::Error> {
+    let found = match store.get(path).await {
+        Ok(found) => found,
+        Err(object_store::Error::NotFound { .. }) => return Ok(Seen::Free),
+        Err(e) => return Err(e),
+    };
+    let version = UpdateVersion {
+        e_tag: found.meta.e_tag.clone(),
+        version: found.meta.version.clone(),
+    };
+    let bytes = found.bytes().await?;
+    // An unreadable lease is treated as a holder that never renews.
+    let holder = serde_json::from_slice(&bytes).unwrap_or(Holder {
+        owner: "unknown".into(),
+        host: "unknown".into(),
+        pid: 0,
+        heartbeat_at: DateTime::<Utc>::UNIX_EPOCH,
+        writes: 0,
+        ttl_ms: 0,
+        released: false,
+    });
+    Ok(Seen::Held(holder, version))
+}
+
+/// Takes the lease object of the checkpoint at `location` in `store`.
+async fn lease_on(
+    store: Arc<dyn ObjectStore>,
+    location: &str,
+    mut me: Holder,
     ttl: Duration,
 ) -> Result<CheckpointLease, LeaseError> {
-    let store = location.object_store(options)?;
     let path = Path::from("lease");
     let io = |e: object_store::Error| LeaseError::Io {
         location: location.to_string(),
         reason: e.to_string(),
     };
-    let held = |holder: &Holder| {
-        let expires = holder.heartbeat_at + chrono::Duration::from_std(ttl).unwrap_or_default();
-        LeaseError::Held {
-            location: location.to_string(),
-            holder: holder.to_string(),
-            hint: format!(
-                " (if it is gone, its lease expires at {})",
-                expires.format("%Y-%m-%d %H:%M:%S UTC")
-            ),
-        }
-    };
-    let version = match store.get(&path).await {
-        Err(object_store::Error::NotFound { .. }) => {
-            match put(&store, &path, &me, PutMode::Create).await {
-                Ok(version) => version,
-                Err(object_store::Error::AlreadyExists { .. }) => {
-                    let current = read_holder(&store, &path).await.map_err(io)?;
-                    return Err(held(&current.0));
+    // The version seen first, and since when (our clock).
+    let mut watched: Option<(UpdateVersion, Instant)> = None;
+    let started = Instant::now();
+    loop {
+        let attempt = Instant::now();
+        let seen = look(&store, &path).await.map_err(io)?;
+        let taken = match &seen {
+            Seen::Free => {
+                watched = None;
+                Some(PutMode::Create)
+            }
+            Seen::Held(holder, version) => {
+                // The holder's deadline follows its own TTL (a lease written
+                // before holders recorded it: ours).
+                let holder_ttl = match holder.ttl_ms {
+                    0 => ttl,
+                    ms => Duration::from_millis(ms),
+                };
+                let unchanged_for = match &watched {
+                    Some((seen_version, since)) if seen_version == version => since.elapsed(),
+                    _ => {
+                        watched = Some((version.clone(), Instant::now()));
+                        Duration::ZERO
+                    }
+                };
+                if holder.released || unchanged_for >= holder_ttl {
+                    if !holder.released {
+                        tracing::warn!(
+                            checkpoint = %location,
+                            previous = %holder,
+                            "taking over a checkpoint lease nobody renewed for its TTL"
+                        );
+                    }
+                    Some(PutMode::Update(version.clone()))
+                } else if started.elapsed() >= holder_ttl + margin(holder_ttl) {
+                    return Err(LeaseError::Held {
+                        location: location.to_string(),
+                        holder: holder.to_string(),
+                        hint: format!(
+                            " (its holder renewed it while this process waited {} s)",
+                            started.elapsed().as_secs()
+                        ),
+                    });
+                } else {
+                    None
                 }
+            }
+        };
+        if let Some(mode) = taken {
+            me.writes += 1;
+            me.heartbeat_at = Utc::now();
+            match write_ours(&store, &path, &me, mode).await {
+                Ok(Some(version)) => {
+                    return Ok(start_renewals(
+                        location, store, path, me, version, ttl, attempt,
+                    ));
+                }
+                // Someone else was quicker: watch the new lease.
+                Ok(None) => {}
                 Err(e) => return Err(io(e)),
             }
         }
-        Err(e) => return Err(io(e)),
-        Ok(found) => {
-            let version = UpdateVersion {
-                e_tag: found.meta.e_tag.clone(),
-                version: found.meta.version.clone(),
-            };
-            let bytes = found.bytes().await.map_err(io)?;
-            if let Ok(holder) = serde_json::from_slice::<Holder>(&bytes) {
-                let age = Utc::now() - holder.heartbeat_at;
-                if age.to_std().is_ok_and(|age| age < ttl) || age < chrono::Duration::zero() {
-                    return Err(held(&holder));
-                }
-                tracing::warn!(
-                    checkpoint = %location,
-                    previous = %holder,
-                    "taking over an expired checkpoint lease"
-                );
-            }
-            match put(&store, &path, &me, PutMode::Update(version)).await {
-                Ok(version) => version,
-                Err(object_store::Error::Precondition { .. }) => {
-                    let current = read_holder(&store, &path).await.map_err(io)?;
-                    return Err(held(&current.0));
-                }
-                Err(e) => return Err(io(e)),
-            }
-        }
-    };
-    let lost = Arc::new(AtomicBool::new(false));
-    let remote = Some((store.clone(), path.clone()));
-    let renewal = tokio::spawn(renew(
-        store,
-        path,
-        me,
-        version,
-        ttl,
-        lost.clone(),
-        location.to_string(),
-    ));
-    Ok(CheckpointLease {
-        _file: None,
-        lost,
-        renewal: Some(renewal),
-        remote,
-    })
+        let pause = ttl / 10;
+        tokio::time::sleep(pause / 2 + pause.mul_f64(fastrand::f64() / 2.0)).await;
+    }
 }
 
+/// Writes `me` with `mode`. A conditional write refused after an error of
+/// our own (the first try succeeded but its answer was lost) is ours when
+/// the lease reads back as exactly what we wrote. `None`: another process
+/// won.
+async fn write_ours(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    me: &Holder,
+    mode: PutMode,
+) -> Result<Option<UpdateVersion>, object_store::Error> {
+    match put(store, path, me, mode).await {
+        Ok(version) => Ok(Some(version)),
+        Err(
+            object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
+        ) => match look(store, path).await? {
+            Seen::Held(holder, version) if &holder == me => Ok(Some(version)),
+            _ => Ok(None),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+fn start_renewals(
+    location: &str,
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    me: Holder,
+    version: UpdateVersion,
+    ttl: Duration,
+    attempt: Instant,
+) -> CheckpointLease {
+    let state = Arc::new(Mutex::new(Renewed {
+        deadline: attempt + ttl.saturating_sub(margin(ttl)),
+        at: attempt,
+        version,
+        lost: false,
+        last_error: None,
+    }));
+    let renewal = Renewal(tokio::spawn(renew(
+        store.clone(),
+        path.clone(),
+        me.clone(),
+        ttl,
+        state.clone(),
+        location.to_string(),
+    )));
+    CheckpointLease {
+        guard: LeaseGuard {
+            location: location.to_string(),
+            state: Some(state),
+        },
+        hold: Hold::Remote {
+            store,
+            path,
+            me,
+            renewal,
+        },
+    }
+}
+
+/// Renews every third of the TTL; after a failure, every tenth, until the
+/// deadline passes (the guard then refuses writes) or a successor shows.
 async fn renew(
     store: Arc<dyn ObjectStore>,
     path: Path,
     mut me: Holder,
-    mut version: UpdateVersion,
     ttl: Duration,
-    lost: Arc<AtomicBool>,
+    state: Arc<Mutex<Renewed>>,
     location: String,
 ) {
-    let mut ticker = tokio::time::interval(ttl / 3);
-    ticker.tick().await;
+    let mut pause = ttl / 3;
     loop {
-        ticker.tick().await;
+        tokio::time::sleep(pause).await;
+        let attempt = Instant::now();
+        let version = lock(&state).version.clone();
+        me.writes += 1;
         me.heartbeat_at = Utc::now();
-        match put(&store, &path, &me, PutMode::Update(version.clone())).await {
-            Ok(next) => version = next,
-            Err(object_store::Error::Precondition { .. }) => {
+        match write_ours(&store, &path, &me, PutMode::Update(version)).await {
+            Ok(Some(version)) => {
+                let mut state = lock(&state);
+                state.version = version;
+                state.at = attempt;
+                state.deadline = attempt + ttl.saturating_sub(margin(ttl));
+                state.last_error = None;
+                pause = ttl / 3;
+            }
+            Ok(None) => {
                 tracing::error!(checkpoint = %location, "checkpoint lease was taken over by another process");
-                lost.store(true, Ordering::SeqCst);
+                lock(&state).lost = true;
                 return;
             }
             Err(e) => {
                 tracing::warn!(checkpoint = %location, error = %e, "renewing the checkpoint lease failed; retrying");
+                lock(&state).last_error = Some(e.to_string());
+                pause = ttl / 10;
             }
         }
     }
@@ -307,25 +588,6 @@ async fn put(
     })
 }
 
-async fn read_holder(
-    store: &Arc<dyn ObjectStore>,
-    path: &Path,
-) -> Result<(Holder, UpdateVersion), object_store::Error> {
-    let found = store.get(path).await?;
-    let version = UpdateVersion {
-        e_tag: found.meta.e_tag.clone(),
-        version: found.meta.version.clone(),
-    };
-    let bytes = found.bytes().await?;
-    let holder = serde_json::from_slice(&bytes).unwrap_or(Holder {
-        owner: "unknown".into(),
-        host: "unknown".into(),
-        pid: 0,
-        heartbeat_at: Utc::now(),
-    });
-    Ok((holder, version))
-}
-
 fn host_name() -> String {
     std::env::var("HOSTNAME")
         .ok()
@@ -339,28 +601,5 @@ fn host_name() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_second_local_holder_fails_fast_and_the_first_release_frees_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let location =
-            StorageLocation::parse(dir.path().to_str().expect("utf-8 path")).expect("location");
-        let options = StorageOptions::default();
-        let first = CheckpointLease::acquire(&location, &options, DEFAULT_LEASE_TTL)
-            .await
-            .expect("first lock");
-        let second = CheckpointLease::acquire(&location, &options, DEFAULT_LEASE_TTL).await;
-        let message = second.err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(
-            message.contains("in use by another mssql-cdc process")
-                && message.contains(&format!("pid {}", std::process::id())),
-            "{message}"
-        );
-        drop(first);
-        CheckpointLease::acquire(&location, &options, DEFAULT_LEASE_TTL)
-            .await
-            .expect("lock after release");
-    }
-}
+#[path = "lease_tests.rs"]
+mod tests;

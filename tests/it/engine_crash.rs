@@ -7,8 +7,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use crate::support::cdc::{capture_table, max_lsn, wait_for_capture};
+use crate::support::objectstores::{Azurite, Moto, TestStore};
 use crate::support::server::{TestServer, run};
-use crate::support::stream::{PASSWORD_ENV, StreamFixture};
+use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_table, query_uri};
 
 const SEED_ROWS: i32 = 25;
 const CHANGES: i32 = 12;
@@ -18,6 +19,12 @@ const CHANGES: i32 = 12;
 /// snapshot to the armed run. Then it runs the binary armed to die at
 /// `point`, restarts in process, and checks the lake.
 async fn crash_at(point: &str, bootstrap_first: bool) {
+    crash_on(point, bootstrap_first, None).await;
+}
+
+/// [`crash_at`] with the lake on `store` (a local temporary one when
+/// `None`).
+async fn crash_on(point: &str, bootstrap_first: bool, store: Option<&dyn TestStore>) {
     let server = TestServer::start().await;
     let (mut client, db) = server.scratch_database().await;
     run(&mut client, "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)")
@@ -37,6 +44,14 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
         &db,
         "  maxCommitsPerBatch: 4\n  snapshot: {mode: initial, chunkRows: 10}\n",
     );
+    let stream = match store {
+        Some(store) => crate::engine_faults::on_store(stream, store),
+        None => stream,
+    };
+    let lake = Lake {
+        stream: &stream,
+        store,
+    };
     if bootstrap_first {
         stream.run_once().await.expect("bootstrap");
     }
@@ -60,7 +75,7 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
     run_until_killed(&stream, point).await;
 
     let summary = stream.run_once().await.expect("the restarted run succeeds");
-    let snapshot_rows = stream
+    let snapshot_rows = lake
         .bronze_query("SELECT COUNT(*), COUNT(DISTINCT id) FROM t WHERE _operation = 'snapshot'")
         .await;
     assert_eq!(
@@ -68,7 +83,7 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
         vec![SEED_ROWS.to_string(), SEED_ROWS.to_string()],
         "{point}: every seed row once ({summary:?})"
     );
-    let changes = stream
+    let changes = lake
         .bronze_query(
             "SELECT COUNT(*), COUNT(DISTINCT concat(_lsn, _seqval, _operation)) FROM t WHERE _operation <> 'snapshot'",
         )
@@ -78,7 +93,7 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
         vec![change_rows.to_string(), change_rows.to_string()],
         "{point}: every change once"
     );
-    let facts = stream
+    let facts = lake
         .facts_query(
             "SELECT COUNT(*), COUNT(DISTINCT batch_id), SUM(rows) FROM t WHERE event IS NULL",
         )
@@ -94,7 +109,7 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
         change_rows.to_string(),
         "{point}: facts count every change"
     );
-    let bootstrap = stream
+    let bootstrap = lake
         .facts_query("SELECT COUNT(*), MAX(rows) FROM t WHERE event = 'bootstrap'")
         .await;
     assert_eq!(
@@ -102,6 +117,66 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
         vec!["1".to_string(), SEED_ROWS.to_string()],
         "{point}"
     );
+}
+
+/// Where a crash test reads its lake back.
+struct Lake<'a> {
+    stream: &'a StreamFixture,
+    store: Option<&'a dyn TestStore>,
+}
+
+impl Lake<'_> {
+    async fn query(&self, table: &str, sql: &str) -> Vec<Vec<String>> {
+        match self.store {
+            Some(store) => {
+                let uri = format!("{}/{table}", store.base_uri().trim_end_matches('/'));
+                query_uri(&uri, &store.options(), sql).await
+            }
+            None => query_table(&self.stream.path(table), sql).await,
+        }
+    }
+
+    async fn bronze_query(&self, sql: &str) -> Vec<Vec<String>> {
+        self.query("bronze", sql).await
+    }
+
+    async fn facts_query(&self, sql: &str) -> Vec<Vec<String>> {
+        self.query("facts", sql).await
+    }
+}
+
+/// The crash points of a batch and of the snapshot, with whether the test
+/// bootstraps before the armed run.
+const CRASH_POINTS: [(&str, bool); 7] = [
+    ("mid_read", true),
+    ("after_offsets", true),
+    ("before_bronze_commit", true),
+    ("after_bronze_commit", true),
+    ("after_facts", true),
+    ("mid_snapshot", false),
+    ("after_snapshot_facts", false),
+];
+
+#[tokio::test]
+async fn kill_9_at_every_point_on_s3() {
+    let Some(moto) = Moto::start().await else {
+        return;
+    };
+    for (point, bootstrap_first) in CRASH_POINTS {
+        moto.fresh_prefix();
+        crash_on(point, bootstrap_first, Some(&moto)).await;
+    }
+}
+
+#[tokio::test]
+async fn kill_9_at_every_point_on_azure() {
+    let Some(azurite) = Azurite::start().await else {
+        return;
+    };
+    for (point, bootstrap_first) in CRASH_POINTS {
+        azurite.fresh_prefix();
+        crash_on(point, bootstrap_first, Some(&azurite)).await;
+    }
 }
 
 #[tokio::test]
@@ -267,10 +342,10 @@ async fn crash_after_the_switch_batch_commit() {
 
 /// Runs the real binary (`run --once`) on the stream's manifest with the
 /// failpoint `point` armed, and checks that it died there (SIGKILL).
-async fn run_until_killed(stream: &StreamFixture, point: &str) {
+pub async fn run_until_killed(stream: &StreamFixture, point: &str) {
     let manifest = stream.manifest_file();
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args(["run", "--once", "-f"])
+        .args(["run", "--once", "--lease-ttl", "2s", "-f"])
         .arg(&manifest)
         .env(PASSWORD_ENV, &stream.password)
         .env(mssql_cdc::failpoint::ENV, point)

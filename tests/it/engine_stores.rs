@@ -1,18 +1,14 @@
 //! Whole streams on object stores (S3 on moto, Azure on Azurite) and an
 //! independent reader (DuckDB) of what the engine wrote.
 
-use std::collections::BTreeMap;
-
-use deltalake::arrow::util::display::array_value_to_string;
-use deltalake::datafusion::prelude::SessionContext;
 use mssql_cdc::engine::EngineError;
-use mssql_cdc::lake::lease::{CheckpointLease, DEFAULT_LEASE_TTL};
+use mssql_cdc::lake::lease::CheckpointLease;
 
 use crate::support::cdc::{capture_table, max_lsn, wait_for_capture};
 use crate::support::duckdb::read_delta;
 use crate::support::objectstores::{Azurite, Moto, TestStore};
 use crate::support::server::{Client, TestServer, run};
-use crate::support::stream::StreamFixture;
+use crate::support::stream::{StreamFixture, query_uri};
 
 const ORDERS: &str = "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, total decimal(12,2) NULL, \
                       placed datetime2(3) NULL, note nvarchar(40) NULL)";
@@ -77,40 +73,6 @@ async fn changes(client: &mut Client) {
     wait_for_capture(client, "dbo_orders", before.as_deref(), 4).await;
 }
 
-/// Counts rows of the table at `uri` through deltalake with `options`.
-async fn count_rows(uri: &str, options: &BTreeMap<String, String>, sql: &str) -> Vec<Vec<String>> {
-    mssql_cdc::lake::register_handlers();
-    let url = url::Url::parse(uri).expect("table URI");
-    let table =
-        deltalake::open_table_with_storage_options(url, options.clone().into_iter().collect())
-            .await
-            .expect("table opens");
-    let ctx = SessionContext::new();
-    table
-        .update_datafusion_session(&ctx.state())
-        .expect("session");
-    ctx.register_table("t", table.table_provider().await.expect("provider"))
-        .expect("register");
-    let batches = ctx
-        .sql(sql)
-        .await
-        .expect("plans")
-        .collect()
-        .await
-        .expect("runs");
-    batches
-        .iter()
-        .flat_map(|b| {
-            (0..b.num_rows()).map(move |r| {
-                b.columns()
-                    .iter()
-                    .map(|c| array_value_to_string(c, r).expect("displayable"))
-                    .collect()
-            })
-        })
-        .collect()
-}
-
 async fn stream_on(store: &dyn TestStore) {
     let server = TestServer::start().await;
     let (mut client, stream) = orders(&server, Some(store)).await;
@@ -130,7 +92,7 @@ async fn stream_on(store: &dyn TestStore) {
     let base = store.base_uri();
     let base = base.trim_end_matches('/');
     let options = store.options();
-    let bronze = count_rows(
+    let bronze = query_uri(
         &format!("{base}/bronze"),
         &options,
         "SELECT _operation, COUNT(*) FROM t GROUP BY _operation ORDER BY _operation",
@@ -146,7 +108,7 @@ async fn stream_on(store: &dyn TestStore) {
             vec!["update_before", "1"],
         ]
     );
-    let facts = count_rows(
+    let facts = query_uri(
         &format!("{base}/facts"),
         &options,
         "SELECT COUNT(*), SUM(rows) FROM t WHERE event IS NULL",
@@ -154,12 +116,18 @@ async fn stream_on(store: &dyn TestStore) {
     .await;
     assert_eq!(facts[0][1], "4");
 
-    // While a lease is held, another run is refused without writing.
+    // While a lease is held and renewed, another run waits out its TTL,
+    // then is refused without writing.
+    let ttl = std::time::Duration::from_secs(2);
     let (location, store_options) = store.location("checkpoint");
-    let _held = CheckpointLease::acquire(&location, &store_options, DEFAULT_LEASE_TTL)
+    let _held = CheckpointLease::acquire(&location, &store_options, ttl)
         .await
-        .expect("a lease after the clean stop");
-    let refused = stream.run_once().await.expect_err("the lease is held");
+        .expect("a lease after the clean stop (released, so taken at once)");
+    let mut options = stream.options();
+    options.lease_ttl = ttl;
+    let refused = mssql_cdc::engine::run(stream.config(), options)
+        .await
+        .expect_err("the lease is held");
     assert!(matches!(refused, EngineError::Lease(_)), "{refused}");
 }
 

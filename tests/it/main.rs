@@ -11,6 +11,8 @@ mod support;
 
 #[cfg(feature = "failpoints")]
 mod engine_crash;
+#[cfg(feature = "failpoints")]
+mod engine_faults;
 mod engine_monitoring;
 mod engine_safety;
 mod engine_source_changes;

@@ -91,6 +91,7 @@ impl TestStore for LocalStore {
 pub struct Moto {
     server: Server,
     bucket: String,
+    lake: std::sync::Mutex<String>,
 }
 
 impl Moto {
@@ -110,13 +111,22 @@ impl Moto {
         .await;
         let bucket = unique_name();
         create(&python, &server, &["s3", &server.port.to_string(), &bucket]).await;
-        Some(Moto { server, bucket })
+        Some(Moto {
+            server,
+            bucket,
+            lake: std::sync::Mutex::new("lake".into()),
+        })
+    }
+
+    /// Points [`TestStore::base_uri`] at a new, empty folder of the bucket.
+    pub fn fresh_prefix(&self) {
+        *self.lake.lock().expect("lock") = unique_name();
     }
 }
 
 impl TestStore for Moto {
     fn base_uri(&self) -> String {
-        format!("s3://{}/lake", self.bucket)
+        format!("s3://{}/{}", self.bucket, self.lake.lock().expect("lock"))
     }
 
     fn options(&self) -> BTreeMap<String, String> {
@@ -141,6 +151,7 @@ impl TestStore for Moto {
 pub struct Azurite {
     server: Server,
     container: String,
+    lake: std::sync::Mutex<String>,
 }
 
 impl Azurite {
@@ -171,7 +182,16 @@ impl Azurite {
         let port = server.port.to_string();
         let args = ["azure", &port, &container, AZURITE_ACCOUNT, AZURITE_KEY];
         create(&python, &server, &args).await;
-        Some(Azurite { server, container })
+        Some(Azurite {
+            server,
+            container,
+            lake: std::sync::Mutex::new("lake".into()),
+        })
+    }
+
+    /// Points [`TestStore::base_uri`] at a new, empty folder of the container.
+    pub fn fresh_prefix(&self) {
+        *self.lake.lock().expect("lock") = unique_name();
     }
 }
 
@@ -180,8 +200,9 @@ impl TestStore for Azurite {
     /// emulator's, and `azure_storage_endpoint` sends requests to Azurite.
     fn base_uri(&self) -> String {
         format!(
-            "abfss://{}@{AZURITE_ACCOUNT}.dfs.core.windows.net/lake",
-            self.container
+            "abfss://{}@{AZURITE_ACCOUNT}.dfs.core.windows.net/{}",
+            self.container,
+            self.lake.lock().expect("lock")
         )
     }
 

@@ -153,3 +153,41 @@ pub async fn query_table(dir: &Path, sql: &str) -> Vec<Vec<String>> {
     }
     rows
 }
+
+/// Counts rows of the table at `uri` through deltalake with `options`.
+pub async fn query_uri(
+    uri: &str,
+    options: &BTreeMap<String, String>,
+    sql: &str,
+) -> Vec<Vec<String>> {
+    mssql_cdc::lake::register_handlers();
+    let url = url::Url::parse(uri).expect("table URI");
+    let table =
+        deltalake::open_table_with_storage_options(url, options.clone().into_iter().collect())
+            .await
+            .expect("table opens");
+    let ctx = SessionContext::new();
+    table
+        .update_datafusion_session(&ctx.state())
+        .expect("session");
+    ctx.register_table("t", table.table_provider().await.expect("provider"))
+        .expect("register");
+    let batches = ctx
+        .sql(sql)
+        .await
+        .expect("plans")
+        .collect()
+        .await
+        .expect("runs");
+    batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| {
+                b.columns()
+                    .iter()
+                    .map(|c| array_value_to_string(c, r).expect("displayable"))
+                    .collect()
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,416 @@
+//! The fault matrix: a stream under store faults of each kind, two
+//! engines on one checkpoint without the lease, and a lease whose renewals
+//! fail while another process takes over. Whatever happens, bronze must
+//! hold every change of the source exactly once and the facts one row per
+//! batch. (Kill -9 at every crash point, locally and on S3 and Azure, is in
+//! `engine_crash`.) `MSSQL_CDC_SOAK=1` lets the random runs go on longer.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mssql_cdc::domain::{FactRow, Lsn};
+use mssql_cdc::engine::{Backoff, EngineError, Observer};
+use mssql_cdc::lake::faults::{Call, Fault, FaultPlan, Rule, install, remove};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::cdc::{capture_table, lsn_literal, max_lsn, wait_for_capture};
+use crate::support::objectstores::{Moto, TestStore};
+use crate::support::server::{Client, TestServer, run};
+use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_uri};
+
+/// Source transactions a scenario makes while faults are on.
+fn transactions() -> i32 {
+    if std::env::var_os("MSSQL_CDC_SOAK").is_some() {
+        200
+    } else {
+        24
+    }
+}
+
+/// A captured `dbo.orders` with a few rows, and a continuous stream of it
+/// (retrying fast) whose lake is local.
+async fn orders(server: &TestServer) -> (Client, StreamFixture) {
+    let (mut client, db) = server.scratch_database().await;
+    run(
+        &mut client,
+        "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(40) NULL, qty int NULL)",
+    )
+    .await
+    .expect("create table");
+    for id in 1..=10 {
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.orders VALUES ({id}, N'seed', {id})"),
+        )
+        .await
+        .expect("seed");
+    }
+    capture_table(&mut client, "orders").await;
+    let mut stream = StreamFixture::new(
+        server,
+        &db,
+        "  maxCommitsPerBatch: 3\n  snapshot: {mode: initial, chunkRows: 4}\n",
+    );
+    stream.manifest = stream.manifest.replace(
+        "trigger: {availableNow: true}",
+        "trigger: {processingTime: 50ms}",
+    );
+    (client, stream)
+}
+
+/// Makes transaction `i` of a mixed workload (inserts, updates, deletes).
+async fn change(client: &mut Client, i: i32) {
+    let id = 100 + i;
+    let sql = match i % 4 {
+        0 | 1 => format!("INSERT INTO dbo.orders VALUES ({id}, N'new', {i})"),
+        2 => format!("UPDATE dbo.orders SET qty = qty + 1 WHERE id = {}", id - 1),
+        _ => format!("DELETE FROM dbo.orders WHERE id = {}", id - 3),
+    };
+    run(client, &sql).await.expect("change");
+}
+
+/// The change rows of the source's change table: LSN, seqval, operation
+/// and id, as bronze spells them.
+async fn source_changes(client: &mut Client) -> Vec<[String; 4]> {
+    let rows = run(
+        client,
+        "SELECT __$start_lsn, __$seqval, __$operation, id FROM cdc.dbo_orders_CT",
+    )
+    .await
+    .expect("change table");
+    let mut changes: Vec<[String; 4]> = rows
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            let lsn: &[u8] = row.get(0).expect("lsn");
+            let seqval: &[u8] = row.get(1).expect("seqval");
+            let op: i32 = row.get(2).expect("operation");
+            let id: i32 = row.get(3).expect("id");
+            let op = match op {
+                1 => "delete",
+                2 => "insert",
+                3 => "update_before",
+                _ => "update_after",
+            };
+            [
+                lsn_literal(lsn),
+                lsn_literal(seqval),
+                op.to_string(),
+                id.to_string(),
+            ]
+        })
+        .collect();
+    changes.sort();
+    changes
+}
+
+async fn bronze_changes(stream: &StreamFixture) -> Vec<[String; 4]> {
+    let mut rows: Vec<[String; 4]> = stream
+        .bronze_query("SELECT _lsn, _seqval, _operation, CAST(id AS STRING) FROM t WHERE _operation <> 'snapshot'")
+        .await
+        .into_iter()
+        .map(|r| [r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone()])
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Bronze holds each source change once, the seed rows once, and the facts
+/// one row per batch.
+async fn assert_exactly_once(client: &mut Client, stream: &StreamFixture, what: &str) {
+    assert_eq!(
+        bronze_changes(stream).await,
+        source_changes(client).await,
+        "{what}: every change once"
+    );
+    let seed = stream
+        .bronze_query("SELECT COUNT(*), COUNT(DISTINCT id) FROM t WHERE _operation = 'snapshot'")
+        .await;
+    assert_eq!(seed[0], ["10", "10"], "{what}: every seed row once");
+    let facts = stream
+        .facts_query("SELECT COUNT(*), COUNT(DISTINCT batch_id) FROM t WHERE event IS NULL")
+        .await;
+    assert_eq!(facts[0][0], facts[0][1], "{what}: one facts row per batch");
+    let bootstrap = stream
+        .facts_query("SELECT COUNT(*) FROM t WHERE event = 'bootstrap'")
+        .await;
+    assert_eq!(bootstrap, [["1"]], "{what}: one bootstrap row");
+}
+
+/// Remembers the end of each batch the engine finished, and whether the
+/// bootstrap is done.
+#[derive(Default)]
+struct Ends(Mutex<Vec<Lsn>>, std::sync::atomic::AtomicBool);
+
+impl Observer for Ends {
+    fn batch_done(&self, row: &FactRow) {
+        if let Some(end) = row.end_lsn {
+            self.0.lock().expect("lock").push(end);
+        }
+    }
+    fn snapshot_done(&self, _row: &FactRow) {
+        self.1.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Ends {
+    fn reached(&self, lsn: &[u8]) -> bool {
+        let Ok(lsn) = Lsn::try_from(lsn) else {
+            return false;
+        };
+        self.0.lock().expect("lock").iter().any(|end| *end >= lsn)
+    }
+}
+
+/// Runs the stream continuously while the workload goes on under `plan`,
+/// then stops the faults and waits until the stream caught up: it must
+/// keep going by itself.
+async fn stream_through(client: &mut Client, stream: &StreamFixture, plan: &Arc<FaultPlan>) {
+    let ends = Arc::new(Ends::default());
+    let mut options = stream.options();
+    options.once = false;
+    options.observer = ends.clone();
+    options.backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
+    let stop = options.stop.clone();
+    let running = tokio::spawn(mssql_cdc::engine::run(stream.config(), options));
+    // Changes made while the snapshot reads may be copied by it as well
+    // (docs/user-guide.md); the workload starts after it.
+    let bootstrapped = async {
+        while !ends.1.load(std::sync::atomic::Ordering::SeqCst) && !running.is_finished() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), bootstrapped)
+        .await
+        .expect("the bootstrap ends under faults");
+    if running.is_finished() {
+        let outcome = running.await.expect("the run's task");
+        panic!("the stream stopped during the bootstrap: {outcome:?}");
+    }
+    for i in 0..transactions() {
+        change(client, i).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if running.is_finished() {
+            let outcome = running.await.expect("the run's task");
+            panic!("the stream stopped under faults: {outcome:?}");
+        }
+    }
+    let before = max_lsn(client).await;
+    wait_for_capture(client, "dbo_orders", None, 1).await;
+    plan.stop();
+    let last = max_lsn(client)
+        .await
+        .or(before)
+        .expect("changes were captured");
+    let caught_up = async {
+        while !ends.reached(&last) && !running.is_finished() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let timed_out = tokio::time::timeout(Duration::from_secs(120), caught_up)
+        .await
+        .is_err();
+    stop.cancel();
+    let outcome = running.await.expect("the run's task");
+    assert!(outcome.is_ok(), "the run ends cleanly: {outcome:?}");
+    assert!(!timed_out, "the stream catches up once the faults stop");
+}
+
+async fn under_store_faults(fault: Fault, calls: &[Call]) {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders(&server).await;
+    let plan =
+        FaultPlan::new(&url::Url::from_directory_path(stream.lake.path()).expect("lake url"));
+    plan.add(Rule {
+        path: String::new(),
+        calls: calls.to_vec(),
+        fault,
+        odds: 0.15,
+        limit: None,
+        after: 0,
+    });
+    install(plan.clone());
+    stream_through(&mut client, &stream, &plan).await;
+    remove(&plan);
+    assert!(plan.injected() > 0, "{fault:?}: no fault was injected");
+    println!("{fault:?}: {} faults injected", plan.injected());
+    assert_exactly_once(&mut client, &stream, &format!("{fault:?}")).await;
+}
+
+const EVERY_CALL: [Call; 6] = [
+    Call::Put,
+    Call::Multipart,
+    Call::Get,
+    Call::List,
+    Call::Delete,
+    Call::Copy,
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_answering_503_loses_and_duplicates_nothing() {
+    under_store_faults(Fault::Unavailable, &EVERY_CALL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_timeouts_lose_and_duplicate_nothing() {
+    under_store_faults(Fault::Timeout, &EVERY_CALL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_succeed_but_answer_500_lose_and_duplicate_nothing() {
+    under_store_faults(Fault::SucceedThenFail, &[Call::Put, Call::Copy]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_writes_refused_on_their_own_retry_lose_and_duplicate_nothing() {
+    under_store_faults(Fault::RetriedAfterSuccess, &[Call::Put]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_multipart_parts_lose_and_duplicate_nothing() {
+    under_store_faults(Fault::PartFails, &[Call::Multipart, Call::Put]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_engines_without_the_lease_race_and_nothing_is_lost_or_doubled() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders(&server).await;
+    stream.run_once().await.expect("bootstrap");
+    // A batch planned by a run that died: both engines start by replaying it.
+    change(&mut client, 0).await;
+    wait_for_capture(&mut client, "dbo_orders", None, 1).await;
+    crate::engine_crash::run_until_killed(&stream, "after_offsets").await;
+    let options = || {
+        let mut options = stream.options();
+        options.once = false;
+        options.backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(50));
+        options
+            .env
+            .insert("MSSQL_CDC_TEST_BYPASS_LEASE".into(), "1".into());
+        options
+    };
+    let (first, second) = (options(), options());
+    let stops = [first.stop.clone(), second.stop.clone()];
+    let engines = [
+        tokio::spawn(mssql_cdc::engine::run(stream.config(), first)),
+        tokio::spawn(mssql_cdc::engine::run(stream.config(), second)),
+    ];
+    for i in 1..transactions() {
+        change(&mut client, i).await;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        if engines.iter().any(|e| e.is_finished()) {
+            break;
+        }
+    }
+    let stopped = async {
+        while !engines.iter().any(|e| e.is_finished()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let collided = tokio::time::timeout(Duration::from_secs(60), stopped)
+        .await
+        .is_ok();
+    stops.iter().for_each(CancellationToken::cancel);
+    let mut errors = Vec::new();
+    for engine in engines {
+        if let Err(error) = engine.await.expect("the engine's task") {
+            errors.push(error);
+        }
+    }
+    assert!(
+        collided,
+        "two engines on one checkpoint ran side by side without colliding"
+    );
+    assert_eq!(errors.len(), 1, "one of them stops: {errors:?}");
+    let message = errors[0].to_string();
+    assert!(
+        matches!(errors[0], EngineError::Checkpoint(_))
+            && message.contains("only one stream may use a checkpoint"),
+        "a clear error: {message}"
+    );
+    // The survivor stopped too; a last run finishes what is left.
+    for i in transactions()..transactions() + 2 {
+        change(&mut client, i).await;
+    }
+    wait_for_capture(&mut client, "dbo_orders", None, 1).await;
+    stream.run_once().await.expect("a single engine goes on");
+    assert_exactly_once(&mut client, &stream, "two engines").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_cannot_renew_stops_and_a_successor_takes_over() {
+    let Some(moto) = Moto::start().await else {
+        return;
+    };
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders(&server).await;
+    let stream = on_store(stream, &moto);
+    let manifest = stream.manifest_file();
+    // The first process: its lease is written once, then never renewed.
+    let mut first = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--lease-ttl", "3s", "-f"])
+        .arg(&manifest)
+        .env(PASSWORD_ENV, &stream.password)
+        .env(mssql_cdc::lake::faults::ENV, "lease:put:unavailable:1::1")
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    for i in 0..8 {
+        change(&mut client, i).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let exited = tokio::time::timeout(Duration::from_secs(60), first.wait())
+        .await
+        .expect("the first process stops by itself")
+        .expect("exit status");
+    let mut stderr = String::new();
+    if let Some(mut pipe) = first.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        pipe.read_to_string(&mut stderr).await.ok();
+    }
+    assert!(!exited.success(), "{stderr}");
+    assert!(stderr.contains("could not be renewed"), "{stderr}");
+
+    // The successor waits out the lease, then goes on from where the first
+    // stopped writing.
+    let mut options = stream.options();
+    options.lease_ttl = Duration::from_secs(3);
+    mssql_cdc::engine::run(stream.config(), options)
+        .await
+        .expect("the successor runs");
+    let changes = count(&moto, "bronze", "SELECT COUNT(*), COUNT(DISTINCT concat(_lsn, _seqval, _operation)) FROM t WHERE _operation <> 'snapshot'").await;
+    assert_eq!(changes[0][0], changes[0][1], "no change twice");
+    assert_eq!(
+        changes[0][0],
+        source_changes(&mut client).await.len().to_string(),
+        "every change"
+    );
+}
+
+/// The stream with its lake on `store`.
+pub fn on_store(mut stream: StreamFixture, store: &dyn TestStore) -> StreamFixture {
+    let base = store.base_uri();
+    let base = base.trim_end_matches('/');
+    for dir in ["bronze", "checkpoint", "facts"] {
+        stream.manifest = stream.manifest.replace(
+            &format!("\"{}\"", stream.path(dir).display()),
+            &format!("\"{base}/{dir}\""),
+        );
+    }
+    let options: Vec<String> = store
+        .options()
+        .iter()
+        .map(|(k, v)| format!("    {k}: \"{v}\""))
+        .collect();
+    stream
+        .manifest
+        .push_str(&format!("  storageOptions:\n{}\n", options.join("\n")));
+    stream
+}
+
+async fn count(store: &dyn TestStore, table: &str, sql: &str) -> Vec<Vec<String>> {
+    let uri = format!("{}/{table}", store.base_uri().trim_end_matches('/'));
+    query_uri(&uri, &store.options(), sql).await
+}
