@@ -32,28 +32,57 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
     let password = resolve_password(&config.source.password, |name: &str| {
         options.env.get(name).cloned()
     })?;
-    let checkpoint_options = config
-        .checkpoint
-        .options(&config.storage_options, options.env.clone());
-    let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options)?;
-    checkpoint.probe_create_only().await?;
-    let lease = take_lease(&config, &options, &checkpoint_options).await?;
-    let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
-        Heartbeat::start(
-            config.source.clone(),
-            password.clone(),
-            heartbeat,
-            config.app_id.clone(),
-        )
-    });
     let mut run = Run::new(&config, &options);
-    let result = drive(&mut run, &password, lease.guard(), checkpoint).await;
+    let result = match claim_checkpoint(&mut run).await {
+        Ok(Some((checkpoint, lease))) => {
+            let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
+                Heartbeat::start(
+                    config.source.clone(),
+                    password.clone(),
+                    heartbeat,
+                    config.app_id.clone(),
+                )
+            });
+            let result = drive(&mut run, &password, lease.guard(), checkpoint).await;
+            lease.release().await;
+            result
+        }
+        // Stopped while waiting.
+        Ok(None) => Ok(()),
+        Err(error) => Err(error),
+    };
     if let Err(error) = &result {
         options.observer.failed(error);
     }
-    let summary = run.summary;
-    lease.release().await;
-    result.map(|()| summary)
+    result.map(|()| run.summary)
+}
+
+/// Opens the checkpoint, checks its store fences writers, and takes its
+/// lease, retrying what may pass (a store that answers 503, a lease an
+/// earlier process left to expire). `None`: stopped meanwhile.
+async fn claim_checkpoint(
+    run: &mut Run<'_>,
+) -> Result<Option<(Checkpoint, CheckpointLease)>, EngineError> {
+    let config = run.config;
+    let options = config
+        .checkpoint
+        .options(&config.storage_options, run.options.env.clone());
+    let mut backoff = run.options.backoff.clone();
+    loop {
+        let attempt = async {
+            let checkpoint = Checkpoint::open(&config.checkpoint, &options)?;
+            checkpoint.probe_create_only().await?;
+            let lease = take_lease(config, run.options, &options).await?;
+            Ok::<_, EngineError>((checkpoint, lease))
+        };
+        match attempt.await {
+            Ok(claimed) => return Ok(Some(claimed)),
+            Err(error) => pause(run, &mut backoff, error).await?,
+        }
+        if run.options.stop.is_cancelled() {
+            return Ok(None);
+        }
+    }
 }
 
 /// Connects and opens the tables (retrying transient errors), then steps.
