@@ -39,6 +39,9 @@ pub struct VerdictUpdate {
     pub updated_at: DateTime<Utc>,
     /// The snapshot in progress, which holds the verdict.
     pub open_snapshot_lsn: Option<Lsn>,
+    /// A silver table's: the end LSN of the newest batch it applied (`None`
+    /// for bronze targets, and to keep a silver row's).
+    pub applied_lsn: Option<Lsn>,
 }
 
 #[cfg(test)]

@@ -221,6 +221,13 @@ async fn record_facts(
     bronze_version: Option<i64>,
     rows: Vec<FactRow>,
 ) -> Result<(), EngineError> {
+    // Silver applies the batch from its bronze commit (again after a
+    // crash: idempotent by silver's own txn).
+    sink.apply_to_silver(
+        &Txn::bronze_batch(&run.config.app_id, plan.batch_id),
+        &Txn::silver_batch(&run.config.app_id, plan.batch_id),
+    )
+    .await?;
     let key = FactsKey {
         target: run.config.target.name.clone(),
         app_id: run.config.app_id.clone(),
@@ -234,7 +241,7 @@ async fn record_facts(
     }
     run.observer().events_recorded(&rows[1..]);
     failpoint::hit("after_facts");
-    sink.advance_verdict(row.end_commit_ts, run.observer())
+    sink.advance_verdict(row.end_commit_ts, Some(plan.end_lsn), run.observer())
         .await?;
     sink.mark_done(&CommittedBatch {
         batch_id: plan.batch_id,

@@ -9,6 +9,7 @@ use crate::lake::checkpoint::CheckpointError;
 use crate::lake::facts::FactsError;
 use crate::lake::finalization::FinalizationError;
 use crate::lake::lease::LeaseError;
+use crate::lake::silver::SilverError;
 use crate::lake::transient::{delta_transient, store_transient};
 use crate::source::SourceError;
 use crate::spec::CredentialError;
@@ -83,6 +84,9 @@ pub enum EngineError {
     /// The finalization control table failed.
     #[error(transparent)]
     Finalization(#[from] FinalizationError),
+    /// The silver table failed.
+    #[error(transparent)]
+    Silver(#[from] SilverError),
     /// The checkpoint failed, or another process planned first.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -163,9 +167,8 @@ impl EngineError {
             EngineError::Bronze(BronzeError::Source(_)) => true,
             EngineError::Bronze(BronzeError::Delta { source, .. })
             | EngineError::Facts(FactsError::Delta { source, .. })
-            | EngineError::Finalization(FinalizationError::Delta { source, .. }) => {
-                delta_transient(source)
-            }
+            | EngineError::Finalization(FinalizationError::Delta { source, .. })
+            | EngineError::Silver(SilverError::Delta { source, .. }) => delta_transient(source),
             EngineError::Checkpoint(CheckpointError::Store { source, .. }) => {
                 store_transient(source)
             }
@@ -184,6 +187,7 @@ impl EngineError {
             EngineError::Bronze(_) => "bronze",
             EngineError::Facts(_) => "facts",
             EngineError::Finalization(_) => "finalization",
+            EngineError::Silver(_) => "silver",
             EngineError::Checkpoint(_) => "checkpoint",
             EngineError::Lease(_) => "lease",
             EngineError::DataLoss(_) => "data_loss",

@@ -22,9 +22,10 @@ use crate::lake::checkpoint::{
 use crate::lake::facts::{AppendOutcome, FactsKey, FactsTable};
 use crate::lake::finalization::FinalizationTable;
 use crate::lake::lease::LeaseGuard;
+use crate::lake::silver::{Deletes, SilverError, SilverTable};
 use crate::lake::txn::Txn;
 use crate::source::cdc::CaptureInfo;
-use crate::spec::StreamConfig;
+use crate::spec::{SilverConfig, SilverDeletes, StreamConfig};
 
 /// Where a run writes.
 pub struct Sink {
@@ -36,16 +37,19 @@ pub struct Sink {
     pub bronze: BronzeTable,
     /// The shared facts table.
     pub facts: FactsTable,
-    /// The target's verdict, when the manifest keeps one.
+    /// The silver table, when the manifest keeps one.
+    silver: Option<SilverTable>,
+    /// The target's verdict (and silver's), when the manifest keeps one.
     finalization: Option<Finalization>,
     /// Whether the checkpoint is still this process's.
     lease: LeaseGuard,
 }
 
-/// The target's row of the finalization control table.
+/// The target's row (and silver's) of the finalization control table.
 struct Finalization {
     table: FinalizationTable,
-    table_name: String,
+    target: String,
+    silver: Option<String>,
     app_id: String,
     granularity: Granularity,
 }
@@ -63,7 +67,8 @@ impl Sink {
         adopt: bool,
         lease: LeaseGuard,
     ) -> Result<Self, EngineError> {
-        let env = || env.clone().into_iter();
+        let env_vars = env;
+        let env = || env_vars.clone().into_iter();
         let fields = info.arrow_fields()?;
         let schema = bronze_schema(&Schema::new(fields))?;
         let target_options = config
@@ -86,16 +91,22 @@ impl Sink {
                 Some(Finalization {
                     table: FinalizationTable::open_or_create(&spec.table.location, &options)
                         .await?,
-                    table_name: config.target.name.clone(),
+                    target: config.target.name.clone(),
+                    silver: config.silver.as_ref().map(|s| s.table.name.clone()),
                     app_id: config.app_id.clone(),
                     granularity: spec.granularity,
                 })
             }
             None => None,
         };
+        let silver = match &config.silver {
+            Some(spec) => Some(open_silver(config, spec, info, env_vars).await?),
+            None => None,
+        };
         Ok(Sink {
             checkpoint,
             identity,
+            silver,
             bronze,
             facts,
             finalization,
@@ -164,50 +175,185 @@ impl Sink {
         Ok(())
     }
 
+    /// Applies bronze's commit `bronze` (a batch's or a snapshot chunk's)
+    /// to silver as the commit `silver`, unless silver holds it. Nothing
+    /// without silver, or when bronze made no commit (no rows).
+    pub async fn apply_to_silver(&mut self, bronze: &Txn, silver: &Txn) -> Result<(), EngineError> {
+        if self.silver.is_none() {
+            return Ok(());
+        }
+        self.fence()?;
+        let Some(commit) = self.bronze.find_commit(bronze).await? else {
+            return Ok(());
+        };
+        let rows = self.bronze.commit_rows(&commit).await?;
+        let record = SilverRecord {
+            checkpoint: self.identity.id.clone(),
+            bronze_version: commit.version,
+        };
+        if let Some(table) = &mut self.silver {
+            crate::failpoint::hit("before_silver_commit");
+            table.apply(silver, rows, &record).await?;
+            crate::failpoint::hit("after_silver_commit");
+        }
+        Ok(())
+    }
+
+    /// The newest version silver applied of the commit sequence `app_id`
+    /// (`None` without silver, or before the first).
+    pub async fn silver_applied(&mut self, app_id: &str) -> Result<Option<i64>, EngineError> {
+        match &mut self.silver {
+            Some(table) => Ok(table.applied_version(app_id).await?),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the stream keeps a silver table.
+    pub fn has_silver(&self) -> bool {
+        self.silver.is_some()
+    }
+
+    /// After a resnapshot at `lsn`: silver drops the keys it no longer saw.
+    pub async fn silver_after_resnapshot(&mut self, lsn: Lsn) -> Result<(), EngineError> {
+        self.fence()?;
+        if let Some(table) = &mut self.silver {
+            table.drop_older_than(lsn).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds a newer capture instance's columns to silver. A silver table
+    /// keyed by the instance's index refuses an instance with other keys.
+    pub async fn silver_follows(
+        &mut self,
+        info: &CaptureInfo,
+        manifest_keys: bool,
+    ) -> Result<(), EngineError> {
+        self.fence()?;
+        let Some(table) = &mut self.silver else {
+            return Ok(());
+        };
+        let same_keys = info.key_columns.len() == table.keys().len()
+            && info
+                .key_columns
+                .iter()
+                .zip(table.keys())
+                .all(|(a, b)| a.eq_ignore_ascii_case(b));
+        if !manifest_keys && !same_keys {
+            return Err(EngineError::Silver(SilverError::KeysChanged {
+                location: table.location().to_string(),
+                recorded: table.keys().join(","),
+                given: info.key_columns.join(","),
+            }));
+        }
+        table.add_missing_columns(&info.arrow_fields()?).await?;
+        Ok(())
+    }
+
     /// After a batch or a completed snapshot: the target holds every change
-    /// committed up to `end_commit_ts`.
+    /// committed up to `end_commit_ts`, and silver has applied them up to
+    /// `applied` (a batch's end LSN; `None` after a snapshot).
     pub async fn advance_verdict(
         &mut self,
         end_commit_ts: Option<DateTime<Utc>>,
+        applied: Option<Lsn>,
         observer: &dyn Observer,
     ) -> Result<(), EngineError> {
         let Some(granularity) = self.finalization.as_ref().map(|f| f.granularity) else {
             return Ok(());
         };
         let until = end_commit_ts.map(|ts| finalized_until(granularity, ts));
-        self.write_verdict(until, None, observer).await
+        self.write_verdicts(until, None, applied, observer).await
     }
 
-    /// While a snapshot taken at `lsn` is open: the row names it and the
-    /// verdict stays where it was.
+    /// While a snapshot taken at `lsn` is open: the rows name it and the
+    /// verdicts stay where they were.
     pub async fn hold_verdict(
         &mut self,
         lsn: Lsn,
         observer: &dyn Observer,
     ) -> Result<(), EngineError> {
-        self.write_verdict(None, Some(lsn), observer).await
+        self.write_verdicts(None, Some(lsn), None, observer).await
     }
 
-    async fn write_verdict(
+    async fn write_verdicts(
         &mut self,
         finalized_until: Option<DateTime<Utc>>,
         open_snapshot_lsn: Option<Lsn>,
+        applied: Option<Lsn>,
         observer: &dyn Observer,
     ) -> Result<(), EngineError> {
         self.fence()?;
         let Some(finalization) = &mut self.finalization else {
             return Ok(());
         };
-        let update = VerdictUpdate {
-            table_name: finalization.table_name.clone(),
+        let target = VerdictUpdate {
+            table_name: finalization.target.clone(),
             app_id: finalization.app_id.clone(),
             granularity: finalization.granularity,
             finalized_until,
             updated_at: Utc::now(),
             open_snapshot_lsn,
+            applied_lsn: None,
         };
-        finalization.table.upsert(&update).await?;
-        observer.finalized(&update);
+        finalization.table.upsert(&target).await?;
+        observer.finalized(&target);
+        if let Some(silver) = finalization.silver.clone() {
+            let update = VerdictUpdate {
+                table_name: silver,
+                applied_lsn: applied,
+                ..target
+            };
+            finalization.table.upsert(&update).await?;
+            observer.finalized(&update);
+        }
         Ok(())
     }
+}
+
+/// What a silver commit records: which checkpoint applied which bronze
+/// commit.
+#[derive(Debug, Serialize)]
+struct SilverRecord {
+    #[serde(rename = "mssql_cdc.checkpoint")]
+    checkpoint: String,
+    #[serde(rename = "mssql_cdc.bronze_version")]
+    bronze_version: i64,
+}
+
+/// Opens the stream's silver table: keyed by the manifest's keys, else by
+/// the capture instance's index columns.
+async fn open_silver(
+    config: &StreamConfig,
+    spec: &SilverConfig,
+    info: &CaptureInfo,
+    env: &BTreeMap<String, String>,
+) -> Result<SilverTable, EngineError> {
+    let keys = match &spec.keys {
+        Some(keys) => keys.clone(),
+        None if !info.key_columns.is_empty() => info.key_columns.clone(),
+        None => {
+            return Err(EngineError::Inconsistent(format!(
+                "spec.silver: capture instance {} has no index columns (the table has no primary \
+                 key and CDC was enabled without @index_name); name the key in spec.silver.keys",
+                info.instance
+            )));
+        }
+    };
+    let deletes = match spec.deletes {
+        SilverDeletes::Hard => Deletes::Hard,
+        SilverDeletes::Soft => Deletes::Soft,
+    };
+    let options = spec
+        .table
+        .location
+        .options(&config.storage_options, env.clone().into_iter());
+    Ok(SilverTable::open_or_create(
+        &spec.table.location,
+        &options,
+        &info.arrow_fields()?,
+        keys,
+        deletes,
+    )
+    .await?)
 }

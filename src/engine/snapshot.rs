@@ -156,6 +156,18 @@ async fn take(
             chunk,
             "resuming the snapshot after its last committed chunk"
         );
+        // Silver applies the chunks a crash left in bronze only.
+        if sink.has_silver() {
+            let applied = sink.silver_applied(&Txn::silver_chunks(app_id, n)).await?;
+            let first = applied.map_or(0, |v| u64::try_from(v).unwrap_or(0) + 1);
+            for done in first..chunk {
+                sink.apply_to_silver(
+                    &Txn::snapshot_chunk(app_id, n, done),
+                    &Txn::silver_chunk(app_id, n, done),
+                )
+                .await?;
+            }
+        }
     }
     let resumed_rows = rows;
     let clock = Instant::now();
@@ -202,6 +214,11 @@ async fn take(
         };
         sink.commit_to_bronze(&Txn::snapshot_chunk(app_id, n, chunk), staged, &record)
             .await?;
+        sink.apply_to_silver(
+            &Txn::snapshot_chunk(app_id, n, chunk),
+            &Txn::silver_chunk(app_id, n, chunk),
+        )
+        .await?;
         failpoint::hit("mid_snapshot");
         let elapsed = clock.elapsed().as_secs_f64().max(1e-3);
         let rate = (rows - resumed_rows) as f64 / elapsed;
@@ -229,6 +246,10 @@ async fn take(
         read_time,
         read_bytes,
     };
+    if n != BOOTSTRAP {
+        // Keys the new snapshot did not see are gone from the source.
+        sink.silver_after_resnapshot(plan.lsn).await?;
+    }
     let row = facts_row::snapshot_row(run.stream(), &plan, &measures, Utc::now());
     let key = FactsKey {
         target: run.config.target.name.clone(),
@@ -244,7 +265,8 @@ async fn take(
     })
     .await?;
     tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
-    sink.advance_verdict(plan.commit_ts, run.observer()).await?;
+    sink.advance_verdict(plan.commit_ts, Some(plan.lsn), run.observer())
+        .await?;
     run.summary.snapshot_rows += rows;
     run.observer().snapshot_done(&row);
     Ok(position)

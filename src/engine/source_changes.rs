@@ -24,19 +24,23 @@ use crate::lake::bronze::bronze_schema;
 use crate::lake::checkpoint::{PlannedBatch, PlannedEvent};
 use crate::source::cdc::{CaptureInfo, DdlEvent};
 
-/// Makes `to` the instance read: bronze gains the columns it adds, the
-/// columns `spec.source.columns` leaves out are warned about, and the
-/// instance read before is returned.
+/// Makes `to` the instance read: bronze and silver gain the columns it
+/// adds, the columns `spec.source.columns` leaves out are warned about, and
+/// the instance read before is returned. A silver table keyed by the
+/// instance's index (not `manifest_keys`) refuses an instance with other
+/// keys.
 pub async fn adopt_instance(
     session: &mut SourceSession,
     sink: &mut Sink,
     to: &CaptureInstance,
+    manifest_keys: bool,
     warnings: &mut Warnings,
 ) -> Result<CaptureInfo, EngineError> {
     let new = session.discover(to).await?;
     session.warn_left_out_columns(&new, warnings).await?;
     let fields = new.arrow_fields()?;
     sink.add_columns(&fields).await?;
+    sink.silver_follows(&new, manifest_keys).await?;
     let old = session.info().clone();
     tracing::info!(from = %old.instance, to = %new.instance, "moving to the newer capture instance");
     session.read_instance(new);

@@ -68,7 +68,8 @@ pub async fn step(
             lost_to_ts,
         } => {
             if instance != session.info().instance {
-                adopt_instance(session, sink, &instance, &mut run.warnings).await?;
+                let keys = manifest_keys(run);
+                adopt_instance(session, sink, &instance, keys, &mut run.warnings).await?;
             }
             tracing::warn!(
                 capture_instance = %instance,
@@ -114,7 +115,15 @@ async fn complete(
         events.push(skipped);
     }
     if let Some(at) = draft.switched_at {
-        let old = adopt_instance(session, sink, &draft.capture_instance, &mut run.warnings).await?;
+        let keys = manifest_keys(run);
+        let old = adopt_instance(
+            session,
+            sink,
+            &draft.capture_instance,
+            keys,
+            &mut run.warnings,
+        )
+        .await?;
         let commit_ts = session.lsn_time(at).await?;
         events.push(switch_event(&old, session.info(), at, commit_ts));
     }
@@ -140,4 +149,13 @@ async fn complete(
         planned_at: chrono::Utc::now(),
         events,
     })
+}
+
+/// Whether the manifest names silver's keys (else they are the capture
+/// instance's).
+fn manifest_keys(run: &Run<'_>) -> bool {
+    run.config
+        .silver
+        .as_ref()
+        .is_some_and(|silver| silver.keys.is_some())
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext};
 use deltalake::kernel::Action;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
@@ -323,39 +324,70 @@ impl BronzeTable {
         &mut self,
         txn: &Txn,
     ) -> Result<Option<R>, BronzeError> {
+        let Some(found) = self.find_commit(txn).await? else {
+            return Ok(None);
+        };
+        serde_json::from_value(serde_json::Value::Object(found.info))
+            .map(Some)
+            .map_err(|e| {
+                BronzeError::Record(format!(
+                    "the commit of {}/{} carries an unreadable record: {e}",
+                    txn.app_id, txn.version
+                ))
+            })
+    }
+
+    /// The commit that recorded `txn`, searched among the newest commits
+    /// (newest first): its version, its commitInfo and the files it added.
+    pub async fn find_commit(&mut self, txn: &Txn) -> Result<Option<FoundCommit>, BronzeError> {
         self.table
             .update_state()
             .await
             .map_err(|e| self.delta_error(e))?;
-        let mut history = self.table.history(Some(HISTORY_SEARCH_DEPTH));
-        while let Some(info) = history.next().await {
-            let info = info.map_err(|e| BronzeError::Delta {
-                location: self.location.clone(),
-                source: Box::new(e),
-            })?;
-            let matches = info
-                .info
-                .get(COMMIT_INFO_TXN_APP_ID)
-                .and_then(|v| v.as_str())
-                == Some(txn.app_id.as_str())
-                && info
-                    .info
-                    .get(COMMIT_INFO_TXN_VERSION)
-                    .and_then(|v| v.as_i64())
-                    == Some(txn.version);
-            if matches {
-                let entries = info.info.into_iter().collect();
-                return serde_json::from_value(serde_json::Value::Object(entries))
-                    .map(Some)
-                    .map_err(|e| {
-                        BronzeError::Record(format!(
-                            "the commit of {}/{} carries an unreadable record: {e}",
-                            txn.app_id, txn.version
-                        ))
-                    });
+        let Some(latest) = self.table.version() else {
+            return Ok(None);
+        };
+        let oldest = latest.saturating_sub(HISTORY_SEARCH_DEPTH as u64);
+        let log_store = self.table.log_store();
+        for version in (oldest..=latest).rev() {
+            let Some(bytes) = log_store
+                .read_commit_entry(version)
+                .await
+                .map_err(|e| self.delta_error(e))?
+            else {
+                continue;
+            };
+            if let Some(found) = parse_commit(&bytes, txn, version) {
+                return Ok(Some(found));
             }
         }
         Ok(None)
+    }
+
+    /// The rows of a commit, as one DataFrame with the table's current
+    /// schema (columns a file lacks read as NULL).
+    pub async fn commit_rows(&self, commit: &FoundCommit) -> Result<DataFrame, BronzeError> {
+        let ctx = SessionContext::new();
+        self.table
+            .update_datafusion_session(&ctx.state())
+            .map_err(|e| self.delta_error(e))?;
+        let root = self.table.table_url().to_string();
+        let root = if root.ends_with('/') {
+            root
+        } else {
+            format!("{root}/")
+        };
+        let files: Vec<String> = commit.files.iter().map(|f| format!("{root}{f}")).collect();
+        let schema = self.arrow_schema()?;
+        let options = ParquetReadOptions::default().schema(schema.as_ref());
+        let frame = if files.is_empty() {
+            ctx.read_empty().map_err(|e| self.delta_error(e.into()))?
+        } else {
+            ctx.read_parquet(files, options)
+                .await
+                .map_err(|e| self.delta_error(e.into()))?
+        };
+        Ok(frame)
     }
 
     fn delta_error(&self, source: DeltaTableError) -> BronzeError {
@@ -364,6 +396,56 @@ impl BronzeTable {
             source: Box::new(source),
         }
     }
+}
+
+/// A commit found by its `txn`.
+#[derive(Debug, Clone)]
+pub struct FoundCommit {
+    /// The table version it made.
+    pub version: i64,
+    /// Its commitInfo entries.
+    pub info: serde_json::Map<String, serde_json::Value>,
+    /// The data files it added, relative to the table.
+    pub files: Vec<String>,
+}
+
+/// `bytes` (one commit's JSON lines) as [`FoundCommit`] when it carries
+/// `txn`.
+fn parse_commit(bytes: &[u8], txn: &Txn, version: u64) -> Option<FoundCommit> {
+    let mut info = None;
+    let mut files = Vec::new();
+    let mut matches = false;
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let Ok(serde_json::Value::Object(action)) = serde_json::from_slice(line) else {
+            continue;
+        };
+        if let Some(t) = action.get("txn") {
+            matches |= t.get("appId").and_then(|v| v.as_str()) == Some(txn.app_id.as_str())
+                && t.get("version").and_then(|v| v.as_i64()) == Some(txn.version);
+        } else if let Some(serde_json::Value::Object(i)) = action.get("commitInfo") {
+            info = Some(i.clone());
+        } else if let Some(path) = action
+            .get("add")
+            .and_then(|a| a.get("path"))
+            .and_then(|p| p.as_str())
+        {
+            // Delta stores paths URL-encoded.
+            let decoded = percent_decode(path);
+            files.push(decoded);
+        }
+    }
+    matches.then(|| FoundCommit {
+        version: i64::try_from(version).unwrap_or(i64::MAX),
+        info: info.unwrap_or_default(),
+        files,
+    })
+}
+
+/// Undoes the `%XX` escapes of a Delta log path.
+fn percent_decode(path: &str) -> String {
+    url::form_urlencoded::parse(format!("p={}", path.replace('+', "%2B")).as_bytes())
+        .next()
+        .map_or_else(|| path.to_string(), |(_, v)| v.into_owned())
 }
 
 #[cfg(test)]

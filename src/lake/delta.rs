@@ -15,6 +15,18 @@ pub(crate) async fn open_or_create(
     fields: Vec<StructField>,
     comment: &str,
 ) -> Result<DeltaTable, DeltaTableError> {
+    open_or_create_with(location, options, fields, comment, &[]).await
+}
+
+/// [`open_or_create`], giving a new table `configuration` entries (our own
+/// `mssql_cdc.*` properties, which Delta readers ignore).
+pub(crate) async fn open_or_create_with(
+    location: &StorageLocation,
+    options: &StorageOptions,
+    fields: Vec<StructField>,
+    comment: &str,
+    configuration: &[(&str, String)],
+) -> Result<DeltaTable, DeltaTableError> {
     register_handlers();
     let url = location.url().clone();
     if let Ok(dir) = url.to_file_path() {
@@ -33,6 +45,11 @@ pub(crate) async fn open_or_create(
         .create()
         .with_columns(fields)
         .with_comment(comment)
+        .with_configuration(
+            configuration
+                .iter()
+                .map(|(key, value)| (key.to_string(), Some(value.clone()))),
+        )
         .with_save_mode(SaveMode::Ignore)
         .with_commit_properties(CommitProperties::default().with_max_retries(0))
         .await;

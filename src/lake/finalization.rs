@@ -69,7 +69,7 @@ pub const COLUMNS: [Column; 7] = [
         "applied_lsn",
         Str,
         true,
-        "Last source LSN a silver table applied; always NULL for bronze streams.",
+        "End LSN (0x + 20 hex digits) of the newest batch a silver table applied; never moves back. NULL for bronze targets.",
     ),
 ];
 
@@ -189,6 +189,12 @@ impl FinalizationTable {
                     .update("finalized_until", kept_or_newer)
                     .update("updated_at", "source.updated_at")
                     .update("open_snapshot_lsn", "source.open_snapshot_lsn")
+                    .update(
+                        "applied_lsn",
+                        "CASE WHEN source.applied_lsn IS NULL THEN target.applied_lsn \
+                         WHEN target.applied_lsn IS NULL OR source.applied_lsn > target.applied_lsn \
+                         THEN source.applied_lsn ELSE target.applied_lsn END",
+                    )
             })?
             .when_not_matched_insert(|i| {
                 COLUMNS
@@ -226,7 +232,7 @@ fn source_batch(
             time(update.finalized_until),
             time(Some(update.updated_at)),
             text(update.open_snapshot_lsn.map(|l| l.to_string())),
-            text(None),
+            text(update.applied_lsn.map(|l| l.to_string())),
         ],
     )
 }

@@ -17,6 +17,7 @@ fn update(table: &str, until: Option<&str>, snapshot: Option<&str>) -> VerdictUp
         finalized_until: until.map(utc),
         updated_at: Utc::now(),
         open_snapshot_lsn: snapshot.map(|l| l.parse().unwrap()),
+        applied_lsn: None,
     }
 }
 

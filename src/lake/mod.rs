@@ -20,6 +20,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod records;
 pub mod schema;
+pub mod silver;
 pub mod storage;
 #[cfg(test)]
 mod test_support;

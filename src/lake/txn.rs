@@ -50,6 +50,28 @@ impl Txn {
         }
     }
 
+    /// The silver commit that applies a micro-batch's bronze commit:
+    /// silver's own sequence, versioned by batch id like the bronze one.
+    pub fn silver_batch(app_id: &str, batch: BatchId) -> Txn {
+        Txn {
+            app_id: format!("{app_id}/silver"),
+            version: batch.txn_version(),
+        }
+    }
+
+    /// The sequence of silver commits applying snapshot `snapshot`'s chunks.
+    pub fn silver_chunks(app_id: &str, snapshot: u64) -> String {
+        format!("{app_id}/silver/snapshot/{snapshot}")
+    }
+
+    /// The silver commit that applies chunk `chunk` of snapshot `snapshot`.
+    pub fn silver_chunk(app_id: &str, snapshot: u64, chunk: u64) -> Txn {
+        Txn {
+            app_id: Self::silver_chunks(app_id, snapshot),
+            version: saturating_version(chunk),
+        }
+    }
+
     /// A stream's facts commit. The facts table is shared by many streams,
     /// so the id names the stream (appId and target) and the sequence.
     pub fn facts(target: &str, app_id: &str, sequence: FactSequence) -> Txn {
@@ -103,6 +125,17 @@ mod tests {
         assert_eq!(
             facts.app_id,
             "mssql-cdc/facts/batch/orders-v1/bronze.orders"
+        );
+        assert_eq!(
+            Txn::silver_batch("orders-v1", batch(7)),
+            Txn {
+                app_id: "orders-v1/silver".into(),
+                version: 7
+            }
+        );
+        assert_eq!(
+            Txn::silver_chunk("orders-v1", 1, 2).app_id,
+            "orders-v1/silver/snapshot/1"
         );
         let snapshot = Txn::facts("bronze.orders", "orders-v1", FactSequence::Snapshot(1));
         assert_eq!(

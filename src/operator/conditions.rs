@@ -36,6 +36,9 @@ pub const CAPTURE_LAG: &str = "CaptureLag";
 pub const METRICS_AVAILABLE: &str = "MetricsAvailable";
 /// The finalization verdict is fresh (only with `spec.finalization`).
 pub const FINALIZED: &str = "Finalized";
+/// The silver table's verdict is fresh (with `spec.finalization` and
+/// `spec.silver`).
+pub const SILVER_FINALIZED: &str = "SilverFinalized";
 /// The worker met changes purged before it read them (True is bad).
 pub const DATA_LOSS: &str = "DataLoss";
 
@@ -136,7 +139,18 @@ pub fn conditions(stream: &CdcStream, phase: Phase, now: DateTime<Utc>) -> Vec<C
             open_snapshot_lsn: row.open_snapshot_lsn.clone(),
             applied_lsn: None,
         });
-        all.push(finalized(verdict.as_ref(), batch.as_ref(), now, &freshness));
+        all.push(finalized(FINALIZED, verdict.as_ref(), batch.as_ref(), now, &freshness));
+        if let Some(silver) = &stream.spec.silver {
+            let verdict = status.silver.as_ref().map(|row| Verdict {
+                table_name: silver.name.clone(),
+                granularity: spec.granularity,
+                finalized_until: row.finalized_until,
+                updated_at: row.updated_at,
+                open_snapshot_lsn: row.open_snapshot_lsn.clone(),
+                applied_lsn: row.applied_lsn.clone(),
+            });
+            all.push(finalized(SILVER_FINALIZED, verdict.as_ref(), batch.as_ref(), now, &freshness));
+        }
     }
     all.push(data_loss(status.data_loss.as_ref()));
     let ready = ready(phase, validated.as_ref().err(), &all, health.as_ref());
@@ -254,6 +268,7 @@ fn lag(
 }
 
 fn finalized(
+    type_: &'static str,
     verdict: Option<&Verdict>,
     batch: Option<&LatestBatch>,
     now: DateTime<Utc>,
@@ -261,7 +276,7 @@ fn finalized(
 ) -> Judged {
     let Some(verdict) = verdict else {
         return judged(
-            FINALIZED,
+            type_,
             "Unknown",
             "NotReported",
             "the worker has not reported the finalization row yet: it does after its first batch",
@@ -270,13 +285,13 @@ fn finalized(
     let health = assess_finalization(verdict, batch, now, limits);
     match health.stale {
         None => judged(
-            FINALIZED,
+            type_,
             "True",
             "VerdictFresh",
             "the finalization verdict is within its age limit",
         ),
         Some(reason) => {
-            judged(FINALIZED, "False", reason.name(), reason.message()).blocking(health.fires())
+            judged(type_, "False", reason.name(), reason.message()).blocking(health.fires())
         }
     }
 }

@@ -47,6 +47,9 @@ pub struct WorkerReport {
     /// `status.finalization`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finalization: Option<FinalizationStatus>,
+    /// `status.silver`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silver: Option<FinalizationStatus>,
     /// `status.dataLoss`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_loss: Option<DataLossStatus>,
@@ -63,6 +66,9 @@ impl WorkerReport {
 #[derive(Debug, Clone)]
 pub struct StatusObserver {
     latest: Arc<watch::Sender<WorkerReport>>,
+    /// The stream's target: its verdicts go to `status.finalization`, the
+    /// silver table's to `status.silver`.
+    target: String,
 }
 
 impl StatusObserver {
@@ -79,12 +85,16 @@ impl StatusObserver {
             finalization: reported
                 .and_then(|s| s.finalization.clone())
                 .filter(|_| stream.spec.finalization.is_some()),
+            silver: reported
+                .and_then(|s| s.silver.clone())
+                .filter(|_| stream.spec.finalization.is_some() && stream.spec.silver.is_some()),
             data_loss: None,
         };
         let (sender, receiver) = watch::channel(report);
         (
             StatusObserver {
                 latest: Arc::new(sender),
+                target: stream.spec.target.name.clone(),
             },
             receiver,
         )
@@ -127,13 +137,24 @@ impl Observer for StatusObserver {
     }
 
     fn finalized(&self, update: &VerdictUpdate) {
+        let silver = update.table_name != self.target;
         self.latest.send_modify(|report| {
-            let before = report.finalization.as_ref().and_then(|f| f.finalized_until);
-            report.finalization = Some(FinalizationStatus {
+            let row = if silver {
+                &mut report.silver
+            } else {
+                &mut report.finalization
+            };
+            let before = row.as_ref().and_then(|f| f.finalized_until);
+            let applied = row.as_ref().and_then(|f| f.applied_lsn.clone());
+            *row = Some(FinalizationStatus {
                 // The table keeps the later of the row's and the update's.
                 finalized_until: before.max(update.finalized_until),
                 updated_at: update.updated_at,
                 open_snapshot_lsn: update.open_snapshot_lsn.map(|lsn| lsn.to_string()),
+                applied_lsn: update
+                    .applied_lsn
+                    .map(|lsn| lsn.to_string())
+                    .max(applied),
             });
         });
     }

@@ -15,6 +15,7 @@ fn update(until: Option<u32>, snapshot: Option<&str>) -> VerdictUpdate {
         finalized_until: until.map(at),
         updated_at: at(12),
         open_snapshot_lsn: snapshot.map(|s| s.parse::<Lsn>().unwrap()),
+        applied_lsn: None,
     }
 }
 

@@ -22,11 +22,11 @@ pub use load::{LoadError, Loaded, UnknownField, load_yaml};
 pub use status::{DataLossAction, DataLossStatus, FinalizationStatus, Phase, Progress};
 pub use types::{
     CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
-    HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SnapshotMode, SnapshotSpec, SourceSpec,
-    TableSpec, TriggerSpec,
+    HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SilverDeletes, SilverSpec, SnapshotMode,
+    SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
-    API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, SourceConfig, SpecError, StreamConfig,
-    TableConfig, Trigger, ValidationErrors,
+    API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, SilverConfig, SourceConfig, SpecError,
+    StreamConfig, TableConfig, Trigger, ValidationErrors,
 };
 pub use worker::WorkerSpec;

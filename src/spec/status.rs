@@ -71,6 +71,10 @@ pub struct FinalizationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^0x[0-9A-F]{20}$"))]
     pub open_snapshot_lsn: Option<String>,
+    /// A silver table's: the end LSN of the newest batch it applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^0x[0-9A-F]{20}$"))]
+    pub applied_lsn: Option<String>,
 }
 
 /// The last time the worker met changes CDC cleanup had purged before it

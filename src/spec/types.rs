@@ -28,7 +28,8 @@ use super::worker::WorkerSpec;
     printcolumn = r#"{"name":"Lag","type":"integer","jsonPath":".status.progress.ingestionLagSeconds","description":"Whole seconds the last batch trailed the source's newest commit."}"#,
     printcolumn = r#"{"name":"Headroom","type":"integer","jsonPath":".status.progress.retentionHeadroomHours","description":"Whole hours before CDC cleanup reaches the read position."}"#,
     printcolumn = r#"{"name":"Finalized","type":"string","jsonPath":".status.finalization.finalizedUntil","description":"Everything committed before this instant is in the target."}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Silver","type":"string","priority":1,"jsonPath":".status.silver.appliedLsn","description":"The end LSN of the newest batch the silver table applied."}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CdcStreamSpec {
@@ -117,6 +118,10 @@ pub struct CdcStreamSpec {
     /// complete; none when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalization: Option<FinalizationSpec>,
+    /// A silver table kept from the changes: the source table's current
+    /// state, one row per key; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silver: Option<SilverSpec>,
     /// What to do when CDC cleanup purged changes the stream had not read.
     #[serde(default)]
     pub on_data_loss: OnDataLoss,
@@ -332,6 +337,38 @@ pub struct FinalizationSpec {
     pub granularity: crate::domain::Granularity,
 }
 
+/// A silver table: the source table's current state, kept by the stream
+/// from each batch's changes (docs/silver.md).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SilverSpec {
+    /// Name of the silver table in reports and the finalization control
+    /// table, e.g. `silver.orders`.
+    pub name: String,
+    /// Path or URI of the silver Delta table.
+    pub location: String,
+    /// The columns identifying a row; default: the capture instance's index
+    /// columns (the primary key, or the unique index CDC was enabled with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
+    /// What a delete on the source does to the row: `hard` (default)
+    /// removes it; `soft` keeps it with `_deleted = true` and the delete's
+    /// commit time.
+    #[serde(default)]
+    pub deletes: SilverDeletes,
+}
+
+/// How silver records deletes.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SilverDeletes {
+    /// The row goes.
+    #[default]
+    Hard,
+    /// The row stays, marked `_deleted`.
+    Soft,
+}
+
 /// What the operator and the worker report about a stream.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -352,6 +389,10 @@ pub struct CdcStreamStatus {
     /// The target's row of the finalization control table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalization: Option<FinalizationStatus>,
+    /// The silver table's row of the finalization control table, with the
+    /// position silver applied (`appliedLsn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silver: Option<FinalizationStatus>,
     /// Purged changes the running worker met, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_loss: Option<DataLossStatus>,

@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::alerts::{AlertLimits, parse_duration};
 use super::credentials::PasswordSource;
 use super::types::{
-    CdcStreamSpec, Encrypt, FinalizationSpec, HeartbeatSpec, OnDataLoss, SnapshotMode, TableSpec,
+    CdcStreamSpec, Encrypt, FinalizationSpec, HeartbeatSpec, OnDataLoss, SilverDeletes, SilverSpec,
+    SnapshotMode, TableSpec,
 };
 use crate::domain::{CaptureInstance, Granularity, TableName};
 use crate::lake::StorageLocation;
@@ -120,6 +121,18 @@ pub struct FinalizationConfig {
     pub granularity: Granularity,
 }
 
+/// The validated silver table of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SilverConfig {
+    /// The table.
+    pub table: TableConfig,
+    /// Its key columns, when the manifest names them (else the capture
+    /// instance's).
+    pub keys: Option<Vec<String>>,
+    /// Whether deletes remove rows or mark them.
+    pub deletes: SilverDeletes,
+}
+
 /// The validated source side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceConfig {
@@ -188,6 +201,8 @@ pub struct StreamConfig {
     pub heartbeat: Option<HeartbeatConfig>,
     /// The finalization control table, when the manifest names one.
     pub finalization: Option<FinalizationConfig>,
+    /// The silver table, when the manifest names one.
+    pub silver: Option<SilverConfig>,
     /// The health limits (`spec.alerts` with its defaults).
     pub alerts: AlertLimits,
 }
@@ -249,6 +264,44 @@ impl Checker {
         Some(FinalizationConfig {
             table,
             granularity: spec.granularity,
+        })
+    }
+
+    fn silver(
+        &mut self,
+        spec: Option<&SilverSpec>,
+        target: Option<&TableConfig>,
+    ) -> Option<SilverConfig> {
+        let spec = spec?;
+        let table = self.table(
+            "spec.silver",
+            &TableSpec {
+                name: spec.name.clone(),
+                location: spec.location.clone(),
+            },
+        )?;
+        if target.is_some_and(|t| t.location == table.location || t.name == table.name) {
+            self.0.push(SpecError::Invalid {
+                field: "spec.silver".into(),
+                value: spec.location.clone(),
+                reason: "silver must be a table of its own, not the target".into(),
+            });
+        }
+        let keys = match &spec.keys {
+            Some(keys) if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) => {
+                self.0.push(SpecError::Invalid {
+                    field: "spec.silver.keys".into(),
+                    value: keys.join(","),
+                    reason: "name at least one column, none empty (or leave keys out for the capture instance's)".into(),
+                });
+                None
+            }
+            keys => keys.clone(),
+        };
+        Some(SilverConfig {
+            table,
+            keys,
+            deletes: spec.deletes,
         })
     }
 
@@ -442,6 +495,7 @@ impl CdcStreamSpec {
         let source_time_zone = c.time_zone(s.source_time_zone.as_ref());
         let heartbeat = c.heartbeat(self.heartbeat.as_ref());
         let finalization = c.finalization(self.finalization.as_ref());
+        let silver = c.silver(self.silver.as_ref(), target.as_ref());
         let alerts = match self.alerts.as_ref().map(|a| a.limits()) {
             None => AlertLimits::default(),
             Some(Ok(limits)) => limits,
@@ -482,6 +536,7 @@ impl CdcStreamSpec {
                     adopt_target: self.adopt_target,
                     heartbeat,
                     finalization,
+                    silver,
                     alerts,
                 })
             }

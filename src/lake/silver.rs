@@ -1,0 +1,449 @@
+//! The silver table: the source table's current state, one row per key,
+//! kept from the stream's own bronze commits. Each bronze commit (a batch
+//! or a snapshot chunk) is applied with one MERGE: its changes reduced to
+//! the last per key, ordered by LSN, then seqval, then operation, without
+//! the before-images of updates; inserts, update-afters and snapshot rows
+//! upsert, deletes remove the row (or mark it `_deleted`). A change older
+//! than the row it would replace is ignored, and every MERGE carries its
+//! own `txn`, so a replay applies nothing twice and nothing out of order.
+//! See docs/silver.md.
+
+use std::ops::Not;
+use std::sync::Arc;
+
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use deltalake::datafusion::common::Column;
+use deltalake::datafusion::prelude::{DataFrame, Expr, SessionContext, lit};
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{StructType, Transaction};
+use deltalake::{DeltaTable, DeltaTableError};
+use serde::Serialize;
+
+use super::delta::{open_or_create_with, txn_version};
+use super::storage::{StorageLocation, StorageOptions};
+use super::txn::Txn;
+use crate::domain::Lsn;
+use crate::domain::change::{COMMIT_TS, LSN, OPERATION, SEQVAL};
+
+/// `_deleted`: the row's key was deleted on the source (soft deletes only).
+pub const DELETED: &str = "_deleted";
+
+/// The table property that records silver's key columns (comma-separated),
+/// so maintenance can cluster by them.
+pub const KEYS_PROPERTY: &str = "mssql_cdc.keys";
+
+const TABLE_COMMENT: &str = "mssql-cdc silver: the source table's current state, one row per key";
+
+/// What a delete on the source does to silver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletes {
+    /// The row goes.
+    Hard,
+    /// The row stays, `_deleted` and with the delete's LSN and commit time.
+    Soft,
+}
+
+/// Why silver could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum SilverError {
+    /// The key columns are not all among the captured columns.
+    #[error(
+        "silver table {location}: key column {column} is not captured (captured: {captured}); \
+         name existing columns in spec.silver.keys"
+    )]
+    UnknownKey {
+        /// The table.
+        location: String,
+        /// The missing key column.
+        column: String,
+        /// The captured columns.
+        captured: String,
+    },
+    /// The table exists with other key columns than the stream's.
+    #[error(
+        "silver table {location} is keyed by {recorded} but the stream's keys are {given}; a \
+         silver table cannot change its key: see docs/runbooks.md, \"Silver key changed\""
+    )]
+    KeysChanged {
+        /// The table.
+        location: String,
+        /// The keys the table was created with.
+        recorded: String,
+        /// The keys the stream has now.
+        given: String,
+    },
+    /// The Delta table failed.
+    #[error("silver table {location}: {source}")]
+    Delta {
+        /// The table location.
+        location: String,
+        /// deltalake's error.
+        source: Box<DeltaTableError>,
+    },
+}
+
+/// What applying a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// Merged as this table version.
+    Applied {
+        /// The silver table version.
+        version: i64,
+    },
+    /// The table already holds this commit: nothing done.
+    AlreadyApplied,
+}
+
+/// The silver table of one stream.
+pub struct SilverTable {
+    table: DeltaTable,
+    location: String,
+    keys: Vec<String>,
+    deletes: Deletes,
+}
+
+impl std::fmt::Debug for SilverTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SilverTable")
+            .field("location", &self.location)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The silver schema of captured columns `captured`: them, then `_lsn`,
+/// `_commit_ts` and, with soft deletes, `_deleted`.
+pub fn silver_schema(captured: &[Field], deletes: Deletes) -> SchemaRef {
+    let mut fields: Vec<Field> = captured
+        .iter()
+        .map(|f| f.clone().with_nullable(true))
+        .collect();
+    fields.push(Field::new(LSN, DataType::Utf8, false));
+    fields.push(Field::new(
+        COMMIT_TS,
+        DataType::Timestamp(TimeUnit::Microsecond, None),
+        true,
+    ));
+    if deletes == Deletes::Soft {
+        fields.push(Field::new(DELETED, DataType::Boolean, false));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+impl SilverTable {
+    /// Opens the table, creating it with `captured`'s columns when needed.
+    /// `keys` must be among them, and an existing table must have the same.
+    pub async fn open_or_create(
+        location: &StorageLocation,
+        options: &StorageOptions,
+        captured: &[Field],
+        keys: Vec<String>,
+        deletes: Deletes,
+    ) -> Result<Self, SilverError> {
+        let where_ = location.to_string();
+        let delta_error = |source: DeltaTableError| SilverError::Delta {
+            location: where_.clone(),
+            source: Box::new(source),
+        };
+        if let Some(missing) = keys
+            .iter()
+            .find(|k| !captured.iter().any(|c| c.name().eq_ignore_ascii_case(k)))
+        {
+            return Err(SilverError::UnknownKey {
+                location: where_,
+                column: missing.clone(),
+                captured: captured
+                    .iter()
+                    .map(|c| c.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        // The keys as the columns spell them.
+        let keys: Vec<String> = keys
+            .iter()
+            .filter_map(|k| {
+                captured
+                    .iter()
+                    .find(|c| c.name().eq_ignore_ascii_case(k))
+                    .map(|c| c.name().clone())
+            })
+            .collect();
+        let schema = silver_schema(captured, deletes);
+        let kernel: StructType = schema
+            .as_ref()
+            .try_into_kernel()
+            .map_err(|e| delta_error(DeltaTableError::from(e)))?;
+        let table = open_or_create_with(
+            location,
+            options,
+            kernel.fields().cloned().collect(),
+            TABLE_COMMENT,
+            &[(KEYS_PROPERTY, keys.join(","))],
+        )
+        .await
+        .map_err(delta_error)?;
+        let silver = SilverTable {
+            table,
+            location: where_,
+            keys,
+            deletes,
+        };
+        if let Some(recorded) = silver.recorded_keys()?
+            && !recorded.eq_ignore_ascii_case(&silver.keys.join(","))
+        {
+            return Err(SilverError::KeysChanged {
+                location: silver.location.clone(),
+                recorded,
+                given: silver.keys.join(","),
+            });
+        }
+        Ok(silver)
+    }
+
+    /// Where the table is.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The newest version of the commit sequence `app_id` applied here.
+    pub async fn applied_version(&mut self, app_id: &str) -> Result<Option<i64>, SilverError> {
+        txn_version(&mut self.table, app_id)
+            .await
+            .map_err(|e| self.delta_error(e))
+    }
+
+    /// The key columns.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The underlying Delta table (for readers and tests).
+    pub fn delta_table(&self) -> &DeltaTable {
+        &self.table
+    }
+
+    fn recorded_keys(&self) -> Result<Option<String>, SilverError> {
+        let snapshot = self.table.snapshot().map_err(|e| self.delta_error(e))?;
+        Ok(snapshot
+            .metadata()
+            .configuration()
+            .get(KEYS_PROPERTY)
+            .cloned())
+    }
+
+    /// Whether the table holds the commit `txn`.
+    pub async fn holds(&mut self, txn: &Txn) -> Result<bool, SilverError> {
+        let version = txn_version(&mut self.table, &txn.app_id)
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        Ok(txn.is_done(version))
+    }
+
+    /// Adds the columns silver lacks (a newer capture instance's).
+    pub async fn add_missing_columns(&mut self, columns: &[Field]) -> Result<(), SilverError> {
+        let current = self
+            .table
+            .snapshot()
+            .map_err(|e| self.delta_error(e))?
+            .snapshot()
+            .arrow_schema();
+        let missing: Vec<Field> = columns
+            .iter()
+            .filter(|f| {
+                !current
+                    .fields()
+                    .iter()
+                    .any(|c| c.name().eq_ignore_ascii_case(f.name()))
+            })
+            .map(|f| f.clone().with_nullable(true))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let kernel: StructType = (&Schema::new(missing))
+            .try_into_kernel()
+            .map_err(|e| self.delta_error(DeltaTableError::from(e)))?;
+        self.table = self
+            .table
+            .clone()
+            .add_columns()
+            .with_fields(kernel.fields().cloned().collect::<Vec<_>>())
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        Ok(())
+    }
+
+    /// Applies `changes` (rows of one bronze commit, with the CDC columns)
+    /// as one MERGE carrying `txn` and `record`, unless silver holds `txn`.
+    pub async fn apply<R: Serialize>(
+        &mut self,
+        txn: &Txn,
+        changes: DataFrame,
+        record: &R,
+    ) -> Result<ApplyOutcome, SilverError> {
+        if self.holds(txn).await? {
+            return Ok(ApplyOutcome::AlreadyApplied);
+        }
+        let latest = self.reduce(changes).await?;
+        let columns = self.columns()?;
+        let metadata = match serde_json::to_value(record) {
+            Ok(serde_json::Value::Object(entries)) => entries,
+            _ => serde_json::Map::new(),
+        };
+        let properties = CommitProperties::default()
+            .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
+            .with_metadata(metadata);
+        let on_keys = self
+            .keys
+            .iter()
+            .map(|k| side("target", k).eq(side("source", k)))
+            .reduce(Expr::and)
+            .unwrap_or_else(|| lit(false));
+        let newer = side("source", LSN).gt_eq(side("target", LSN));
+        let is_delete = side("source", OPERATION).eq(lit("delete"));
+        let soft = self.deletes == Deletes::Soft;
+        let mut merge = self
+            .table
+            .clone()
+            .merge(latest, on_keys)
+            .with_source_alias("source")
+            .with_target_alias("target")
+            .with_commit_properties(properties)
+            .when_matched_update(|u| {
+                let u = columns
+                    .iter()
+                    .fold(u, |u, c| u.update(c.as_str(), side("source", c)));
+                let u = if soft {
+                    u.update(DELETED, lit(false))
+                } else {
+                    u
+                };
+                u.predicate(newer.clone().and(is_delete.clone().not()))
+            })
+            .map_err(|e| self.delta_error(e))?;
+        merge = if soft {
+            merge
+                .when_matched_update(|u| {
+                    let u = columns
+                        .iter()
+                        .fold(u, |u, c| u.update(c.as_str(), side("source", c)));
+                    u.update(DELETED, lit(true))
+                        .predicate(newer.clone().and(is_delete.clone()))
+                })
+                .map_err(|e| self.delta_error(e))?
+        } else {
+            merge
+                .when_matched_delete(|d| d.predicate(newer.clone().and(is_delete.clone())))
+                .map_err(|e| self.delta_error(e))?
+        };
+        let (table, _metrics) = merge
+            .when_not_matched_insert(|i| {
+                let i = columns
+                    .iter()
+                    .fold(i, |i, c| i.set(c.as_str(), side("source", c)));
+                if soft {
+                    i.set(DELETED, is_delete.clone())
+                } else {
+                    i.predicate(is_delete.clone().not())
+                }
+            })
+            .map_err(|e| self.delta_error(e))?
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        self.table = table;
+        Ok(ApplyOutcome::Applied {
+            version: self
+                .table
+                .version()
+                .and_then(|v| i64::try_from(v).ok())
+                .unwrap_or_default(),
+        })
+    }
+
+    /// After a resnapshot at `lsn`: rows older than it were not in the new
+    /// snapshot (it rewrote every key it saw), so their keys are gone.
+    /// Idempotent.
+    pub async fn drop_older_than(&mut self, lsn: Lsn) -> Result<(), SilverError> {
+        let older = Expr::Column(Column::from_name(LSN)).lt(lit(lsn.to_string()));
+        let table = match self.deletes {
+            Deletes::Hard => {
+                let (table, _metrics) = self
+                    .table
+                    .clone()
+                    .delete()
+                    .with_predicate(older)
+                    .await
+                    .map_err(|e| self.delta_error(e))?;
+                table
+            }
+            Deletes::Soft => {
+                let not_deleted = Expr::Column(Column::from_name(DELETED)).not();
+                let (table, _metrics) = self
+                    .table
+                    .clone()
+                    .update()
+                    .with_predicate(older.and(not_deleted))
+                    .with_update(DELETED, lit(true))
+                    .await
+                    .map_err(|e| self.delta_error(e))?;
+                table
+            }
+        };
+        self.table = table;
+        Ok(())
+    }
+
+    /// The columns a MERGE sets: every column of the table but `_deleted`.
+    fn columns(&self) -> Result<Vec<String>, SilverError> {
+        let schema = self
+            .table
+            .snapshot()
+            .map_err(|e| self.delta_error(e))?
+            .snapshot()
+            .arrow_schema();
+        Ok(schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .filter(|n| n != DELETED)
+            .collect())
+    }
+
+    /// The last change per key of `changes`: ordered by LSN, then seqval,
+    /// then operation (delete before insert, so a key updated within one
+    /// transaction ends inserted), before-images of updates left out.
+    async fn reduce(&self, changes: DataFrame) -> Result<DataFrame, SilverError> {
+        let ctx = SessionContext::new();
+        ctx.register_table("changes", changes.into_view())
+            .map_err(|e| self.delta_error(e.into()))?;
+        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+        let keys: Vec<String> = self.keys.iter().map(|k| quote(k)).collect();
+        let sql = format!(
+            "SELECT * EXCLUDE (mssql_cdc_rank) FROM ( \
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY {lsn} DESC, {seqval} DESC, \
+                 CASE {op} WHEN 'update_after' THEN 4 WHEN 'insert' THEN 2 WHEN 'delete' THEN 1 ELSE 0 END DESC \
+               ) AS mssql_cdc_rank \
+               FROM changes WHERE {op} <> 'update_before' \
+             ) WHERE mssql_cdc_rank = 1",
+            keys = keys.join(", "),
+            lsn = quote(LSN),
+            seqval = quote(SEQVAL),
+            op = quote(OPERATION),
+        );
+        ctx.sql(&sql).await.map_err(|e| self.delta_error(e.into()))
+    }
+
+    fn delta_error(&self, source: DeltaTableError) -> SilverError {
+        SilverError::Delta {
+            location: self.location.clone(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// `relation.name`, exactly as spelled.
+fn side(relation: &str, name: &str) -> Expr {
+    Expr::Column(Column::new(Some(relation), name))
+}
