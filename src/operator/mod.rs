@@ -16,6 +16,7 @@ pub mod progress;
 pub mod status;
 pub mod supervisor;
 pub mod worker;
+pub mod yaml;
 
 #[cfg(test)]
 mod test_fixtures;
