@@ -10,6 +10,7 @@ use mssql_cdc::operator::children::WorkerDefaults;
 use mssql_cdc::operator::controller::{Context, run_controller};
 use mssql_cdc::operator::leader::{Leadership, LeaseConfig, lease_client};
 use mssql_cdc::operator::metrics::OperatorMetrics;
+use mssql_cdc::operator::policy::WorkerPolicy;
 use tokio_util::sync::CancellationToken;
 
 /// Arguments of `operator`.
@@ -22,9 +23,28 @@ pub struct OperatorArgs {
     #[arg(long, env = "MSSQL_CDC_WORKER_IMAGE")]
     pub worker_image: String,
     /// ServiceAccount of worker pods, unless a stream sets
-    /// spec.worker.serviceAccountName.
+    /// spec.worker.serviceAccountName; always allowed.
     #[arg(long)]
     pub worker_service_account: Option<String>,
+    /// Image prefixes a stream's spec.worker.image may name, comma
+    /// separated (`registry.example.com/team/` or a repository such as
+    /// `registry.example.com/cdc`); --worker-image is always allowed.
+    #[arg(long, value_delimiter = ',')]
+    pub worker_images: Vec<String>,
+    /// ServiceAccounts a stream's spec.worker.serviceAccountName may name,
+    /// comma separated, besides --worker-service-account.
+    #[arg(long, value_delimiter = ',')]
+    pub worker_service_accounts: Vec<String>,
+    /// Pull secrets of every worker pod, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub worker_image_pull_secrets: Vec<String>,
+    /// Labels of every worker pod, as KEY=VALUE, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_label)]
+    pub worker_pod_labels: Vec<(String, String)>,
+    /// Namespaces to watch, comma separated: the operator then needs
+    /// rights in those namespaces only. Every namespace when not set.
+    #[arg(long, value_delimiter = ',')]
+    pub watch_namespaces: Vec<String>,
     /// Reconcile only while holding a coordination.k8s.io Lease, so that
     /// several replicas can run; without it, run a single replica.
     #[arg(long)]
@@ -61,7 +81,14 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
     let defaults = WorkerDefaults {
         image: args.worker_image,
         service_account: args.worker_service_account,
+        image_pull_secrets: non_empty(args.worker_image_pull_secrets),
+        pod_labels: args.worker_pod_labels.into_iter().collect(),
+        policy: WorkerPolicy {
+            images: non_empty(args.worker_images),
+            service_accounts: non_empty(args.worker_service_accounts),
+        },
     };
+    let namespaces = non_empty(args.watch_namespaces);
     let instance = std::env::var("POD_NAME").ok();
     let shutdown = CancellationToken::new();
     tokio::spawn({
@@ -71,8 +98,13 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
             shutdown.cancel();
         }
     });
-    tracing::info!("operator started");
-    let context = Context::new(client.clone(), defaults, instance.clone()).with_resync(args.resync);
+    match namespaces.as_slice() {
+        [] => tracing::info!("operator started, watching every namespace"),
+        some => tracing::info!("operator started, watching namespaces {}", some.join(", ")),
+    }
+    let context = Context::new(client.clone(), defaults, instance.clone())
+        .with_resync(args.resync)
+        .with_namespaces(namespaces);
     if !args.leader_election {
         metrics.set_leader(true);
         run_controller(context, metrics, shutdown.cancelled_owned()).await;
@@ -113,4 +145,24 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
     drop(server);
     tracing::info!("operator stopped");
     Ok(())
+}
+
+/// The values of a comma-separated list flag, without empty ones (a chart
+/// renders an empty list as `--flag=`).
+fn non_empty(values: Vec<String>) -> Vec<String> {
+    values
+        .into_iter()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
+/// `KEY=VALUE` of `--worker-pod-labels`.
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
 }

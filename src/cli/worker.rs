@@ -12,7 +12,7 @@ use kube::Api;
 use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::worker_config;
-use mssql_cdc::operator::worker::{StatusObserver, publish_status};
+use mssql_cdc::operator::worker::{StatusObserver, StatusReports, WorkerMetrics, publish_status};
 use mssql_cdc::spec::CdcStream;
 
 /// How long the last report may take to reach the API server at exit.
@@ -55,11 +55,21 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
 
     let metrics = Arc::new(Metrics::new());
     let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
-    let server = MetricsServer::start(args.listen, metrics)
+    let reports = Arc::new(StatusReports::default());
+    let exposition = WorkerMetrics {
+        stream: metrics,
+        reports: Arc::clone(&reports),
+    };
+    let server = MetricsServer::start(args.listen, Arc::new(exposition))
         .await
         .context("--listen")?;
     let (observer, latest) = StatusObserver::new(&stream);
-    let publisher = tokio::spawn(publish_status(api, name.to_string(), latest));
+    let publisher = tokio::spawn(publish_status(
+        api,
+        name.to_string(),
+        latest,
+        Arc::clone(&reports),
+    ));
     let observers: Vec<Arc<dyn Observer>> = vec![Arc::new(observer), Arc::new(stream_metrics)];
     let options = RunOptions::new(Arc::new(Fanout(observers)));
     let stop = options.stop.clone();
@@ -74,7 +84,9 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .await
         .is_err()
     {
-        tracing::warn!("the last status report did not reach the API server in time");
+        tracing::error!("the last status report did not reach the API server in time");
+    } else if reports.failing() {
+        tracing::error!("the last status report was not applied: the CdcStream's status is stale");
     }
     drop(server);
     let summary = outcome?;

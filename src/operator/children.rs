@@ -1,21 +1,21 @@
 //! The worker a stream needs, as pure data: a Deployment for a continuous
-//! stream, a CronJob for a scheduled `availableNow` stream. No API calls
-//! here; `controller` applies what this builds.
+//! stream, a CronJob for a scheduled `availableNow` stream, around the pod
+//! `pod` builds, once `policy` allows the image and ServiceAccount the
+//! stream asks for. No API calls here; `controller` applies what this
+//! builds.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
-use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecretKeySelector, SecurityContext, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
 use crate::spec::{CdcStream, PasswordSource, StreamConfig, ValidationErrors};
+
+use super::pod::pod_template;
+use super::policy::{Refusal, WorkerPolicy};
 
 /// The variable the worker reads the SQL password from; the operator fills
 /// it from the stream's `passwordFrom.secretKeyRef`.
@@ -24,8 +24,6 @@ pub const PASSWORD_ENV: &str = "MSSQL_CDC_PASSWORD";
 pub const WORKER_PORT: i32 = 8080;
 /// Label naming the stream a child belongs to.
 pub const STREAM_LABEL: &str = "mssql-cdc.io/stream";
-/// Unprivileged user the worker runs as (distroless `nonroot`).
-const WORKER_UID: i64 = 65532;
 
 /// What a worker pod runs for `stream`: its validated spec, with the
 /// password read from [`PASSWORD_ENV`], where the pod this module builds
@@ -38,13 +36,36 @@ pub fn worker_config(stream: &CdcStream) -> Result<StreamConfig, ValidationError
     Ok(config)
 }
 
-/// Operator-wide defaults a stream's `spec.worker` may override.
+/// Operator-wide settings of every worker: defaults a stream's
+/// `spec.worker` may override or add to, and what it may ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerDefaults {
     /// Image of the worker (the operator's own).
     pub image: String,
     /// ServiceAccount of workers (the Helm chart's worker account).
     pub service_account: Option<String>,
+    /// Pull secrets of every worker pod (the chart's
+    /// `worker.imagePullSecrets`), before the stream's own.
+    pub image_pull_secrets: Vec<String>,
+    /// Labels of every worker pod (the chart's `worker.podLabels`); a
+    /// stream's `podLabels` win over them.
+    pub pod_labels: BTreeMap<String, String>,
+    /// The images and ServiceAccounts a stream may ask for.
+    pub policy: WorkerPolicy,
+}
+
+impl WorkerDefaults {
+    /// Workers of `image` running as the namespace's default account, with
+    /// nothing else allowed.
+    pub fn new(image: impl Into<String>) -> Self {
+        WorkerDefaults {
+            image: image.into(),
+            service_account: None,
+            image_pull_secrets: Vec::new(),
+            pod_labels: BTreeMap::new(),
+            policy: WorkerPolicy::default(),
+        }
+    }
 }
 
 /// The one child a stream owns.
@@ -70,6 +91,41 @@ pub enum BuildError {
     /// `availableNow` without a schedule would restart forever.
     #[error("spec.trigger: availableNow needs trigger.schedule when run by the operator")]
     AvailableNowWithoutSchedule,
+    /// A `spec.worker` field the pod cannot have.
+    #[error("{field}: {problem}")]
+    Worker {
+        /// The field, e.g. `spec.worker.volumeMounts[0].name`.
+        field: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// The operator's policy refuses the image or ServiceAccount.
+    #[error(transparent)]
+    NotAllowed(#[from] Refusal),
+}
+
+impl BuildError {
+    pub(super) fn worker(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        BuildError::Worker {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// The reason of the stream's Event and Ready condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BuildError::NotAllowed(Refusal::Image { .. }) => "ImageNotAllowed",
+            BuildError::NotAllowed(Refusal::ServiceAccount { .. }) => "ServiceAccountNotAllowed",
+            _ => "InvalidSpec",
+        }
+    }
+
+    /// Whether a worker built before must go too: the policy refuses what
+    /// it would run (an invalid spec keeps the last good worker running).
+    pub fn removes_worker(&self) -> bool {
+        matches!(self, BuildError::NotAllowed(_))
+    }
 }
 
 /// The worker for `stream`.
@@ -78,7 +134,9 @@ pub fn desired_workload(
     defaults: &WorkerDefaults,
 ) -> Result<Workload, BuildError> {
     let meta = ChildMeta::of(stream)?;
-    let template = pod_template(stream, &meta, defaults)?;
+    admit(stream, defaults)?;
+    let stream_ref = format!("{}/{}", meta.namespace, meta.name);
+    let template = pod_template(stream, &stream_ref, &meta.labels, defaults)?;
     let trigger = &stream.spec.trigger;
     match (trigger.available_now == Some(true), &trigger.schedule) {
         (true, Some(schedule)) => Ok(Workload::Scheduled(Box::new(cron_job(
@@ -89,6 +147,19 @@ pub fn desired_workload(
             stream, &meta, template,
         )))),
     }
+}
+
+/// The policy's verdict on the image and ServiceAccount `stream` asks for.
+fn admit(stream: &CdcStream, defaults: &WorkerDefaults) -> Result<(), Refusal> {
+    let worker = stream.spec.worker.as_ref();
+    let image = worker
+        .and_then(|w| w.image.as_deref())
+        .unwrap_or(&defaults.image);
+    defaults.policy.admit_image(image, &defaults.image)?;
+    defaults.policy.admit_service_account(
+        worker.and_then(|w| w.service_account_name.as_deref()),
+        defaults.service_account.as_deref(),
+    )
 }
 
 /// Name, namespace, labels and owner reference shared by a stream's children.
@@ -195,122 +266,6 @@ fn cron_job(
             ..CronJobSpec::default()
         },
         status: None,
-    }
-}
-
-fn pod_template(
-    stream: &CdcStream,
-    meta: &ChildMeta,
-    defaults: &WorkerDefaults,
-) -> Result<PodTemplateSpec, BuildError> {
-    let secret = stream
-        .spec
-        .source
-        .credentials
-        .password_from
-        .secret_key_ref
-        .as_ref()
-        .ok_or(BuildError::PasswordNotFromSecret)?;
-    let worker = stream.spec.worker.clone().unwrap_or_default();
-    let mut env = vec![EnvVar {
-        name: PASSWORD_ENV.into(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.name.clone(),
-                key: secret.key.clone(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-    }];
-    env.extend(worker.env.iter().cloned());
-    let health = |initial_delay: i32| Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some("/healthz".into()),
-            port: IntOrString::String("http".into()),
-            ..HTTPGetAction::default()
-        }),
-        initial_delay_seconds: Some(initial_delay),
-        period_seconds: Some(10),
-        ..Probe::default()
-    };
-    let container = Container {
-        name: "worker".into(),
-        image: Some(
-            worker
-                .image
-                .clone()
-                .unwrap_or_else(|| defaults.image.clone()),
-        ),
-        command: Some(vec!["mssql-cdc".into()]),
-        args: Some(vec![
-            "--log-format=json".into(),
-            "worker".into(),
-            "--stream".into(),
-            format!("{}/{}", meta.namespace, meta.name),
-        ]),
-        env: Some(env),
-        ports: Some(vec![ContainerPort {
-            name: Some("http".into()),
-            container_port: WORKER_PORT,
-            ..ContainerPort::default()
-        }]),
-        liveness_probe: Some(health(30)),
-        readiness_probe: Some(health(5)),
-        resources: worker.resources.clone(),
-        security_context: Some(SecurityContext {
-            run_as_non_root: Some(true),
-            read_only_root_filesystem: Some(true),
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                add: None,
-            }),
-            seccomp_profile: Some(runtime_default()),
-            ..SecurityContext::default()
-        }),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "tmp".into(),
-            mount_path: "/tmp".into(),
-            ..VolumeMount::default()
-        }]),
-        ..Container::default()
-    };
-    Ok(PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(meta.labels.clone()),
-            ..ObjectMeta::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![container],
-            service_account_name: worker
-                .service_account_name
-                .clone()
-                .or_else(|| defaults.service_account.clone()),
-            node_selector: (!worker.node_selector.is_empty()).then(|| worker.node_selector.clone()),
-            tolerations: (!worker.tolerations.is_empty()).then(|| worker.tolerations.clone()),
-            security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(WORKER_UID),
-                run_as_group: Some(WORKER_UID),
-                seccomp_profile: Some(runtime_default()),
-                ..PodSecurityContext::default()
-            }),
-            volumes: Some(vec![Volume {
-                name: "tmp".into(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
-            }]),
-            ..PodSpec::default()
-        }),
-    })
-}
-
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".into(),
-        localhost_profile: None,
     }
 }
 

@@ -1,10 +1,18 @@
+use k8s_openapi::api::core::v1::PodSpec;
+
 use super::*;
 use crate::operator::test_fixtures::stream;
 
+/// The operator's defaults in these tests: its image, its worker account,
+/// and one more registry and account that streams may ask for.
 fn defaults() -> WorkerDefaults {
     WorkerDefaults {
-        image: "mssql-cdc:test".into(),
         service_account: Some("cdc-worker".into()),
+        policy: WorkerPolicy {
+            images: vec!["registry.local/".into()],
+            service_accounts: vec!["special".into()],
+        },
+        ..WorkerDefaults::new("mssql-cdc:test")
     }
 }
 
@@ -199,4 +207,53 @@ fn a_worker_reads_the_secret_password_from_the_variable_its_pod_sets() {
             .any(|e| e.name == PASSWORD_ENV && e.value_from.is_some()),
         "{env:?}"
     );
+}
+
+#[test]
+fn a_stream_gets_no_worker_for_an_image_or_account_the_policy_refuses() {
+    let cases = [
+        (
+            serde_json::json!({"spec": {"worker": {"image": "evil.io/miner:1"}}}),
+            "ImageNotAllowed",
+            "spec.worker.image \"evil.io/miner:1\" is not allowed",
+        ),
+        (
+            serde_json::json!({"spec": {"worker": {"image": "registry.local.evil/x:1"}}}),
+            "ImageNotAllowed",
+            "\"registry.local/*\"",
+        ),
+        (
+            serde_json::json!({"spec": {"worker": {"serviceAccountName": "default"}}}),
+            "ServiceAccountNotAllowed",
+            "only the ServiceAccounts \"cdc-worker\", \"special\"",
+        ),
+        (
+            serde_json::json!({"spec": {"trigger": {"availableNow": true, "schedule": "@hourly"},
+                "worker": {"serviceAccountName": "admin"}}}),
+            "ServiceAccountNotAllowed",
+            "spec.worker.serviceAccountName \"admin\" is not allowed",
+        ),
+    ];
+    for (patch, reason, message) in cases {
+        let error = desired_workload(&stream(patch.clone()), &defaults()).unwrap_err();
+        assert_eq!(error.reason(), reason, "{patch}");
+        assert!(error.removes_worker(), "{patch}");
+        assert!(error.to_string().contains(message), "{error}");
+    }
+    // What is allowed runs: the operator's image, the listed registry and
+    // accounts.
+    for worker in [
+        serde_json::json!({}),
+        serde_json::json!({"image": "mssql-cdc:test", "serviceAccountName": "cdc-worker"}),
+        serde_json::json!({"image": "registry.local/team/cdc:2", "serviceAccountName": "special"}),
+    ] {
+        let patch = serde_json::json!({"spec": {"worker": worker}});
+        assert!(
+            desired_workload(&stream(patch.clone()), &defaults()).is_ok(),
+            "{patch}"
+        );
+    }
+    // An invalid spec keeps the worker it had; a refusal does not.
+    assert!(!BuildError::PasswordNotFromSecret.removes_worker());
+    assert_eq!(BuildError::PasswordNotFromSecret.reason(), "InvalidSpec");
 }

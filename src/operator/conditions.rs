@@ -14,7 +14,8 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use super::status::Transition;
+use super::children::BuildError;
+use super::status::{Transition, failure_note};
 use crate::health::{
     Alert, FreshnessLimits, LatestBatch, StreamHealth, Verdict, assess_finalization, assess_stream,
 };
@@ -81,9 +82,15 @@ fn judged(
     }
 }
 
-/// The conditions of `stream` in `phase` at `now`, in a fixed order.
+/// The conditions of `stream` in `phase` at `now`, in a fixed order;
+/// `failure` says why no worker could be built (phase Failed).
 /// Finalized is left out when the stream keeps no finalization table.
-pub fn conditions(stream: &CdcStream, phase: Phase, now: DateTime<Utc>) -> Vec<Condition> {
+pub fn conditions(
+    stream: &CdcStream,
+    phase: Phase,
+    failure: Option<&BuildError>,
+    now: DateTime<Utc>,
+) -> Vec<Condition> {
     let validated = stream.spec.validate();
     let (limits, trigger) = match &validated {
         Ok(config) => (config.alerts, config.trigger),
@@ -153,7 +160,13 @@ pub fn conditions(stream: &CdcStream, phase: Phase, now: DateTime<Utc>) -> Vec<C
         }
     }
     all.push(data_loss(status.data_loss.as_ref()));
-    let ready = ready(phase, validated.as_ref().err(), &all, health.as_ref());
+    let ready = ready(
+        phase,
+        validated.as_ref().err(),
+        failure,
+        &all,
+        health.as_ref(),
+    );
     all.insert(0, ready);
 
     let old = &status.conditions;
@@ -356,9 +369,14 @@ fn data_loss(reported: Option<&DataLossStatus>) -> Judged {
 fn ready(
     phase: Phase,
     invalid: Option<&crate::spec::ValidationErrors>,
+    failure: Option<&BuildError>,
     others: &[Judged],
     health: Option<&StreamHealth>,
 ) -> Judged {
+    // A refused worker first: whatever else the spec says, nothing runs.
+    if let Some(error) = failure.filter(|e| e.removes_worker()) {
+        return judged(READY, "False", error.reason(), failure_note(error));
+    }
     if let Some(errors) = invalid {
         let message = format!(
             "the spec is not valid: {}; fix the spec",
@@ -383,12 +401,15 @@ fn ready(
             );
         }
         Phase::Failed => {
-            return judged(
-                READY,
-                "False",
-                "Failed",
-                "the worker cannot run: see the stream's Warning Events",
-            );
+            return match failure {
+                Some(error) => judged(READY, "False", error.reason(), failure_note(error)),
+                None => judged(
+                    READY,
+                    "False",
+                    "Failed",
+                    "the worker cannot run: see the stream's Warning Events",
+                ),
+            };
         }
     }
     let not_live = others

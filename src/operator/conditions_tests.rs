@@ -57,7 +57,7 @@ fn finalization_spec() -> Value {
 
 #[test]
 fn without_progress_only_the_phase_and_data_loss_are_known() {
-    let got = conditions(&stream(json!({}), json!({})), Phase::Pending, now());
+    let got = conditions(&stream(json!({}), json!({})), Phase::Pending, None, now());
     let expected = [
         (READY, "False", "Pending"),
         (LIVE, "Unknown", "NoProgress"),
@@ -267,7 +267,7 @@ fn each_condition_follows_its_health_verdict() {
         ),
     ];
     for (name, spec, status, phase, expected) in cases {
-        let got = conditions(&stream(spec, status), phase, now());
+        let got = conditions(&stream(spec, status), phase, None, now());
         for (type_, status, reason) in expected {
             let c = find(&got, type_);
             assert_eq!(
@@ -285,6 +285,7 @@ fn finalized_is_absent_without_a_finalization_table() {
     let got = conditions(
         &stream(json!({}), json!({"progress": healthy()})),
         Phase::Streaming,
+        None,
         now(),
     );
     assert!(
@@ -296,6 +297,7 @@ fn finalized_is_absent_without_a_finalization_table() {
     let with = conditions(
         &stream(finalization_spec(), json!({"progress": healthy()})),
         Phase::Streaming,
+        None,
         now(),
     );
     assert_eq!(with.len(), 8);
@@ -309,6 +311,7 @@ fn messages_say_what_to_do_and_name_the_limits() {
             json!({"progress": progress(16, Some(20.0), 2.0, 5.0)}),
         ),
         Phase::Streaming,
+        None,
         now(),
     );
     let ready = find(&got, READY);
@@ -352,6 +355,7 @@ fn transition_time_moves_only_when_the_status_changes() {
             json!({"progress": progress(14, Some(72.0), 2.0, 5.0), "conditions": old}),
         ),
         Phase::Streaming,
+        None,
         now(),
     );
     assert_eq!(find(&healthy_now, LIVE).last_transition_time, earlier);
@@ -364,6 +368,7 @@ fn transition_time_moves_only_when_the_status_changes() {
             json!({"progress": progress(16, Some(72.0), 2.0, 5.0), "conditions": old}),
         ),
         Phase::Streaming,
+        None,
         now(),
     );
     assert_eq!(
@@ -394,11 +399,50 @@ fn find_list(value: &Value) -> Vec<Condition> {
 
 #[test]
 fn a_healthy_stream_keeps_the_same_conditions_from_batch_to_batch() {
-    let judge = |status: Value| conditions(&stream(json!({}), status), Phase::Streaming, now());
+    let judge =
+        |status: Value| conditions(&stream(json!({}), status), Phase::Streaming, None, now());
     let first = judge(json!({"progress": progress(0, Some(72.0), 2.0, 5.0)}));
     let next = judge(json!({"progress": progress(0, Some(71.9), 3.4, 7.2)}));
     assert_eq!(first, next, "nothing to write after a healthy batch");
     let lagging = judge(json!({"progress": progress(0, Some(72.0), 4000.0, 5.0)}));
     let message = &find(&lagging, INGESTION_LAG).message;
     assert!(message.starts_with("4000 s (limit 1h); "), "{message}");
+}
+
+#[test]
+fn a_refused_worker_makes_ready_say_why_whatever_else_is_wrong() {
+    let refusal = crate::operator::policy::WorkerPolicy::default()
+        .admit_image("evil.io/miner:1", "mssql-cdc:1")
+        .unwrap_err();
+    let refused = BuildError::NotAllowed(refusal);
+    for spec in [json!({}), json!({"alerts": {"silence": "soon"}})] {
+        let got = conditions(
+            &stream(spec.clone(), json!({})),
+            Phase::Failed,
+            Some(&refused),
+            now(),
+        );
+        let ready = find(&got, READY);
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "ImageNotAllowed"),
+            "{spec}"
+        );
+        assert!(
+            ready.message.contains("\"evil.io/miner:1\" is not allowed")
+                && ready.message.contains("--worker-images"),
+            "{}",
+            ready.message
+        );
+    }
+    let invalid = BuildError::PasswordNotFromSecret;
+    let got = conditions(
+        &stream(json!({}), json!({})),
+        Phase::Failed,
+        Some(&invalid),
+        now(),
+    );
+    let ready = find(&got, READY);
+    assert_eq!(ready.reason, "InvalidSpec");
+    assert!(ready.message.contains("secretKeyRef"), "{}", ready.message);
 }

@@ -1,15 +1,17 @@
-//! The controller shell: for each CdcStream it applies the worker that
+//! The controller shell: for each CdcStream (of every namespace, or of the
+//! watched ones, one controller each) it applies the worker that
 //! `children` builds (server-side apply, field manager
-//! `mssql-cdc-operator`), removes a worker of the other kind, records an
-//! Event when the phase or readiness changes, and applies the phase and the
-//! health conditions to the status. Every decision is made by the pure
-//! steps in `children`, `status` and `conditions`.
+//! `mssql-cdc-operator`), removes a worker of the other kind, or any worker
+//! when the policy refuses the stream, records an Event when the phase or
+//! readiness changes, and applies the phase and the health conditions to
+//! the status. Every decision is made by the pure steps in `children`,
+//! `policy`, `status` and `conditions`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -80,6 +82,7 @@ pub struct Context {
     recorder: Recorder,
     clock: Clock,
     resync: Duration,
+    namespaces: Vec<String>,
 }
 
 impl Context {
@@ -96,7 +99,15 @@ impl Context {
             defaults,
             clock: Arc::new(Utc::now),
             resync: RESYNC,
+            namespaces: Vec::new(),
         }
+    }
+
+    /// Watches only CdcStreams (and owns only workers) in `namespaces`, so
+    /// that namespaced Roles are enough; every namespace when empty.
+    pub fn with_namespaces(mut self, namespaces: Vec<String>) -> Self {
+        self.namespaces = namespaces;
+        self
     }
 
     /// Judges conditions at the time `clock` returns instead of the wall clock.
@@ -114,25 +125,66 @@ impl Context {
 }
 
 /// Runs the controller until `shutdown` completes; in-flight reconciles
-/// finish first. Every reconcile is counted and timed in `metrics`.
+/// finish first. Every reconcile is counted and timed in `metrics`. With
+/// [`Context::with_namespaces`] it watches (and needs rights in) only those
+/// namespaces, one controller each; otherwise every namespace.
 pub async fn run_controller(
     context: Context,
     metrics: Arc<OperatorMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let client = context.client.clone();
+    let scopes: Vec<Option<String>> = if context.namespaces.is_empty() {
+        vec![None]
+    } else {
+        context.namespaces.iter().cloned().map(Some).collect()
+    };
+    let context = Arc::new(context);
+    let shutdown = shutdown.shared();
+    let controllers: Vec<Controller<CdcStream>> = scopes
+        .iter()
+        .map(|scope| scoped_controller(&context.client, scope.as_deref()))
+        .collect();
+    metrics.count_phases_of(controllers.iter().map(Controller::store).collect());
+    let supervisor = Arc::new(Supervisor::new(metrics));
+    let runs = controllers.into_iter().map(|controller| {
+        run_scope(
+            controller,
+            Arc::clone(&context),
+            Arc::clone(&supervisor),
+            shutdown.clone(),
+        )
+    });
+    futures::future::join_all(runs).await;
+}
+
+/// A controller of the CdcStreams of `namespace` (all when `None`) and the
+/// Deployments and CronJobs the operator labels as its own there.
+fn scoped_controller(client: &Client, namespace: Option<&str>) -> Controller<CdcStream> {
     let owned =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=mssql-cdc-operator");
-    let controller = Controller::new(
-        Api::<CdcStream>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    metrics.count_phases_of(controller.store());
-    let supervisor = Arc::new(Supervisor::new(metrics));
+    Controller::new(scoped_api(client, namespace), watcher::Config::default())
+        .owns(scoped_api::<Deployment>(client, namespace), owned.clone())
+        .owns(scoped_api::<CronJob>(client, namespace), owned)
+}
+
+fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+async fn run_scope(
+    controller: Controller<CdcStream>,
+    context: Arc<Context>,
+    supervisor: Arc<Supervisor>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let for_reconciles = Arc::clone(&supervisor);
     controller
-        .owns(Api::<Deployment>::all(client.clone()), owned.clone())
-        .owns(Api::<CronJob>::all(client), owned)
         .graceful_shutdown_on(shutdown)
         .run(
             move |stream, context| {
@@ -145,7 +197,7 @@ pub async fn run_controller(
                 }
             },
             move |stream, error, _| error_policy(&supervisor, &stream, error),
-            Arc::new(context),
+            context,
         )
         .for_each(|outcome| async move {
             match outcome {
@@ -189,6 +241,13 @@ async fn reconcile(
             .await?;
             delete_owned::<Deployment>(client, &namespace, &name, &stream).await?;
         }
+        // The policy refuses what the stream asks for: no worker runs it,
+        // not even one built before the spec or the policy changed.
+        Err(error) if error.removes_worker() => {
+            tracing::warn!(stream = %name, namespace, "{error}");
+            delete_owned::<Deployment>(client, &namespace, &name, &stream).await?;
+            delete_owned::<CronJob>(client, &namespace, &name, &stream).await?;
+        }
         // An invalid stream keeps whatever worker it had; the status says why.
         Err(error) => tracing::warn!(stream = %name, namespace, "{error}"),
     }
@@ -198,7 +257,7 @@ async fn reconcile(
     let mut events: Vec<Transition> = transition(old_phase, new_phase, build)
         .into_iter()
         .collect();
-    let conditions = conditions(&stream, new_phase, (context.clock)());
+    let conditions = conditions(&stream, new_phase, built.as_ref().err(), (context.clock)());
     let old_conditions = stream
         .status
         .as_ref()

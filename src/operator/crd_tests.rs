@@ -70,8 +70,16 @@ fn printer_columns_show_health_at_a_glance() {
         .collect();
     assert_eq!(
         names,
-        ["Phase", "Ready", "Lag", "Headroom", "Finalized", "Age"]
+        ["Phase", "Ready", "Lag", "Headroom", "Finalized", "Age", "Silver"]
     );
+    // Silver's applied position only in `kubectl get -o wide`.
+    let silver = crd.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .find(|c| c.name == "Silver")
+        .map(|c| (c.priority, c.json_path.clone()));
+    assert_eq!(silver, Some((Some(1), ".status.silver.appliedLsn".to_string())));
     assert!(
         crd.spec.versions[0]
             .subresources
@@ -103,26 +111,83 @@ fn immutability_and_exclusivity_are_cel_rules() {
 /// rewrites them instead.
 #[test]
 fn committed_crd_files_match_the_generator() {
-    let crd = crd_yaml().expect("yaml");
-    let reference = crate::operator::crd_reference::crd_reference();
-    let files = GENERATED_FILES
-        .iter()
-        .map(|file| (*file, &crd))
-        .chain([(GENERATED_REFERENCE, &reference)]);
+    let files = [
+        (GENERATED_CRD, crd_yaml().expect("yaml")),
+        (
+            GENERATED_CHART_TEMPLATE,
+            chart_template().expect("template"),
+        ),
+        (
+            GENERATED_REFERENCE,
+            crate::operator::crd_reference::crd_reference(),
+        ),
+    ];
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let regenerate = std::env::var_os("MSSQL_CDC_REGENERATE").is_some();
     for (file, expected) in files {
         let path = root.join(file);
         if regenerate {
-            std::fs::write(&path, expected).expect("write generated file");
+            std::fs::write(&path, &expected).expect("write generated file");
             continue;
         }
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
-            &committed == expected,
+            committed == expected,
             "{file} differs from `mssql-cdc crd`; regenerate the generated files with\n  \
              MSSQL_CDC_REGENERATE=1 cargo test --workspace --all-targets --locked \
              --features mssql-cdc/failpoints --lib committed_crd_files"
         );
     }
+}
+
+#[test]
+fn kubectl_apply_can_store_the_crd_in_its_annotation() {
+    // Client-side apply stores the object's JSON in
+    // kubectl.kubernetes.io/last-applied-configuration.
+    let json = serde_json::to_string(&crd()).expect("json");
+    assert!(
+        json.len() < CLIENT_SIDE_APPLY_LIMIT * 3 / 4,
+        "the CRD is {} bytes of JSON; `kubectl apply -f crds/` fails past {CLIENT_SIDE_APPLY_LIMIT} \
+         (keep a margin for growth: give large core types a compact schema, see src/spec/worker.rs)",
+        json.len()
+    );
+}
+
+#[test]
+fn the_crd_is_listed_in_its_category() {
+    let names = crd().spec.names;
+    assert_eq!(names.categories, Some(vec!["mssql-cdc".to_string()]));
+    assert_eq!(names.short_names, Some(vec!["cdcs".to_string()]));
+}
+
+#[test]
+fn enums_are_quoted_for_yaml_1_1_readers() {
+    let yaml = crd_yaml().expect("yaml");
+    assert!(yaml.contains("- \"off\""), "encrypt's off must be quoted");
+    assert!(!yaml.contains("- off\n"));
+    let back: serde_json::Value = serde_yaml::from_str(&yaml).expect("YAML");
+    assert_eq!(back, serde_json::to_value(crd()).expect("json"));
+}
+
+#[test]
+fn the_chart_template_is_the_crd_behind_enabled_and_keep() {
+    let template = chart_template().expect("template");
+    let lines: Vec<&str> = template.lines().collect();
+    assert_eq!(lines.first(), Some(&"{{- if .Values.crds.enabled }}"));
+    assert_eq!(lines.last(), Some(&"{{- end }}"));
+    assert!(
+        template.contains(
+            "  name: cdcstreams.mssql-cdc.io\n  {{- if .Values.crds.keep }}\n  annotations:\n    helm.sh/resource-policy: keep\n  {{- end }}\n"
+        ),
+        "{}",
+        &template[..400]
+    );
+    // Without the template lines it is `mssql-cdc crd`'s output.
+    let plain: Vec<&str> = lines
+        .iter()
+        .filter(|l| !l.trim_start().starts_with("{{"))
+        .filter(|l| !l.contains("annotations:") && !l.contains("helm.sh/resource-policy"))
+        .copied()
+        .collect();
+    assert_eq!(plain.join("\n") + "\n", crd_yaml().expect("yaml"));
 }

@@ -42,8 +42,9 @@ pub struct OperatorMetrics {
     duration: Histogram,
     streams: Family<PhaseLabels, Gauge>,
     leader: Gauge,
-    /// The controller's cache of CdcStreams, once it runs.
-    cache: Mutex<Option<Store<CdcStream>>>,
+    /// The controllers' caches of CdcStreams (one per watched namespace),
+    /// once they run.
+    caches: Mutex<Vec<Store<CdcStream>>>,
 }
 
 impl Default for OperatorMetrics {
@@ -94,7 +95,7 @@ impl OperatorMetrics {
             duration,
             streams,
             leader,
-            cache: Mutex::new(None),
+            caches: Mutex::new(Vec::new()),
         }
     }
 
@@ -116,17 +117,17 @@ impl OperatorMetrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Counts streams by phase from the controller's cache at each scrape.
-    pub fn count_phases_of(&self, cache: Store<CdcStream>) {
-        *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = Some(cache);
+    /// Counts streams by phase from the controllers' caches at each scrape.
+    pub fn count_phases_of(&self, caches: Vec<Store<CdcStream>>) {
+        *self.caches.lock().unwrap_or_else(|p| p.into_inner()) = caches;
     }
 
     fn refresh_phases(&self) {
-        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(cache) = cache.as_ref() else {
+        let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        if caches.is_empty() {
             return;
-        };
-        let streams = cache.state();
+        }
+        let streams: Vec<_> = caches.iter().flat_map(Store::state).collect();
         self.streams.clear();
         for (phase, count) in count_by_phase(streams.iter().map(|s| s.as_ref())) {
             self.streams

@@ -1,8 +1,9 @@
 //! The Kubernetes side: the `CdcStream` CRD generated from the manifest
-//! types, the pure reconcile steps (desired children, status and health
-//! conditions), and the controller and worker shells that apply them, with
-//! what runs around the controller: leader election, metrics and retry
-//! backoff.
+//! types (and written as YAML every reader reads the same), the pure
+//! reconcile steps (desired children and their pod, what the policy lets a
+//! stream run, status and health conditions), and the controller and
+//! worker shells that apply them, with what runs around the controller:
+//! leader election, metrics and retry backoff.
 
 pub mod backoff;
 pub mod children;
@@ -12,10 +13,13 @@ pub mod crd;
 pub mod crd_reference;
 pub mod leader;
 pub mod metrics;
+pub mod pod;
+pub mod policy;
 pub mod progress;
 pub mod status;
 pub mod supervisor;
 pub mod worker;
+pub mod yaml;
 
 #[cfg(test)]
 mod test_fixtures;

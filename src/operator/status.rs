@@ -56,11 +56,7 @@ pub fn transition(
         return None;
     }
     let (reason, note, warning) = match (new, build) {
-        (Phase::Failed, Err(error)) => (
-            "InvalidSpec",
-            format!("no worker can run: {error}; fix the spec"),
-            true,
-        ),
+        (Phase::Failed, Err(error)) => (error.reason(), failure_note(error), true),
         (Phase::Failed, Ok(())) => ("Failed", "the worker cannot run".to_string(), true),
         (Phase::Suspended, _) => (
             "Suspended",
@@ -88,6 +84,15 @@ pub fn transition(
         note,
         warning,
     })
+}
+
+/// What a stream without a worker is told: the problem, then what to do.
+pub fn failure_note(error: &BuildError) -> String {
+    if error.removes_worker() {
+        format!("no worker runs: {error}")
+    } else {
+        format!("no worker can run: {error}; fix the spec")
+    }
 }
 
 /// The server-side apply body of the operator's status fields: the

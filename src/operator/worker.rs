@@ -1,18 +1,25 @@
 //! The worker's side of the status: an engine [`Observer`] that keeps the
 //! latest report (progress, finalization row, purged changes met), and a
 //! task that applies it to the status with server-side apply under the
-//! worker's own field manager.
+//! worker's own field manager. A report the API server refuses does not
+//! stop the stream, so it must not go unseen: it is logged as an error and
+//! counted in the worker's `/metrics` ([`StatusReports`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::domain::{FactEvent, FactRow, VerdictUpdate};
 use crate::engine::{EngineError, Observer};
+use crate::metrics::{Exposition, Metrics};
 use crate::spec::{
     API_VERSION, CdcStream, DataLossAction, DataLossStatus, FinalizationStatus, KIND, Progress,
 };
@@ -184,23 +191,124 @@ pub fn report_patch(name: &str, report: &WorkerReport) -> serde_json::Value {
 }
 
 /// Applies every new report until the observer is dropped, then the last
-/// one. A failed patch is logged and retried with the next report.
+/// one. A failed patch is recorded in `reports` (an error in the log, a
+/// count in `/metrics`) and retried with the next report.
 pub async fn publish_status(
     api: Api<CdcStream>,
     name: String,
     mut latest: watch::Receiver<WorkerReport>,
+    reports: Arc<StatusReports>,
 ) {
     loop {
         let closed = latest.changed().await.is_err();
         let report = latest.borrow_and_update().clone();
-        if !report.is_empty()
-            && let Err(error) = apply_report(&api, &name, &report).await
-        {
-            tracing::warn!("{error}");
+        if !report.is_empty() {
+            reports.record(apply_report(&api, &name, &report).await);
         }
         if closed {
             return;
         }
+    }
+}
+
+/// How the worker's status reports fare: the series
+/// `mssql_cdc_worker_status_reports_total{result}` and
+/// `mssql_cdc_worker_status_report_failing`, and one error line whenever
+/// reports start failing or fail differently.
+#[derive(Debug)]
+pub struct StatusReports {
+    registry: prometheus_client::registry::Registry,
+    total: Family<ResultLabel, Counter>,
+    failing: Gauge,
+    last_error: Mutex<Option<String>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+impl Default for StatusReports {
+    fn default() -> Self {
+        let mut registry = prometheus_client::registry::Registry::with_prefix("mssql_cdc_worker");
+        let total = Family::default();
+        registry.register(
+            "status_reports",
+            "Status reports the worker applied to its CdcStream, by result (applied or failed)",
+            total.clone(),
+        );
+        let failing = Gauge::default();
+        registry.register(
+            "status_report_failing",
+            "1 while the worker's last status report was refused or unanswered: the stream runs but its status does not show it",
+            failing.clone(),
+        );
+        StatusReports {
+            registry,
+            total,
+            failing,
+            last_error: Mutex::new(None),
+        }
+    }
+}
+
+impl StatusReports {
+    /// Counts one report and logs a change between working and failing.
+    pub fn record(&self, outcome: Result<(), ReportError>) {
+        let result = if outcome.is_ok() { "applied" } else { "failed" };
+        self.total.get_or_create(&ResultLabel { result }).inc();
+        self.failing.set(i64::from(outcome.is_err()));
+        let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Ok(()) => {
+                if last.take().is_some() {
+                    tracing::info!("status reports reach the CdcStream again");
+                }
+            }
+            Err(error) => {
+                let text = error.to_string();
+                if last.as_deref() != Some(text.as_str()) {
+                    tracing::error!(
+                        "{text}; the stream keeps running, but its CdcStream shows none of its \
+                         progress (the operator will judge it stopped): let this pod's \
+                         ServiceAccount patch cdcstreams/status"
+                    );
+                    *last = Some(text);
+                }
+            }
+        }
+    }
+
+    /// Whether the last report failed.
+    pub fn failing(&self) -> bool {
+        self.failing.get() == 1
+    }
+}
+
+/// The worker's `/metrics`: the stream's series and [`StatusReports`].
+pub struct WorkerMetrics {
+    /// The engine's series of the stream.
+    pub stream: Arc<Metrics>,
+    /// How status reports fare.
+    pub reports: Arc<StatusReports>,
+}
+
+impl Exposition for WorkerMetrics {
+    fn encode(&self) -> Result<String, std::fmt::Error> {
+        let stream = self.stream.encode()?;
+        let mut text = stream
+            .strip_suffix("# EOF\n")
+            .unwrap_or(&stream)
+            .to_string();
+        prometheus_client::encoding::text::encode_registry(&mut text, &self.reports.registry)?;
+        prometheus_client::encoding::text::encode_eof(&mut text)?;
+        Ok(text)
+    }
+
+    /// Only the stream's failures: a restart would not give the worker the
+    /// right to report, and the stream itself runs.
+    fn failures(&self) -> Vec<String> {
+        self.stream.failed_streams()
     }
 }
 

@@ -147,3 +147,70 @@ fn the_patch_carries_only_what_was_reported() {
     assert_eq!(status.keys().collect::<Vec<_>>(), vec!["progress"]);
     assert_eq!(status["progress"]["batchId"], 3);
 }
+
+fn refused() -> ReportError {
+    let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+        "status": "Failure",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": "cdcstreams.mssql-cdc.io \"orders\" is forbidden: cannot patch resource \"cdcstreams/status\"",
+    }))
+    .unwrap();
+    ReportError::Patch {
+        name: "orders".into(),
+        source: kube::Error::Api(Box::new(status)),
+    }
+}
+
+/// The value of `series` in the worker's exposition.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn refused_reports_are_counted_and_shown_in_the_workers_metrics() {
+    let reports = Arc::new(StatusReports::default());
+    let exposition = WorkerMetrics {
+        stream: Arc::new(crate::metrics::Metrics::new()),
+        reports: Arc::clone(&reports),
+    };
+    reports.record(Ok(()));
+    reports.record(Err(refused()));
+    reports.record(Err(refused()));
+    assert!(reports.failing());
+    let text = exposition.encode().unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"mssql_cdc_worker_status_reports_total{result="failed"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "mssql_cdc_worker_status_report_failing"),
+        Some(1.0)
+    );
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    assert!(text.ends_with("# EOF\n"));
+
+    reports.record(Ok(()));
+    assert!(!reports.failing());
+    let text = exposition.encode().unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"mssql_cdc_worker_status_reports_total{result="applied"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&text, "mssql_cdc_worker_status_report_failing"),
+        Some(0.0)
+    );
+    assert!(
+        exposition.failures().is_empty(),
+        "the probe stays healthy: the stream runs"
+    );
+}

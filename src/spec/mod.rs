@@ -29,4 +29,4 @@ pub use validate::{
     API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, SilverConfig, SourceConfig, SpecError,
     StreamConfig, TableConfig, Trigger, ValidationErrors,
 };
-pub use worker::WorkerSpec;
+pub use worker::{TMP_VOLUME, WorkerSpec};

@@ -22,6 +22,7 @@ use super::worker::WorkerSpec;
     kind = "CdcStream",
     namespaced,
     shortname = "cdcs",
+    category = "mssql-cdc",
     status = "CdcStreamStatus",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase","description":"Where the stream is in its life cycle."}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status","description":"Whether the stream is healthy."}"#,

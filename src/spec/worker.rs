@@ -1,20 +1,40 @@
 //! How the operator runs a stream's worker pod (`spec.worker`). Only the
 //! operator reads it; `mssql-cdc run` ignores it.
+//!
+//! The fields are core/v1 types, so they mean exactly what they mean in a
+//! Deployment. The largest of them (volumes, affinity, topology spread
+//! constraints) get a short schema in the CRD (`compact_*` below): their
+//! full upstream schemas would push the CRD past the 256 KiB that
+//! `kubectl apply` (client side) can store in its annotation. The API
+//! server then checks them when the operator applies the worker, and the
+//! operator reports a rejection on the stream.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements, Toleration};
-use schemars::JsonSchema;
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvFromSource, EnvVar, LocalObjectReference, ResourceRequirements, Toleration,
+    TopologySpreadConstraint, Volume, VolumeMount,
+};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-/// The worker pod's image, placement and extra environment.
+/// Name of the `emptyDir` the operator always mounts on `/tmp`.
+pub const TMP_VOLUME: &str = "tmp";
+
+/// The worker pod's image, identity, placement, environment and storage.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerSpec {
     /// Container image of the worker; the operator's own image when absent.
+    /// The operator runs only images its allow-list (`--worker-images`)
+    /// names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
+    /// Secrets the kubelet pulls the image with, added to the operator's
+    /// own (`--worker-image-pull-secrets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
     /// CPU and memory requests and limits of the worker container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
@@ -24,13 +44,141 @@ pub struct WorkerSpec {
     /// Taints the worker pod tolerates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// Node and pod affinity of the worker pod (core/v1 Affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "compact_affinity")]
+    pub affinity: Option<Affinity>,
+    /// How the worker pod spreads across zones or nodes (core/v1
+    /// TopologySpreadConstraint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "compact_topology_spread")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// PriorityClass of the worker pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub priority_class_name: Option<String>,
     /// ServiceAccount of the worker pod; it needs only to get its CdcStream
-    /// and patch its status (the Helm chart creates one).
+    /// and patch its status (the Helm chart creates one). The operator runs
+    /// only the accounts its allow-list (`--worker-service-accounts`) names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub service_account_name: Option<String>,
+    /// Labels of the worker pod, e.g. for NetworkPolicies or cost
+    /// allocation, and Azure workload identity
+    /// (`azure.workload.identity/use`). The operator's own labels
+    /// (`app.kubernetes.io/name`, `mssql-cdc.io/stream`) cannot be set.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "!('app.kubernetes.io/name' in self) && !('mssql-cdc.io/stream' in self)",
+        "message": "podLabels cannot set app.kubernetes.io/name or mssql-cdc.io/stream: the operator selects its workers by them"
+    }]))]
+    pub pod_labels: BTreeMap<String, String>,
+    /// Annotations of the worker pod, e.g. for cloud identity (IRSA's
+    /// `eks.amazonaws.com/...`, GKE's or Azure's workload identity).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_annotations: BTreeMap<String, String>,
     /// Extra environment variables of the worker container, e.g. storage
     /// credentials from Secrets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// ConfigMaps and Secrets whose keys become environment variables of
+    /// the worker container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
+    /// Volumes of the worker pod (core/v1 Volume): a PersistentVolumeClaim
+    /// for a local lake and checkpoint, a Secret with a CA bundle, a
+    /// projected token for cloud identity. `tmp` is the operator's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "compact_volumes")]
+    pub volumes: Vec<Volume>,
+    /// Where the worker container mounts `volumes` (core/v1 VolumeMount).
+    /// The root filesystem is read-only: a lake or checkpoint on a local
+    /// path must be on one of these (or on `/tmp`, which a new pod loses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.all(m, m.mountPath != '/tmp')",
+        "message": "/tmp is the operator's own emptyDir: mount volumes elsewhere"
+    }]))]
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+/// Volumes keep their name in the schema (so the API server can key the
+/// list by it and refuse duplicates); the volume source is checked when
+/// the operator applies the pod.
+fn compact_volumes(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "x-kubernetes-validations": [{
+            "rule": "self.all(v, v.name != 'tmp')",
+            "message": "the volume name tmp is the operator's own emptyDir on /tmp"
+        }],
+        "items": {
+            "type": "object",
+            "description": "A core/v1 Volume: its name and one volume source (persistentVolumeClaim, secret, configMap, projected, csi, emptyDir...).",
+            "required": ["name"],
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "Name of the volume, as volumeMounts refer to it."
+                }
+            },
+            "x-kubernetes-preserve-unknown-fields": true
+        }
+    })
+}
+
+fn compact_affinity(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "nodeAffinity": {
+                "type": "object",
+                "description": "core/v1 NodeAffinity.",
+                "x-kubernetes-preserve-unknown-fields": true
+            },
+            "podAffinity": {
+                "type": "object",
+                "description": "core/v1 PodAffinity.",
+                "x-kubernetes-preserve-unknown-fields": true
+            },
+            "podAntiAffinity": {
+                "type": "object",
+                "description": "core/v1 PodAntiAffinity.",
+                "x-kubernetes-preserve-unknown-fields": true
+            }
+        }
+    })
+}
+
+fn compact_topology_spread(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "description": "A core/v1 TopologySpreadConstraint.",
+            "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
+            "properties": {
+                "maxSkew": {
+                    "type": "integer",
+                    "format": "int32",
+                    "minimum": 1,
+                    "description": "How unevenly the pods may be spread."
+                },
+                "topologyKey": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The node label whose values are the domains, e.g. topology.kubernetes.io/zone."
+                },
+                "whenUnsatisfiable": {
+                    "type": "string",
+                    "enum": ["DoNotSchedule", "ScheduleAnyway"],
+                    "description": "What the scheduler does when the constraint cannot be met."
+                }
+            },
+            "x-kubernetes-preserve-unknown-fields": true
+        }
+    })
 }

@@ -1,7 +1,10 @@
 //! `mssql-cdc operator` against the test API server: it creates the
 //! worker Deployment or CronJob a CdcStream needs, owned by the stream and
 //! applied under its field manager, sets the phase, scales a suspended
-//! stream to zero, and garbage collection removes the worker with the stream.
+//! stream to zero, and garbage collection removes the worker with the
+//! stream. A stream asking for an image or ServiceAccount the operator's
+//! flags do not allow gets no worker, a Ready condition and a Warning Event
+//! saying why; with `--watch-namespaces` streams elsewhere are never seen.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -9,7 +12,9 @@ use kube::Api;
 use mssql_cdc::spec::{CdcStream, Phase};
 
 use crate::support::kube::{KubeEnv, eventually, repo_file};
-use crate::support::operator::{start_operator, suspend, wait_gone};
+use crate::support::operator::{
+    Operator, condition, start_operator, status_when, stream_manifest, suspend, wait_gone,
+};
 
 #[tokio::test]
 async fn operator_runs_workers_for_streams_and_follows_suspend_and_delete() {
@@ -112,4 +117,153 @@ async fn operator_runs_workers_for_streams_and_follows_suspend_and_delete() {
 
     kube.kubectl_ok(&["delete", "cdcs", "orders"]).await;
     wait_gone(&deployments, "orders").await;
+}
+
+/// The Events about the object `name` in `namespace`: (type, reason, note).
+async fn events_of(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    events
+        .list(&Default::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_stream_asking_for_an_image_or_account_not_allowed_gets_no_worker() {
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let _operator = Operator::with_args(
+        &kube,
+        std::path::Path::new(env!("CARGO_BIN_EXE_mssql-cdc")),
+        &[
+            "--worker-images=registry.acme.io/cdc/",
+            "--worker-service-accounts=s3-writer",
+        ],
+    );
+    let streams = [
+        ("allowed-image", "{image: registry.acme.io/cdc/worker:2}"),
+        ("allowed-account", "{serviceAccountName: s3-writer}"),
+        ("refused-image", "{image: evil.io/miner:1}"),
+        ("refused-account", "{serviceAccountName: admin}"),
+    ];
+    let manifests: Vec<String> = streams
+        .iter()
+        .map(|(name, worker)| stream_manifest(name, worker))
+        .collect();
+    let file = kube.write("streams.yaml", &manifests.join("---\n"));
+    kube.kubectl_ok(&["apply", "-f", &file]).await;
+
+    let client = kube.client().await;
+    let streams_api: Api<CdcStream> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    for name in ["allowed-image", "allowed-account"] {
+        eventually(&format!("the Deployment of {name}"), || async {
+            deployments.get_opt(name).await.ok().flatten()
+        })
+        .await;
+    }
+    for (name, reason, says) in [
+        (
+            "refused-image",
+            "ImageNotAllowed",
+            "\"evil.io/miner:1\" is not allowed",
+        ),
+        (
+            "refused-account",
+            "ServiceAccountNotAllowed",
+            "\"admin\" is not allowed",
+        ),
+    ] {
+        let status = status_when(&streams_api, name, "Ready=False saying why", |s| {
+            condition(s, "Ready").is_some_and(|c| c.reason == reason)
+        })
+        .await;
+        let ready = condition(&status, "Ready").expect("Ready");
+        assert_eq!(ready.status, "False");
+        assert!(ready.message.contains(says), "{}", ready.message);
+        assert_eq!(status.phase, Some(Phase::Failed));
+        // The status is written after the worker was (not) applied.
+        assert!(
+            deployments.get_opt(name).await.expect("get").is_none(),
+            "{name}"
+        );
+        let events = eventually(&format!("a Warning Event for {name}"), || async {
+            let events = events_of(&client, "default", name).await;
+            events
+                .iter()
+                .any(|(type_, r, _)| type_ == "Warning" && r == reason)
+                .then_some(events)
+        })
+        .await;
+        assert!(
+            events.iter().any(|(_, _, note)| note.contains(says)),
+            "{events:?}"
+        );
+    }
+
+    // A worker that ran goes when its stream asks for a refused image.
+    kube.kubectl_ok(&[
+        "patch",
+        "cdcs",
+        "allowed-image",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"worker":{"image":"registry.acme.io/cdc-evil/worker:2"}}}"#,
+    ])
+    .await;
+    wait_gone(&deployments, "allowed-image").await;
+}
+
+#[tokio::test]
+async fn with_watch_namespaces_streams_elsewhere_are_ignored() {
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    for namespace in ["team-a", "elsewhere"] {
+        kube.kubectl_ok(&["create", "namespace", namespace]).await;
+        let file = kube.write(
+            &format!("{namespace}.yaml"),
+            &stream_manifest("orders", "{}"),
+        );
+        kube.kubectl_ok(&["apply", "-n", namespace, "-f", &file])
+            .await;
+    }
+    let operator = Operator::with_args(
+        &kube,
+        std::path::Path::new(env!("CARGO_BIN_EXE_mssql-cdc")),
+        &["--watch-namespaces=team-a"],
+    );
+    let client = kube.client().await;
+    let watched: Api<CdcStream> = Api::namespaced(client.clone(), "team-a");
+    status_when(&watched, "orders", "the watched stream reconciled", |s| {
+        s.phase == Some(Phase::Pending)
+    })
+    .await;
+    // The operator's cache holds the watched namespace's stream only:
+    // the other was never listed.
+    let cached = eventually("the cached streams counted", || {
+        operator.sample(r#"mssql_cdc_operator_streams{phase="Pending"}"#)
+    })
+    .await;
+    assert_eq!(cached, 1.0);
+    let elsewhere: Api<CdcStream> = Api::namespaced(client.clone(), "elsewhere");
+    let ignored = elsewhere.get("orders").await.expect("the other stream");
+    assert!(ignored.status.is_none(), "{:?}", ignored.status);
+    let deployments: Api<Deployment> = Api::namespaced(client, "elsewhere");
+    assert!(deployments.get_opt("orders").await.expect("get").is_none());
 }

@@ -141,6 +141,40 @@ async fn cel_rules_reject_invalid_and_immutable_changes() {
             stream("envpw", "{}", "").replace("{secretKeyRef: {name: s, key: p}}", "{env: PW}"),
             "unknown field \"spec.source.credentials.passwordFrom.env\"",
         ),
+        (
+            stream(
+                "tmpvol",
+                "{}",
+                "  worker: {volumes: [{name: tmp, emptyDir: {}}]}\n",
+            ),
+            "the volume name tmp is the operator's own emptyDir",
+        ),
+        (
+            stream(
+                "tmpmount",
+                "{}",
+                "  worker: {volumes: [{name: lake, emptyDir: {}}], \
+                 volumeMounts: [{name: lake, mountPath: /tmp}]}\n",
+            ),
+            "/tmp is the operator's own emptyDir",
+        ),
+        (
+            stream(
+                "label",
+                "{}",
+                "  worker: {podLabels: {mssql-cdc.io/stream: other}}\n",
+            ),
+            "podLabels cannot set app.kubernetes.io/name or mssql-cdc.io/stream",
+        ),
+        (
+            stream(
+                "skew",
+                "{}",
+                "  worker: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, \
+                 whenUnsatisfiable: Sometimes}]}\n",
+            ),
+            "Unsupported value: \"Sometimes\"",
+        ),
     ];
     for (i, (manifest, message)) in rejected.iter().enumerate() {
         let file = env.write(&format!("bad-{i}.yaml"), manifest);
@@ -201,4 +235,99 @@ async fn cel_rules_reject_invalid_and_immutable_changes() {
         .kubectl_ok(&["get", "cdcs", "good", "-o", "jsonpath={.spec.suspend}"])
         .await;
     assert_eq!(suspended, "true");
+}
+
+/// Every `enum` under `spec` reachable through objects: (path, values).
+fn spec_enums() -> Vec<(Vec<String>, Vec<serde_json::Value>)> {
+    fn walk(
+        node: &serde_json::Value,
+        path: &mut Vec<String>,
+        out: &mut Vec<(Vec<String>, Vec<serde_json::Value>)>,
+    ) {
+        if let Some(values) = node["enum"].as_array() {
+            out.push((path.clone(), values.clone()));
+        }
+        for (name, child) in node["properties"].as_object().into_iter().flatten() {
+            path.push(name.clone());
+            walk(child, path, out);
+            path.pop();
+        }
+    }
+    let crd = serde_json::to_value(mssql_cdc::operator::crd::crd()).expect("json");
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let mut out = Vec::new();
+    walk(spec, &mut Vec::new(), &mut out);
+    out
+}
+
+#[tokio::test]
+async fn kubectl_applies_crds_then_a_stream_with_each_enum_value() {
+    let env = KubeEnv::start().await;
+    // The folder, as the docs say: kubectl reads it as YAML 1.1.
+    env.kubectl_ok(&["apply", "-f", &repo_file("crds/")]).await;
+    env.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/cdcstreams.mssql-cdc.io",
+        "--timeout=20s",
+    ])
+    .await;
+    let base: serde_json::Value = serde_yaml::from_str(&stream(
+        "base",
+        "{processingTime: 5s}",
+        "  finalization: {name: ops.finalization, location: /lake/control}\n",
+    ))
+    .expect("base stream");
+    let enums = spec_enums();
+    let paths: Vec<String> = enums.iter().map(|(p, _)| p.join(".")).collect();
+    for expected in [
+        "source.encrypt",
+        "snapshot.mode",
+        "onDataLoss",
+        "finalization.granularity",
+    ] {
+        assert!(paths.contains(&expected.to_string()), "{paths:?}");
+    }
+    let mut applied = 0;
+    for (path, values) in enums {
+        for value in values {
+            let name = format!("enum-{applied}");
+            let mut manifest = base.clone();
+            manifest["metadata"]["name"] = name.clone().into();
+            manifest["spec"]["appId"] = format!("{name}-v1").into();
+            let mut node = &mut manifest["spec"];
+            for key in &path {
+                node = &mut node[key.as_str()];
+            }
+            *node = value.clone();
+            // Written as the project writes YAML (quoted where YAML 1.1
+            // would read a bool), applied by kubectl.
+            let yaml = mssql_cdc::operator::yaml::to_yaml(&manifest);
+            let file = env.write(&format!("{name}.yaml"), &yaml);
+            env.kubectl_ok(&["apply", "-f", &file]).await;
+            let jsonpath = format!("jsonpath={{.spec.{}}}", path.join("."));
+            let stored = env
+                .kubectl_ok(&["get", "cdcs", &name, "-o", &jsonpath])
+                .await;
+            assert_eq!(
+                stored,
+                value.as_str().unwrap_or_default(),
+                "spec.{}",
+                path.join(".")
+            );
+            applied += 1;
+        }
+    }
+    assert!(applied >= 11, "only {applied} enum values");
+    // `encrypt: "off"` as a user writes it, quoted.
+    let off = stream("encrypt-off", "{processingTime: 5s}", "")
+        .replace("    credentials:", "    encrypt: \"off\"\n    credentials:");
+    env.kubectl_ok(&["apply", "-f", &env.write("off.yaml", &off)])
+        .await;
+    // The category lists the streams.
+    let listed = env.kubectl_ok(&["get", "mssql-cdc", "-o", "name"]).await;
+    assert!(
+        listed.contains("cdcstream.mssql-cdc.io/encrypt-off"),
+        "{listed}"
+    );
 }

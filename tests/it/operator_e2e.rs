@@ -11,7 +11,7 @@
 //! and Ready turn False when the clock passes the silence limit; suspend
 //! stops the worker; deleting the stream garbage-collects it. Without the
 //! worker Role's `patch` on `cdcstreams/status` the stream never reports
-//! progress and the worker's log shows the 403.
+//! progress and the worker's log shows the 403 as an error that says what to do.
 //!
 //! With `KUBECONFIG` (and `MSSQL_CDC_TEST_IMAGE`) set, the same steps run on
 //! that cluster, with the sandbox as a pod (`support::cluster`).
@@ -30,7 +30,8 @@ use crate::support::chart::ChartIdentity;
 use crate::support::cluster::{count_rows_in_pod, sandbox_endpoint_for_pods, start_sandbox_pod};
 use crate::support::kube::{KubeEnv, cells, eventually};
 use crate::support::operator::{
-    InProcessOperator, cluster_manifest, orders_with_changes, start_operator_as, suspend, wait_gone,
+    self, InProcessOperator, cluster_manifest, condition, orders_with_changes, start_operator_as,
+    suspend, wait_gone, worker_image,
 };
 use crate::support::server::{TestServer, run};
 use crate::support::stream::{StreamFixture, query_table};
@@ -38,22 +39,13 @@ use crate::support::stream::{StreamFixture, query_table};
 /// The worker pods' label.
 const WORKER_PODS: &str = "mssql-cdc.io/stream=orders";
 
-fn condition<'a>(status: &'a CdcStreamStatus, type_: &str) -> Option<&'a Condition> {
-    status.conditions.iter().find(|c| c.type_ == type_)
-}
-
-/// The stream's status once `wanted` holds.
+/// The status of the e2e's stream once `wanted` holds.
 async fn status_when(
     streams: &Api<CdcStream>,
     what: &str,
     wanted: impl Fn(&CdcStreamStatus) -> bool,
 ) -> CdcStreamStatus {
-    let wanted = &wanted;
-    eventually(what, move || async move {
-        let status = streams.get("orders").await.ok()?.status?;
-        wanted(&status).then_some(status)
-    })
-    .await
+    operator::status_when(streams, "orders", what, wanted).await
 }
 
 /// Waits until the stream's worker pods satisfy `wanted`.
@@ -172,7 +164,7 @@ async fn start(edit: impl FnOnce(ChartIdentity) -> ChartIdentity) -> Option<E2e>
         &kube,
         Duration::from_secs(1),
         operator_client,
-        &chart.worker_account(),
+        chart.worker_defaults(worker_image(&kube)),
     )
     .await;
     kube.kubectl_ok(&[
@@ -359,6 +351,16 @@ async fn without_the_status_patch_rule_the_stream_never_reports_progress() {
     assert!(logs.contains(&account), "{logs}");
     assert!(logs.contains("cdcstreams/status"), "{logs}");
     assert!(logs.contains("forbidden"), "{logs}");
+    // Not a warning lost among others: an error that says what to do.
+    let refused = logs
+        .lines()
+        .find(|l| l.contains("cannot patch resource"))
+        .unwrap_or_default();
+    assert!(refused.contains("ERROR"), "{refused}");
+    assert!(
+        refused.contains("let this pod's ServiceAccount patch cdcstreams/status"),
+        "{refused}"
+    );
     let stream = streams.get("orders").await.expect("stream");
     let status = stream.status.unwrap_or_default();
     assert!(status.progress.is_none(), "{:?}", status.progress);

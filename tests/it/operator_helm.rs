@@ -1,16 +1,41 @@
 //! The Helm chart through Helm itself (PyPI `helm-python-sdk`): lint clean,
-//! hardened and least-privilege when rendered, and installed against the
-//! test API server, which accepts every object.
+//! hardened and least-privilege when rendered, cluster-wide or namespaced
+//! RBAC as `worker.namespaces` says, the worker settings passed to the
+//! operator, a values schema that refuses what it does not know, the CRD
+//! as a template behind `crds.enabled` and `crds.keep`; installed against
+//! the test API server, upgraded with a changed CRD (which Helm updates,
+//! as it never does for a chart's `crds/`), and uninstalled with the CRD
+//! kept.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
+use mssql_cdc::operator::crd::{chart_template_of, crd};
 
+use crate::support::chart::{CHART, documents, helm, helm_fails, release, render};
 use crate::support::kube::{KubeEnv, repo_file};
+use crate::support::operator::stream_manifest;
 
-use crate::support::chart::{CHART, documents, helm};
+/// The operator container's arguments in a rendered chart.
+fn operator_args(rendered: &serde_json::Value) -> Vec<String> {
+    let deployment: Deployment =
+        serde_yaml::from_value(documents(rendered, "deployment.yaml").remove(0))
+            .expect("Deployment");
+    let pod = deployment.spec.template.spec.expect("pod spec");
+    pod.containers[0].args.clone().unwrap_or_default()
+}
+
+/// The rules of a rendered Role or ClusterRole: (resources, verbs).
+fn rules(role: &serde_yaml::Value) -> Vec<(Vec<String>, Vec<String>)> {
+    let role: Role = serde_yaml::from_value(role.clone()).expect("a role");
+    role.rules
+        .iter()
+        .flatten()
+        .map(|r| (r.resources.clone().unwrap_or_default(), r.verbs.clone()))
+        .collect()
+}
 
 #[tokio::test]
 async fn chart_lints_clean_and_renders_hardened_least_privilege() {
@@ -19,8 +44,7 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
     };
     assert_eq!(lint["errors"], serde_json::json!([]), "{lint}");
 
-    let values = r#"{"worker":{"namespaces":["team-a","team-b"]}}"#;
-    let Some(rendered) = helm(&["render", &repo_file(CHART), "cdc", "ops", values]).await else {
+    let Some(rendered) = render("cdc", "ops", "{}").await else {
         return;
     };
     let deployment: Deployment =
@@ -44,7 +68,7 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
         security.capabilities.and_then(|c| c.drop),
         Some(vec!["ALL".to_string()])
     );
-    let args = container.args.clone().unwrap_or_default();
+    let args = operator_args(&rendered);
     assert!(args.contains(&"operator".to_string()), "{args:?}");
     // Leader election is on by default, on a Lease only the operator's
     // namespace grants (POD_NAMESPACE).
@@ -52,9 +76,17 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
         "--leader-election",
         "--lease-name=mssql-cdc-operator",
         "--lease-duration=15s",
+        "--worker-service-account=cdc-mssql-cdc-operator-worker",
     ] {
         assert!(args.contains(&arg.to_string()), "{arg} missing: {args:?}");
     }
+    // Nothing allowed beyond the defaults, every namespace watched.
+    assert!(
+        args.iter().all(|a| !a.starts_with("--worker-images")
+            && !a.starts_with("--worker-service-accounts")
+            && !a.starts_with("--watch-namespaces")),
+        "{args:?}"
+    );
     let env: Vec<String> = container
         .env
         .iter()
@@ -62,41 +94,35 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
         .map(|e| e.name.clone())
         .collect();
     assert!(env.contains(&"POD_NAMESPACE".to_string()), "{env:?}");
-    let lease_role: Role = serde_yaml::from_value(
-        documents(&rendered, "rbac-operator.yaml")
-            .into_iter()
-            .find(|d| d["kind"] == "Role")
-            .expect("leader-election Role"),
-    )
-    .expect("Role");
-    assert_eq!(lease_role.metadata.namespace.as_deref(), Some("ops"));
-    let lease_rules: Vec<Vec<String>> = lease_role
-        .rules
+    let operator_rbac = documents(&rendered, "rbac-operator.yaml");
+    let lease_role = operator_rbac
         .iter()
-        .flatten()
-        .map(|r| r.resources.clone().unwrap_or_default())
-        .collect();
-    assert_eq!(lease_rules, [vec!["leases".to_string()]]);
+        .find(|d| d["kind"] == "Role")
+        .expect("leader-election Role");
+    assert_eq!(lease_role["metadata"]["namespace"], "ops");
+    assert_eq!(
+        rules(lease_role),
+        [(
+            vec!["leases".to_string()],
+            vec![
+                "get".to_string(),
+                "create".to_string(),
+                "update".to_string(),
+                "patch".to_string()
+            ]
+        )]
+    );
+    assert!(operator_rbac.iter().any(|d| d["kind"] == "ClusterRole"));
 
-    // Workers: one Role per namespace, get the stream and patch its status.
-    let worker_roles: Vec<Role> = documents(&rendered, "rbac-worker.yaml")
+    // Workers: get the stream and patch its status, in the release namespace.
+    let worker_roles: Vec<serde_yaml::Value> = documents(&rendered, "rbac-worker.yaml")
         .into_iter()
         .filter(|d| d["kind"] == "Role")
-        .map(|d| serde_yaml::from_value(d).expect("Role"))
         .collect();
-    let namespaces: Vec<_> = worker_roles
-        .iter()
-        .filter_map(|r| r.metadata.namespace.clone())
-        .collect();
-    assert_eq!(namespaces, ["team-a", "team-b"]);
-    let rules: Vec<(Vec<String>, Vec<String>)> = worker_roles[0]
-        .rules
-        .iter()
-        .flatten()
-        .map(|r| (r.resources.clone().unwrap_or_default(), r.verbs.clone()))
-        .collect();
+    assert_eq!(worker_roles.len(), 1);
+    assert_eq!(worker_roles[0]["metadata"]["namespace"], "ops");
     assert_eq!(
-        rules,
+        rules(&worker_roles[0]),
         [
             (vec!["cdcstreams".to_string()], vec!["get".to_string()]),
             (
@@ -107,17 +133,12 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
     );
     // Without leader election: no Lease flags and no Lease Role.
     let single = r#"{"leaderElection":{"enabled":false}}"#;
-    let Some(rendered_single) = helm(&["render", &repo_file(CHART), "cdc", "ops", single]).await
-    else {
+    let Some(rendered_single) = render("cdc", "ops", single).await else {
         return;
     };
-    let deployment = &rendered_single["mssql-cdc-operator/templates/deployment.yaml"];
     assert!(
-        !deployment
-            .as_str()
-            .unwrap_or_default()
-            .contains("--leader-election"),
-        "{deployment}"
+        !operator_args(&rendered_single).contains(&"--leader-election".to_string()),
+        "no --leader-election"
     );
     assert!(
         !documents(&rendered_single, "rbac-operator.yaml")
@@ -133,19 +154,162 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
 }
 
 #[tokio::test]
+async fn worker_namespaces_make_the_operator_watch_only_them_with_roles() {
+    let values = r#"{"worker":{"namespaces":["team-a","team-b"]}}"#;
+    let Some(rendered) = render("cdc", "ops", values).await else {
+        return;
+    };
+    let args = operator_args(&rendered);
+    assert!(
+        args.contains(&"--watch-namespaces=team-a,team-b".to_string()),
+        "{args:?}"
+    );
+    let operator_rbac = documents(&rendered, "rbac-operator.yaml");
+    assert!(
+        operator_rbac
+            .iter()
+            .all(|d| d["kind"] != "ClusterRole" && d["kind"] != "ClusterRoleBinding"),
+        "no cluster-wide rights"
+    );
+    let roles: Vec<&serde_yaml::Value> = operator_rbac
+        .iter()
+        .filter(|d| d["kind"] == "Role" && d["metadata"]["name"] == "cdc-mssql-cdc-operator")
+        .collect();
+    let namespaces: Vec<&str> = roles
+        .iter()
+        .filter_map(|r| r["metadata"]["namespace"].as_str())
+        .collect();
+    assert_eq!(namespaces, ["team-a", "team-b"]);
+    let resources: Vec<String> = rules(roles[0]).into_iter().flat_map(|(r, _)| r).collect();
+    for needed in [
+        "cdcstreams",
+        "cdcstreams/status",
+        "deployments",
+        "cronjobs",
+        "events",
+    ] {
+        assert!(resources.contains(&needed.to_string()), "{resources:?}");
+    }
+    // Each Role is bound to the operator's account in the release namespace.
+    let bindings: Vec<RoleBinding> = operator_rbac
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" && d["metadata"]["name"] == "cdc-mssql-cdc-operator")
+        .map(|d| serde_yaml::from_value(d.clone()).expect("RoleBinding"))
+        .collect();
+    assert_eq!(bindings.len(), 2);
+    for binding in bindings {
+        let subject = &binding.subjects.unwrap_or_default()[0];
+        assert_eq!(
+            (subject.name.as_str(), subject.namespace.as_deref()),
+            ("cdc-mssql-cdc-operator", Some("ops"))
+        );
+    }
+    // The workers' account and Role in each namespace.
+    let worker_namespaces: Vec<String> = documents(&rendered, "rbac-worker.yaml")
+        .iter()
+        .filter(|d| d["kind"] == "Role")
+        .filter_map(|d| d["metadata"]["namespace"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(worker_namespaces, ["team-a", "team-b"]);
+}
+
+#[tokio::test]
+async fn worker_values_reach_the_operator_and_the_worker_account() {
+    let values = r#"{
+        "workerImages": ["registry.acme.io/cdc/", "registry.acme.io/tools/cdc"],
+        "workerServiceAccounts": ["s3-writer", "adls-writer"],
+        "worker": {
+            "imagePullSecrets": [{"name": "regcred"}, {"name": "mirror"}],
+            "podLabels": {"team": "data", "cost-center": "cdc"},
+            "serviceAccount": {"annotations": {
+                "eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/cdc-lake"}}
+        }
+    }"#;
+    let Some(rendered) = render("cdc", "ops", values).await else {
+        return;
+    };
+    let args = operator_args(&rendered);
+    for arg in [
+        "--worker-images=registry.acme.io/cdc/,registry.acme.io/tools/cdc",
+        "--worker-service-accounts=s3-writer,adls-writer",
+        "--worker-image-pull-secrets=regcred,mirror",
+        "--worker-pod-labels=cost-center=cdc,team=data",
+    ] {
+        assert!(args.contains(&arg.to_string()), "{arg} missing: {args:?}");
+    }
+    let worker_account: ServiceAccount = documents(&rendered, "serviceaccount.yaml")
+        .into_iter()
+        .map(|d| serde_yaml::from_value(d).expect("ServiceAccount"))
+        .find(|a: &ServiceAccount| {
+            a.metadata.name.as_deref() == Some("cdc-mssql-cdc-operator-worker")
+        })
+        .expect("the worker ServiceAccount");
+    assert_eq!(
+        worker_account.metadata.annotations.unwrap_or_default()["eks.amazonaws.com/role-arn"],
+        "arn:aws:iam::111122223333:role/cdc-lake"
+    );
+}
+
+#[tokio::test]
+async fn the_values_schema_refuses_what_it_does_not_know() {
+    let chart = repo_file(CHART);
+    let refused = [
+        (r#"{"workerImage": ["x"]}"#, "workerImage"),
+        (r#"{"worker": {"podLabel": {"a": "b"}}}"#, "podLabel"),
+        (
+            r#"{"worker": {"imagePullSecrets": ["regcred"]}}"#,
+            "imagePullSecrets",
+        ),
+        (
+            r#"{"workerServiceAccounts": ["Not_A_Name"]}"#,
+            "workerServiceAccounts",
+        ),
+        (r#"{"crds": {"enabled": "yes"}}"#, "crds"),
+        (r#"{"worker": {"namespaces": [""]}}"#, "namespaces"),
+    ];
+    for (values, field) in refused {
+        let Some(error) = helm_fails(&["render", &chart, "cdc", "ops", values]).await else {
+            return;
+        };
+        assert!(error.contains(field), "{values}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn the_crd_is_a_template_behind_crds_enabled_and_keep() {
+    let Some(rendered) = render("cdc", "ops", "{}").await else {
+        return;
+    };
+    let mut expected = serde_json::to_value(crd()).expect("json");
+    expected["metadata"]["annotations"] = serde_json::json!({"helm.sh/resource-policy": "keep"});
+    let docs = documents(&rendered, "crd.yaml");
+    assert_eq!(docs.len(), 1);
+    let rendered_crd = serde_json::to_value(&docs[0]).expect("json");
+    assert_eq!(
+        rendered_crd, expected,
+        "the chart's CRD is `mssql-cdc crd`'s"
+    );
+
+    let Some(not_kept) = render("cdc", "ops", r#"{"crds":{"keep":false}}"#).await else {
+        return;
+    };
+    let docs = documents(&not_kept, "crd.yaml");
+    assert!(
+        docs[0]["metadata"]["annotations"].is_null(),
+        "{:?}",
+        docs[0]
+    );
+
+    let Some(disabled) = render("cdc", "ops", r#"{"crds":{"enabled":false}}"#).await else {
+        return;
+    };
+    assert!(documents(&disabled, "crd.yaml").is_empty());
+}
+
+#[tokio::test]
 async fn chart_installs_against_the_api_server() {
     let env = KubeEnv::start().await;
-    let kubeconfig = env.kubeconfig.display().to_string();
-    let Some(installed) = helm(&[
-        "install",
-        &kubeconfig,
-        &repo_file(CHART),
-        "cdc",
-        "default",
-        "{}",
-    ])
-    .await
-    else {
+    let Some(installed) = release(&env, "install", &repo_file(CHART), "{}").await else {
         return;
     };
     assert_eq!(installed["status"], "deployed", "{installed}");
@@ -199,4 +363,126 @@ async fn chart_installs_against_the_api_server() {
         out.contains("cdcstream.mssql-cdc.io/orders created"),
         "{out}"
     );
+}
+
+/// Copies the chart to `dir` with the CRD template of `crd`.
+fn chart_with_crd(dir: &std::path::Path, crd: &CustomResourceDefinition) -> std::path::PathBuf {
+    let chart = dir.join("mssql-cdc-operator");
+    copy_dir(std::path::Path::new(&repo_file(CHART)), &chart);
+    let template = chart_template_of(crd).expect("template");
+    std::fs::write(chart.join("templates/crd.yaml"), template).expect("write template");
+    chart
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read chart") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[tokio::test]
+async fn helm_upgrade_updates_a_changed_crd_and_uninstall_keeps_it() {
+    let env = KubeEnv::start().await;
+    let kubeconfig = env.kubeconfig.display().to_string();
+    // The chart as it was before spec.worker.volumes existed.
+    let mut old = serde_json::to_value(crd()).expect("json");
+    let worker = &mut old["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["worker"]["properties"];
+    worker
+        .as_object_mut()
+        .expect("worker properties")
+        .retain(|name, _| name != "volumes" && name != "volumeMounts");
+    let old: CustomResourceDefinition = serde_json::from_value(old).expect("the old CRD");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old_chart = chart_with_crd(dir.path(), &old);
+    let old_chart = old_chart.display().to_string();
+    let Some(installed) = release(&env, "install", &old_chart, "{}").await else {
+        return;
+    };
+    assert_eq!(installed["status"], "deployed", "{installed}");
+    let with_volume = stream_manifest(
+        "orders",
+        "{volumes: [{name: lake, persistentVolumeClaim: {claimName: lake}}], \
+         volumeMounts: [{name: lake, mountPath: /lake}]}",
+    );
+    let file = env.write("orders.yaml", &with_volume);
+    let refused = env.kubectl_fails(&["apply", "-f", &file]).await;
+    assert!(
+        refused.contains("unknown field \"spec.worker.volumes\""),
+        "the old schema does not know volumes: {refused}"
+    );
+
+    let Some(upgraded) = release(&env, "upgrade", &repo_file(CHART), "{}").await else {
+        return;
+    };
+    assert_eq!(upgraded["status"], "deployed", "{upgraded}");
+    env.kubectl_ok(&["apply", "-f", &file]).await;
+    let stored = env
+        .kubectl_ok(&[
+            "get",
+            "cdcs",
+            "orders",
+            "-o",
+            "jsonpath={.spec.worker.volumes[0].persistentVolumeClaim.claimName}",
+        ])
+        .await;
+    assert_eq!(stored, "lake", "the upgraded CRD keeps the volume");
+
+    // helm uninstall leaves the CRD, and so the stream.
+    helm(&["uninstall", &kubeconfig, "cdc", "default"]).await;
+    let client = env.client().await;
+    let kept = Api::<CustomResourceDefinition>::all(client)
+        .get("cdcstreams.mssql-cdc.io")
+        .await
+        .expect("the CRD is kept");
+    assert_eq!(
+        kept.metadata.annotations.unwrap_or_default()["helm.sh/resource-policy"],
+        "keep"
+    );
+    env.kubectl_ok(&["get", "cdcs", "orders"]).await;
+}
+
+#[tokio::test]
+async fn a_crd_applied_before_the_chart_is_adopted_once_labelled() {
+    // As chart 0.1.x left it: the CRD from `crds/`, without Helm's marks.
+    let env = KubeEnv::start().await;
+    env.install_crd().await;
+    let kubeconfig = env.kubeconfig.display().to_string();
+    let chart = repo_file(CHART);
+    let Some(refused) = helm_fails(&["install", &kubeconfig, &chart, "cdc", "default", "{}"]).await
+    else {
+        return;
+    };
+    assert!(refused.contains("invalid ownership metadata"), "{refused}");
+    // The commands of docs/kubernetes.md, "Upgrading from chart 0.1.x".
+    let crd = "crd/cdcstreams.mssql-cdc.io";
+    env.kubectl_ok(&["label", crd, "app.kubernetes.io/managed-by=Helm"])
+        .await;
+    env.kubectl_ok(&[
+        "annotate",
+        crd,
+        "meta.helm.sh/release-name=cdc",
+        "meta.helm.sh/release-namespace=default",
+    ])
+    .await;
+    let Some(installed) = release(&env, "install", &chart, "{}").await else {
+        return;
+    };
+    assert_eq!(installed["status"], "deployed", "{installed}");
+    let kept = env
+        .kubectl_ok(&[
+            "get",
+            crd,
+            "-o",
+            "jsonpath={.metadata.annotations.helm\\.sh/resource-policy}",
+        ])
+        .await;
+    assert_eq!(kept, "keep", "Helm now manages the CRD");
 }

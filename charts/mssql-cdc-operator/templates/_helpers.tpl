@@ -9,7 +9,7 @@
 
 {{- define "mssql-cdc.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
@@ -17,7 +17,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{- define "mssql-cdc.selectorLabels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "mssql-cdc.serviceAccountName" -}}
@@ -38,4 +38,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- else -}}
 {{- .Release.Namespace -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The names of a list of {name: ...} objects, comma separated. */}}
+{{- define "mssql-cdc.names" -}}
+{{- $names := list -}}
+{{- range . }}{{ $names = append $names .name }}{{ end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* A map as KEY=VALUE pairs, comma separated, in key order. */}}
+{{- define "mssql-cdc.keyValues" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := . }}{{ $pairs = append $pairs (printf "%s=%s" $key $value) }}{{ end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/* Whether the operator watches only worker.namespaces (namespaced RBAC). */}}
+{{- define "mssql-cdc.namespaced" -}}
+{{- if .Values.worker.namespaces }}true{{ end -}}
 {{- end -}}

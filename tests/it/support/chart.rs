@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use mssql_cdc::operator::children::WorkerDefaults;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -27,6 +28,27 @@ pub async fn helm(args: &[&str]) -> Option<Value> {
         "helm {args:?} failed:\n{stdout}\n{stderr}"
     );
     Some(serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("JSON result"))
+}
+
+/// `helm ACTION` (`install` or `upgrade`) of `chart` as the release `cdc`
+/// in the namespace `default` of `kube`, with `values` (JSON); the
+/// release's summary, whose `status` the caller checks.
+pub async fn release(kube: &KubeEnv, action: &str, chart: &str, values: &str) -> Option<Value> {
+    let kubeconfig = kube.kubeconfig.display().to_string();
+    helm(&[action, &kubeconfig, chart, "cdc", "default", values]).await
+}
+
+/// What Helm says when it refuses `args` (the test fails if it does not);
+/// `None` when Python is missing and allowed to be.
+pub async fn helm_fails(args: &[&str]) -> Option<String> {
+    let python = PYTHON.find()?;
+    let out = run_python(&python, SCRIPT, args, Duration::from_secs(120)).await;
+    assert!(
+        !out.status.success(),
+        "helm {args:?} should have failed:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Some(String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// The chart rendered for `release` in `namespace` with `values` (JSON).
@@ -81,6 +103,15 @@ impl ChartIdentity {
     /// The workers' ServiceAccount.
     pub fn worker_account(&self) -> String {
         format!("{}-worker", self.operator_account())
+    }
+
+    /// The operator's settings as the chart's Deployment gives them: the
+    /// image, the chart's worker ServiceAccount, nothing else allowed.
+    pub fn worker_defaults(&self, image: String) -> WorkerDefaults {
+        WorkerDefaults {
+            service_account: Some(self.worker_account()),
+            ..WorkerDefaults::new(image)
+        }
     }
 
     /// Removes `verb` from the worker Role's rule on `resource`: how a test

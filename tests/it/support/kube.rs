@@ -223,24 +223,31 @@ fn kubectl_path() -> String {
 
 /// Polls `check` every 100 ms (each poll a real read) until it returns
 /// `Some`, failing the test with `what` after [`wait_limit`].
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let polls = async {
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        loop {
-            tick.tick().await;
-            if let Some(value) = check().await {
-                return value;
-            }
-        }
-    };
     let limit = wait_limit();
-    tokio::time::timeout(limit, polls)
+    tokio::time::timeout(limit, poll(check))
         .await
         .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting for {what}"))
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, without a deadline
+/// (the caller sets one, and says more when it passes).
+pub async fn poll<T, F, Fut>(mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        if let Some(value) = check().await {
+            return value;
+        }
+    }
 }
 
 /// How long one kubectl call or wait may take: longer when the e2e runs on

@@ -5,6 +5,7 @@ pub mod chart;
 pub mod cluster;
 pub mod control;
 pub mod duckdb;
+pub mod examples;
 pub mod http;
 pub mod kube;
 pub mod objectstores;
@@ -12,6 +13,7 @@ pub mod operator;
 pub mod proxy;
 pub mod server;
 pub mod stream;
+pub mod sts;
 pub mod tools;
 
 pub use server::{TestServer, query, run, scalar, server_error};

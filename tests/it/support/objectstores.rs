@@ -98,9 +98,14 @@ impl Moto {
     /// Starts moto and creates a bucket. `None` when moto is missing and
     /// missing tools are allowed (see [`tools::ALLOW_MISSING_VAR`]).
     pub async fn start() -> Option<Self> {
+        Self::with_bucket(&unique_name()).await
+    }
+
+    /// Starts moto with the bucket `bucket` (an example's own).
+    pub async fn with_bucket(bucket: &str) -> Option<Self> {
         let program = tools::MOTO.find()?;
         let python = tools::PYTHON.find()?;
-        let server = Server::start("moto", &program, |port| {
+        let server = Server::start("moto", &program, &[], |port| {
             vec![
                 "-H".into(),
                 "127.0.0.1".into(),
@@ -109,11 +114,10 @@ impl Moto {
             ]
         })
         .await;
-        let bucket = unique_name();
-        create(&python, &server, &["s3", &server.port.to_string(), &bucket]).await;
+        create(&python, &server, &["s3", &server.port.to_string(), bucket]).await;
         Some(Moto {
             server,
-            bucket,
+            bucket: bucket.to_string(),
             lake: std::sync::Mutex::new("lake".into()),
         })
     }
@@ -121,6 +125,11 @@ impl Moto {
     /// Points [`TestStore::base_uri`] at a new, empty folder of the bucket.
     pub fn fresh_prefix(&self) {
         *self.lake.lock().expect("lock") = unique_name();
+    }
+
+    /// moto's address.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.server.port)
     }
 }
 
@@ -151,6 +160,7 @@ impl TestStore for Moto {
 pub struct Azurite {
     server: Server,
     container: String,
+    account: String,
     lake: std::sync::Mutex<String>,
 }
 
@@ -158,12 +168,20 @@ impl Azurite {
     /// Starts Azurite and creates a container. `None` when Azurite is
     /// missing and missing tools are allowed.
     pub async fn start() -> Option<Self> {
+        Self::with_account(AZURITE_ACCOUNT, AZURITE_KEY, &unique_name()).await
+    }
+
+    /// Starts Azurite serving only the storage account `account` with
+    /// `key` (an example's own), with the container `container`.
+    pub async fn with_account(account: &str, key: &str, container: &str) -> Option<Self> {
         let program = tools::AZURITE.find()?;
         let python = tools::PYTHON.find()?;
+        let accounts = format!("{account}:{key}");
         // In memory, so nothing lands on disk (Azurite refuses --location
         // with it; its working directory is the server's temporary one).
         // Without --disableTelemetry Azurite tries to reach the internet.
-        let server = Server::start("azurite", &program, |port| {
+        let env = [("AZURITE_ACCOUNTS", accounts.as_str())];
+        let server = Server::start("azurite", &program, &env, |port| {
             [
                 "--blobHost",
                 "127.0.0.1",
@@ -178,13 +196,13 @@ impl Azurite {
             .to_vec()
         })
         .await;
-        let container = unique_name();
         let port = server.port.to_string();
-        let args = ["azure", &port, &container, AZURITE_ACCOUNT, AZURITE_KEY];
+        let args = ["azure", &port, container, account, key];
         create(&python, &server, &args).await;
         Some(Azurite {
             server,
-            container,
+            container: container.to_string(),
+            account: account.to_string(),
             lake: std::sync::Mutex::new("lake".into()),
         })
     }
@@ -192,6 +210,11 @@ impl Azurite {
     /// Points [`TestStore::base_uri`] at a new, empty folder of the container.
     pub fn fresh_prefix(&self) {
         *self.lake.lock().expect("lock") = unique_name();
+    }
+
+    /// The Blob endpoint of the account, as `azure_storage_endpoint` takes it.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/{}", self.server.port, self.account)
     }
 }
 
@@ -250,7 +273,12 @@ impl Server {
     /// Starts `program` with the arguments `args(port)` gives, in a
     /// temporary working directory, and waits until it accepts connections
     /// on the port.
-    async fn start(name: &'static str, program: &Path, args: impl Fn(u16) -> Vec<String>) -> Self {
+    async fn start(
+        name: &'static str,
+        program: &Path,
+        env: &[(&str, &str)],
+        args: impl Fn(u16) -> Vec<String>,
+    ) -> Self {
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
             let dir = tempfile::tempdir().expect("temporary directory");
@@ -258,6 +286,7 @@ impl Server {
             let log = File::create(dir.path().join("server.log")).expect("server log file");
             let child = Command::new(program)
                 .args(args(port))
+                .envs(env.iter().copied())
                 .current_dir(dir.path())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("log file handle"))

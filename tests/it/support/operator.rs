@@ -9,10 +9,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use mssql_cdc::operator::children::WorkerDefaults;
 use mssql_cdc::operator::controller::{Context, run_controller};
 use mssql_cdc::operator::metrics::OperatorMetrics;
+use mssql_cdc::spec::{CdcStream, CdcStreamStatus};
 use tokio::process::{Child, Command};
 
 use super::cdc::{capture_table, max_lsn, wait_for_capture};
@@ -84,8 +86,15 @@ impl Operator {
 
     /// The operator binary without leader election.
     pub fn alone(kube: &KubeEnv, binary: &Path) -> Self {
+        Self::with_args(kube, binary, &[])
+    }
+
+    /// The operator binary without leader election, with `args` added
+    /// (`--worker-images ...`, `--watch-namespaces ...`).
+    pub fn with_args(kube: &KubeEnv, binary: &Path, args: &[&str]) -> Self {
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let process = operator_command(kube, binary, &metrics.to_string())
+            .args(args)
             .spawn()
             .expect("the operator starts");
         Operator { process, metrics }
@@ -129,28 +138,58 @@ impl Drop for InProcessOperator {
     }
 }
 
+/// The image workers run: the cluster's test image, or a name the harness
+/// kubelet ignores.
+pub fn worker_image(kube: &KubeEnv) -> String {
+    kube.cluster
+        .as_ref()
+        .map_or_else(|| "mssql-cdc:e2e".to_string(), |c| c.image.clone())
+}
+
 /// Starts [`InProcessOperator`] with `client` (say, a token of the chart's
-/// operator ServiceAccount), its workers running as `worker_account`.
+/// operator ServiceAccount) and `defaults` for its workers, watching only
+/// `kube.namespace`, as the chart's namespaced RBAC allows.
 pub async fn start_operator_as(
     kube: &KubeEnv,
     resync: Duration,
     client: kube::Client,
-    worker_account: &str,
+    defaults: WorkerDefaults,
 ) -> InProcessOperator {
     let clock = kube.clock().clone();
-    let image = kube.cluster.as_ref().map(|c| c.image.clone());
-    let defaults = WorkerDefaults {
-        image: image.unwrap_or_else(|| "mssql-cdc:e2e".to_string()),
-        service_account: Some(worker_account.to_string()),
-    };
     let context = Context::new(client, defaults, None)
         .with_clock(Arc::new(move || clock.now()))
-        .with_resync(resync);
+        .with_resync(resync)
+        .with_namespaces(vec![kube.namespace.clone()]);
     InProcessOperator(tokio::spawn(run_controller(
         context,
         Arc::new(OperatorMetrics::new()),
         std::future::pending(),
     )))
+}
+
+/// The condition `type_` of `status`.
+pub fn condition<'a>(status: &'a CdcStreamStatus, type_: &str) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether `status` has the condition `type_` with `value`.
+pub fn has_condition(status: &CdcStreamStatus, type_: &str, value: &str) -> bool {
+    condition(status, type_).is_some_and(|c| c.status == value)
+}
+
+/// The status of the stream `name` once `wanted` holds.
+pub async fn status_when(
+    streams: &Api<CdcStream>,
+    name: &str,
+    what: &str,
+    wanted: impl Fn(&CdcStreamStatus) -> bool,
+) -> CdcStreamStatus {
+    let wanted = &wanted;
+    eventually(what, move || async move {
+        let status = streams.get(name).await.ok()?.status?;
+        wanted(&status).then_some(status)
+    })
+    .await
 }
 
 /// Waits until `name` no longer exists in `api`.
@@ -177,4 +216,17 @@ pub async fn suspend(kube: &KubeEnv, name: &str) {
         r#"{"spec":{"suspend":true}}"#,
     ])
     .await;
+}
+
+/// A valid continuous CdcStream `name` (its source need not exist) with
+/// `worker` as the flow mapping of `spec.worker`, e.g. `{image: x}`.
+pub fn stream_manifest(name: &str, worker: &str) -> String {
+    format!(
+        "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: {name}}}\nspec:\n  \
+         appId: {name}-v1\n  source:\n    host: sql\n    database: shop\n    table: dbo.orders\n    \
+         credentials:\n      username: r\n      passwordFrom: {{secretKeyRef: {{name: s, key: p}}}}\n  \
+         target: {{name: bronze.{name}, location: /lake/{name}}}\n  checkpoint: /lake/ckpt/{name}\n  \
+         facts: {{name: ops.facts, location: /lake/facts}}\n  trigger: {{processingTime: 10s}}\n  \
+         worker: {worker}\n"
+    )
 }

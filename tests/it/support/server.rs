@@ -103,6 +103,23 @@ impl TestServer {
         })
     }
 
+    /// A sandbox even when the tests run against a real server, for tests
+    /// whose databases and logins have fixed names (the Kubernetes
+    /// examples'): `script` runs as `sa` before it accepts clients.
+    pub async fn sandbox_with_script(script: String) -> Self {
+        install_crypto_provider();
+        let options = SandboxOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            sa_password: SANDBOX_SA_PASSWORD.to_string(),
+            script: Some(script),
+            ..SandboxOptions::default()
+        };
+        let sandbox = Sandbox::start(options).await.expect("sandbox starts");
+        Self {
+            target: Target::Sandbox(sandbox),
+        }
+    }
+
     /// The sandbox that `url` (ADO.NET) reaches, running elsewhere (as a
     /// pod of a real cluster): its clock can still be moved.
     pub fn remote_sandbox(url: String) -> Self {

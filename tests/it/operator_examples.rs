@@ -1,0 +1,523 @@
+//! Every file of `examples/kubernetes/` applied to the test API server and
+//! run by the harness kubelet, under the chart's RBAC and with the
+//! operator's token: only the SQL Server's address and certificate trust,
+//! the object store's endpoint and a free metrics port change
+//! (`support::examples`). The test's servers take the examples'
+//! placeholder credentials, so the Secrets are applied as they are.
+//!
+//! - the continuous stream reaches Ready=True with its lake and checkpoint
+//!   on its PersistentVolumeClaim, mounted for real in the pod's own mount
+//!   namespace; its bronze table is on the claim's volume;
+//! - the hourly `availableNow` stream makes no Job until its schedule: the
+//!   fake clock moves to the next full hour and the CronJob's run
+//!   completes with the table's rows on the claim; after a change and a
+//!   run now (as `kubectl create job --from=cronjob/...`), the stream is
+//!   Ready although the operator's clock is up to an hour past that run,
+//!   thanks to its `alerts.silence`;
+//! - the S3 stream runs as its own ServiceAccount with web identity (no
+//!   keys) on moto, the ADLS stream with the account key from its Secret
+//!   on Azurite; both reach Ready=True;
+//! - the continuous example as it was before volumes (the lake on the
+//!   read-only root) crash-loops, its pod's terminated message says why,
+//!   and the stream is not Ready.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::Api;
+use kube::api::ListParams;
+use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
+
+use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
+use crate::support::chart::ChartIdentity;
+use crate::support::examples::{Example, example_files};
+use crate::support::kube::{KubeEnv, eventually, poll};
+use crate::support::objectstores::{Azurite, Moto};
+use crate::support::operator::{
+    InProcessOperator, condition, has_condition, start_operator_as, worker_image,
+};
+use crate::support::server::{Client, TestServer, run};
+use crate::support::stream::query_table;
+use crate::support::sts::WebIdentitySts;
+
+/// The examples' SQL Server side: examples/sandbox/shop-cdc.sql.
+const SHOP: &str = include_str!("../../examples/sandbox/shop-cdc.sql");
+/// The reader's password in SHOP, replaced by the example's.
+const SHOP_PASSWORD: &str = "Reader-Pa55word!";
+
+/// The billing database of the object-store examples, made as SHOP is.
+fn billing(login: &str, password: &str) -> String {
+    format!(
+        "CREATE DATABASE billing;\nGO\nUSE billing;\nGO\nCREATE SCHEMA sales;\nGO\n\
+         CREATE TABLE sales.invoices (id int NOT NULL PRIMARY KEY, customer nvarchar(100) NOT NULL, \
+         total decimal(12,2) NOT NULL);\nGO\nEXEC sys.sp_cdc_enable_db;\nGO\n\
+         EXEC sys.sp_cdc_enable_table @source_schema = N'sales', @source_name = N'invoices', \
+         @role_name = NULL;\nGO\nCREATE LOGIN {login} WITH PASSWORD = '{password}';\n\
+         CREATE USER {login} FOR LOGIN {login};\nGRANT SELECT ON SCHEMA::sales TO {login};\n\
+         GRANT SELECT ON SCHEMA::cdc TO {login};\nGRANT VIEW DATABASE STATE TO {login};\nGO\n"
+    )
+}
+
+/// The examples that run on a SQL Server with the demo's `shop`.
+const SHOP_EXAMPLES: [&str; 2] = ["orders-continuous.yaml", "orders-hourly.yaml"];
+/// The examples that run on `billing` and an object store.
+const BILLING_EXAMPLES: [&str; 2] = ["invoices-s3.yaml", "invoices-adls.yaml"];
+
+/// The test API server with its kubelet, the chart's identities applied,
+/// the CRD from `crds/`, a sandbox with the example's database and
+/// changes that give the stream two days of CDC history (a younger
+/// database rightly fails the 24-hour retention headroom), and the
+/// operator running with a token of the chart's operator account.
+struct Cluster {
+    kube: KubeEnv,
+    sql: TestServer,
+    source: &'static Source,
+    _operator: InProcessOperator,
+}
+
+/// Where a stream's changes come from: its database, table, capture
+/// instance and an INSERT of row `{id}`.
+struct Source {
+    database: &'static str,
+    capture_instance: &'static str,
+    insert: &'static str,
+}
+
+const ORDERS: Source = Source {
+    database: "shop",
+    capture_instance: "dbo_orders",
+    insert: "INSERT INTO dbo.orders (id, customer_id, total) VALUES ({id}, 1, 10.50)",
+};
+const CUSTOMERS: Source = Source {
+    database: "shop",
+    capture_instance: "dbo_customers",
+    insert: "INSERT INTO dbo.customers (id, name) VALUES ({id}, N'customer {id}')",
+};
+const INVOICES: Source = Source {
+    database: "billing",
+    capture_instance: "sales_invoices",
+    insert: "INSERT INTO sales.invoices (id, customer, total) VALUES ({id}, N'c{id}', 99.00)",
+};
+
+impl Cluster {
+    /// Everything but the example, whose SQL login and password the
+    /// sandbox takes; `accounts` are the ServiceAccounts the operator
+    /// allows besides the chart's.
+    async fn start(example: &Example, source: &'static Source, accounts: &[&str]) -> Option<Self> {
+        let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
+        let kube = KubeEnv::with_kubelet(binary).await;
+        let chart = ChartIdentity::render("cdc", &kube.namespace).await?;
+        let (login, password) = (example.login(), example.sql_password());
+        let script = match source.database {
+            "shop" => SHOP.replace(SHOP_PASSWORD, &password),
+            _ => billing(&login, &password),
+        };
+        let sql = TestServer::sandbox_with_script(script).await;
+        let mut client = sql.connect_to(source.database).await;
+        changes_with_history(&mut client, source).await;
+
+        kube.install_crd().await;
+        chart.apply(&kube).await;
+        let token = chart.operator_token(&kube).await;
+        let mut defaults = chart.worker_defaults(worker_image(&kube));
+        defaults.policy.service_accounts = accounts.iter().map(|a| a.to_string()).collect();
+        let operator = start_operator_as(
+            &kube,
+            Duration::from_secs(1),
+            kube.client_with_token(&token).await,
+            defaults,
+        )
+        .await;
+        Some(Cluster {
+            kube,
+            sql,
+            source,
+            _operator: operator,
+        })
+    }
+
+    /// `example` pointed at the sandbox, applied with kubectl.
+    async fn apply(&self, example: Example) {
+        let example = example
+            .at_sql_server(&self.sql.endpoint())
+            .on_any_metrics_port();
+        let file = self.kube.write(&example.file, &example.to_yaml());
+        self.kube
+            .kubectl_ok(&["apply", "-n", &self.kube.namespace, "-f", &file])
+            .await;
+    }
+
+    async fn streams(&self) -> Api<CdcStream> {
+        Api::namespaced(self.kube.client().await, &self.kube.namespace)
+    }
+
+    /// A change after the worker's snapshot (seen in its log): a stream
+    /// reports progress with its first batch, and the snapshot copied the
+    /// changes made before it.
+    async fn change_after_snapshot(&self, name: &str) {
+        let selector = format!("mssql-cdc.io/stream={name}");
+        let args = [
+            "logs",
+            "-n",
+            &self.kube.namespace,
+            "-l",
+            &selector,
+            "--tail=-1",
+        ];
+        let snapshot = poll(|| async {
+            let out = self.kube.kubectl(&args).await;
+            String::from_utf8_lossy(&out.stdout)
+                .contains("snapshot complete")
+                .then_some(())
+        });
+        if tokio::time::timeout(READY_WITHIN, snapshot).await.is_err() {
+            panic!("{name} made no snapshot:\n{}", self.explain(name).await);
+        }
+        let mut client = self.sql.connect_to(self.source.database).await;
+        insert_captured(&mut client, self.source, &[104]).await;
+    }
+
+    /// The stream's status once Ready=True; on timeout the test fails
+    /// with the stream, its pods and their logs.
+    async fn ready(&self, name: &str) -> CdcStreamStatus {
+        let streams = self.streams().await;
+        let ready = poll(|| async {
+            let status = streams.get(name).await.ok()?.status?;
+            has_condition(&status, "Ready", "True").then_some(status)
+        });
+        let Ok(status) = tokio::time::timeout(READY_WITHIN, ready).await else {
+            panic!("{name} is not Ready:\n{}", self.explain(name).await);
+        };
+        assert_eq!(status.phase, Some(Phase::Streaming));
+        status
+    }
+
+    /// The stream, its pods and their logs, for a failure message.
+    async fn explain(&self, name: &str) -> String {
+        let ns = self.kube.namespace.as_str();
+        let selector = format!("mssql-cdc.io/stream={name}");
+        let mut text = String::new();
+        for args in [
+            vec!["get", "-n", ns, "cdcs", name, "-o", "yaml"],
+            vec!["get", "-n", ns, "pods,pvc,jobs", "-o", "wide"],
+            vec!["logs", "-n", ns, "-l", &selector, "--tail=40"],
+        ] {
+            let out = self.kube.kubectl(&args).await;
+            text.push_str(&String::from_utf8_lossy(&out.stdout));
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+        }
+        text
+    }
+}
+
+/// How long a stream may take to be Ready once its change is captured:
+/// the next trigger (30 s for the object-store examples), a batch, the
+/// operator's next look.
+const READY_WITHIN: Duration = Duration::from_secs(120);
+
+/// Two inserts, two days on the sandbox's clock, a third insert, all
+/// captured: two days of CDC history behind the stream's position.
+async fn changes_with_history(client: &mut Client, source: &Source) {
+    insert_captured(client, source, &[101, 102]).await;
+    advance_clock(client, 2 * 86_400).await;
+    insert_captured(client, source, &[103]).await;
+}
+
+/// Rows `ids` inserted into the source's table, once CDC captured them.
+async fn insert_captured(client: &mut Client, source: &Source, ids: &[i32]) {
+    let before = max_lsn(client).await;
+    for id in ids {
+        let sql = source.insert.replace("{id}", &id.to_string());
+        run(client, &sql).await.expect("insert");
+    }
+    let count = i32::try_from(ids.len()).expect("a few rows");
+    wait_for_capture(client, source.capture_instance, before.as_deref(), count).await;
+}
+
+/// The host directory of the PersistentVolume bound to claim `name`.
+async fn claim_directory(kube: &KubeEnv, name: &str) -> std::path::PathBuf {
+    let client = kube.client().await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &kube.namespace);
+    let volume = eventually(&format!("claim {name} bound"), || async {
+        claims.get(name).await.ok()?.spec?.volume_name
+    })
+    .await;
+    let volume = Api::<PersistentVolume>::all(client)
+        .get(&volume)
+        .await
+        .expect("the bound PersistentVolume");
+    let spec = volume.spec.expect("spec");
+    let path = spec
+        .host_path
+        .map(|h| h.path)
+        .or(spec.local.map(|l| l.path))
+        .expect("a hostPath or local volume");
+    std::path::PathBuf::from(path)
+}
+
+#[tokio::test]
+async fn every_example_is_run_by_a_test_here() {
+    let tested: Vec<&str> = SHOP_EXAMPLES
+        .iter()
+        .chain(BILLING_EXAMPLES.iter())
+        .copied()
+        .collect();
+    for file in example_files() {
+        assert!(
+            tested.contains(&file.as_str()),
+            "examples/kubernetes/{file} is not run by tests/it/operator_examples.rs"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_continuous_example_is_ready_with_its_lake_on_its_claim() {
+    let example = Example::load("orders-continuous.yaml");
+    let Some(cluster) = Cluster::start(&example, &ORDERS, &[]).await else {
+        return;
+    };
+    let name = example.stream_name();
+    cluster.apply(example).await;
+    cluster.change_after_snapshot(&name).await;
+    let status = cluster.ready(&name).await;
+    for healthy in ["Live", "RetentionHeadroom", "IngestionLag", "CaptureLag"] {
+        let c = condition(&status, healthy).expect(healthy);
+        assert_eq!(c.status, "True", "{healthy}: {} {}", c.message, c.reason);
+    }
+    // The lake is on the claim's volume, not in the pod: a new pod keeps it.
+    let lake = claim_directory(&cluster.kube, "orders-lake").await;
+    let bronze = lake.join("bronze/orders");
+    let rows = query_table(&bronze, "SELECT COUNT(DISTINCT id) FROM t WHERE id > 100").await;
+    assert_eq!(
+        rows,
+        [["4"]],
+        "the snapshot's three orders and the change after it"
+    );
+    assert!(lake.join("_checkpoints/orders").is_dir());
+    assert!(lake.join("ops/ingestion_facts/_delta_log").is_dir());
+}
+
+/// Whether `job` completed.
+fn complete(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        })
+}
+
+/// The Job `name`, once complete.
+async fn completed_job(jobs: &Api<Job>, name: &str) -> Job {
+    eventually(&format!("Job {name} to complete"), || async {
+        jobs.get(name).await.ok().filter(complete)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_hourly_example_runs_on_its_schedule_and_is_ready_between_runs() {
+    let example = Example::load("orders-hourly.yaml");
+    let Some(cluster) = Cluster::start(&example, &CUSTOMERS, &[]).await else {
+        return;
+    };
+    let name = example.stream_name();
+    cluster.apply(example).await;
+    let kube = &cluster.kube;
+    let client = kube.client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &kube.namespace);
+    let cron_jobs: Api<CronJob> = Api::namespaced(client, &kube.namespace);
+    // Nothing runs before the schedule.
+    let cron_job = eventually("the CronJob", || async {
+        cron_jobs.get_opt(&name).await.ok().flatten()
+    })
+    .await;
+    assert!(
+        jobs.list(&ListParams::default())
+            .await
+            .expect("jobs")
+            .items
+            .is_empty()
+    );
+
+    // The next full hour on the fake clock: the CronJob starts one run,
+    // which copies the table onto the claim and exits.
+    let now = kube.clock().now().timestamp();
+    let next_hour = (now / 3600 + 1) * 3600;
+    kube.clock()
+        .advance(Duration::from_secs((next_hour - now).unsigned_abs() + 1));
+    let scheduled = eventually("the scheduled run", || async {
+        jobs.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    let scheduled = completed_job(&jobs, &scheduled.metadata.name.unwrap_or_default()).await;
+    assert_eq!(scheduled.status.and_then(|s| s.succeeded), Some(1));
+    let bronze = claim_directory(kube, "customers-lake")
+        .await
+        .join("bronze/customers");
+    let rows = query_table(&bronze, "SELECT COUNT(*) FROM t WHERE id > 100").await;
+    assert_eq!(rows, [["3"]], "the snapshot's rows on the claim");
+
+    // A change, and a run now (`kubectl create job --from=cronjob/...`):
+    // its batch is the stream's first progress.
+    let mut sql = cluster.sql.connect_to(CUSTOMERS.database).await;
+    insert_captured(&mut sql, &CUSTOMERS, &[104]).await;
+    let template = cron_job.spec.job_template;
+    let manual = Job {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{name}-manual")),
+            labels: template.metadata.and_then(|m| m.labels),
+            ..Default::default()
+        },
+        spec: template.spec,
+        status: None,
+    };
+    jobs.create(&Default::default(), &manual)
+        .await
+        .expect("a manual run");
+    completed_job(&jobs, &format!("{name}-manual")).await;
+    let status = cluster.ready(&name).await;
+    assert!(
+        status
+            .progress
+            .as_ref()
+            .is_some_and(|p| p.end_lsn.is_some())
+    );
+    // The operator's clock is up to an hour ahead of the run's (it moved
+    // to the full hour): past the default 15m silence, within the
+    // example's 75m, which covers the schedule's interval and a run.
+    let live = condition(&status, "Live").expect("Live");
+    assert_eq!(live.status, "True", "{}", live.message);
+}
+
+#[tokio::test]
+async fn the_s3_example_streams_with_web_identity_and_no_keys() {
+    let example = Example::load("invoices-s3.yaml");
+    let Some(moto) = Moto::with_bucket("example-lake").await else {
+        return;
+    };
+    let sts = WebIdentitySts::start().await;
+    let Some(cluster) = Cluster::start(&example, &INVOICES, &["invoices-s3"]).await else {
+        return;
+    };
+    let name = example.stream_name();
+    // STS is only spoken over HTTPS, and the stand-in's certificate is its own.
+    let example = example.with_storage_options(&BTreeMap::from([
+        ("aws_endpoint_url".to_string(), moto.endpoint()),
+        ("aws_allow_http".to_string(), "true".to_string()),
+        ("aws_endpoint_url_sts".to_string(), sts.endpoint()),
+        (
+            "aws_allow_invalid_certificates".to_string(),
+            "true".to_string(),
+        ),
+    ]));
+    cluster.apply(example).await;
+    cluster.change_after_snapshot(&name).await;
+    let status = cluster.ready(&name).await;
+    assert!(status.progress.is_some());
+    // The pod ran as the stream's own account, with a projected token.
+    let pods: Api<Pod> = Api::namespaced(cluster.kube.client().await, &cluster.kube.namespace);
+    let pod = pods
+        .list(&ListParams::default().labels(&format!("mssql-cdc.io/stream={name}")))
+        .await
+        .expect("pods")
+        .items
+        .remove(0);
+    let spec = pod.spec.expect("pod spec");
+    assert_eq!(spec.service_account_name.as_deref(), Some("invoices-s3"));
+    let env = spec.containers[0].env.clone().unwrap_or_default();
+    assert!(
+        env.iter().all(|e| !e.name.starts_with("AWS_ACCESS_KEY")),
+        "no static keys: {env:?}"
+    );
+    // Its credentials came from its own account's token, for STS.
+    let call = sts
+        .calls()
+        .first()
+        .cloned()
+        .expect("an AssumeRoleWithWebIdentity call");
+    assert_eq!(call.role_arn, "arn:aws:iam::111122223333:role/cdc-invoices");
+    assert_eq!(
+        call.subject,
+        format!(
+            "system:serviceaccount:{}:invoices-s3",
+            cluster.kube.namespace
+        )
+    );
+    assert_eq!(call.audiences, ["sts.amazonaws.com"]);
+}
+
+#[tokio::test]
+async fn the_adls_example_streams_to_azurite() {
+    let example = Example::load("invoices-adls.yaml");
+    let (account, key) = (
+        example.secret("lake-adls", "AZURE_STORAGE_ACCOUNT_NAME"),
+        example.secret("lake-adls", "AZURE_STORAGE_ACCOUNT_KEY"),
+    );
+    let Some(azurite) = Azurite::with_account(&account, &key, "lake").await else {
+        return;
+    };
+    let Some(cluster) = Cluster::start(&example, &INVOICES, &[]).await else {
+        return;
+    };
+    let name = example.stream_name();
+    let example = example.with_storage_options(&BTreeMap::from([
+        ("azure_storage_endpoint".to_string(), azurite.endpoint()),
+        ("azure_allow_http".to_string(), "true".to_string()),
+    ]));
+    cluster.apply(example).await;
+    cluster.change_after_snapshot(&name).await;
+    let status = cluster.ready(&name).await;
+    assert!(status.progress.is_some());
+}
+
+#[tokio::test]
+async fn a_lake_on_the_read_only_root_crash_loops_and_says_why() {
+    if !mssql_cdc_test_apiserver::kubelet::isolation_available() {
+        eprintln!("skipped: mount namespaces are unavailable, so the root is not read-only");
+        return;
+    }
+    let example = Example::load("orders-continuous.yaml").without_volumes();
+    let Some(cluster) = Cluster::start(&example, &ORDERS, &[]).await else {
+        return;
+    };
+    let name = example.stream_name();
+    cluster.apply(example).await;
+    let kube = &cluster.kube;
+    let pods: Api<Pod> = Api::namespaced(kube.client().await, &kube.namespace);
+    let message = eventually("the worker to fail and restart", || async {
+        let list = pods
+            .list(&ListParams::default().labels(&format!("mssql-cdc.io/stream={name}")))
+            .await
+            .ok()?;
+        list.items.iter().find_map(|pod| {
+            let status = pod
+                .status
+                .as_ref()?
+                .container_statuses
+                .as_ref()?
+                .first()?
+                .clone();
+            let terminated = status.last_state?.terminated?;
+            (status.restart_count >= 1 && terminated.exit_code != 0)
+                .then(|| terminated.message.unwrap_or_default())
+        })
+    })
+    .await;
+    assert!(
+        message.contains("Read-only file system") && message.contains("/lake"),
+        "the terminated message says why: {message}"
+    );
+    let stream = cluster.streams().await.get(&name).await.expect("stream");
+    let status = stream.status.unwrap_or_default();
+    assert!(!has_condition(&status, "Ready", "True"), "{status:?}");
+    assert!(status.progress.is_none());
+}

@@ -1,0 +1,184 @@
+//! The files of `examples/kubernetes/` as the tests apply them: parsed as
+//! they are, then pointed at the test's own servers and nothing else (the
+//! SQL Server's address and its self-signed certificate, the object
+//! store's endpoint) plus what the harness kubelet needs because all its
+//! pods share the host's network (a free metrics port). Secrets are
+//! applied unchanged: the test's servers are given the examples'
+//! placeholder credentials instead.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_yaml::{Mapping, Value};
+
+use super::kube::repo_file;
+use super::server::Endpoint;
+
+/// Where the examples live, relative to the repository.
+pub const EXAMPLES_DIR: &str = "examples/kubernetes";
+
+/// One example file: its YAML documents, possibly changed.
+#[derive(Debug, Clone)]
+pub struct Example {
+    /// The file name in [`EXAMPLES_DIR`].
+    pub file: String,
+    docs: Vec<Value>,
+}
+
+/// Every file of [`EXAMPLES_DIR`], by name.
+pub fn example_files() -> Vec<String> {
+    let dir = repo_file(EXAMPLES_DIR);
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".yaml") || name.ends_with(".yml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The YAML documents of `text`, without empty ones.
+pub fn yaml_documents(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| Value::deserialize(doc).expect("valid YAML"))
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+impl Example {
+    /// `file` of [`EXAMPLES_DIR`] as it is committed.
+    pub fn load(file: &str) -> Self {
+        let path = Path::new(&repo_file(EXAMPLES_DIR)).join(file);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Example {
+            file: file.to_string(),
+            docs: yaml_documents(&text),
+        }
+    }
+
+    /// The example's CdcStream.
+    pub fn stream(&self) -> &Value {
+        self.docs
+            .iter()
+            .find(|d| d["kind"] == "CdcStream")
+            .unwrap_or_else(|| panic!("{} has no CdcStream", self.file))
+    }
+
+    fn stream_mut(&mut self) -> &mut Mapping {
+        let file = self.file.clone();
+        self.docs
+            .iter_mut()
+            .find(|d| d["kind"] == "CdcStream")
+            .and_then(|d| d.get_mut("spec"))
+            .and_then(Value::as_mapping_mut)
+            .unwrap_or_else(|| panic!("{file} has no CdcStream spec"))
+    }
+
+    /// The CdcStream's name.
+    pub fn stream_name(&self) -> String {
+        text(&self.stream()["metadata"]["name"])
+    }
+
+    /// `spec.source.credentials.username` of the stream.
+    pub fn login(&self) -> String {
+        text(&self.stream()["spec"]["source"]["credentials"]["username"])
+    }
+
+    /// `stringData.<key>` of the Secret `name`.
+    pub fn secret(&self, name: &str, key: &str) -> String {
+        let secret = self
+            .docs
+            .iter()
+            .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{} has no Secret {name}", self.file));
+        text(&secret["stringData"][key])
+    }
+
+    /// The password of the stream's SQL login, from the example's Secret.
+    pub fn sql_password(&self) -> String {
+        let secret =
+            &self.stream()["spec"]["source"]["credentials"]["passwordFrom"]["secretKeyRef"];
+        self.secret(&text(&secret["name"]), &text(&secret["key"]))
+    }
+
+    /// The source at `endpoint` (the test's SQL Server), whose
+    /// self-signed certificate the stream must accept.
+    pub fn at_sql_server(mut self, endpoint: &Endpoint) -> Self {
+        let source = self
+            .stream_mut()
+            .get_mut("source")
+            .and_then(Value::as_mapping_mut)
+            .expect("spec.source");
+        source.insert("host".into(), endpoint.host.clone().into());
+        source.insert("port".into(), u64::from(endpoint.port).into());
+        source.insert("trustServerCertificate".into(), true.into());
+        self
+    }
+
+    /// `options` added to `spec.storageOptions` (an emulator's endpoint).
+    pub fn with_storage_options(mut self, options: &BTreeMap<String, String>) -> Self {
+        let spec = self.stream_mut();
+        let existing = spec
+            .entry("storageOptions".into())
+            .or_insert_with(|| Value::Mapping(Mapping::new()));
+        let map = existing.as_mapping_mut().expect("storageOptions is a map");
+        for (key, value) in options {
+            map.insert(key.clone().into(), value.clone().into());
+        }
+        self
+    }
+
+    /// The worker's metrics on a free port: the harness kubelet's pods all
+    /// share the host's network, where port 8080 may be taken.
+    pub fn on_any_metrics_port(mut self) -> Self {
+        let worker = self
+            .stream_mut()
+            .entry("worker".into())
+            .or_insert_with(|| Value::Mapping(Mapping::new()))
+            .as_mapping_mut()
+            .expect("spec.worker is a map");
+        let env = worker
+            .entry("env".into())
+            .or_insert_with(|| Value::Sequence(Vec::new()))
+            .as_sequence_mut()
+            .expect("spec.worker.env is a list");
+        let mut var = Mapping::new();
+        var.insert("name".into(), "MSSQL_CDC_LISTEN".into());
+        var.insert("value".into(), "127.0.0.1:0".into());
+        env.push(Value::Mapping(var));
+        self
+    }
+
+    /// The example as it was before `spec.worker` could add volumes: its
+    /// lake and checkpoint on the container's root filesystem.
+    pub fn without_volumes(mut self) -> Self {
+        if let Some(worker) = self
+            .stream_mut()
+            .get_mut("worker")
+            .and_then(Value::as_mapping_mut)
+        {
+            worker.remove("volumes");
+            worker.remove("volumeMounts");
+        }
+        self.docs.retain(|d| d["kind"] != "PersistentVolumeClaim");
+        self
+    }
+
+    /// The documents as one YAML file.
+    pub fn to_yaml(&self) -> String {
+        self.docs
+            .iter()
+            .map(|d| serde_yaml::to_string(d).expect("YAML"))
+            .collect::<Vec<_>>()
+            .join("---\n")
+    }
+}
+
+fn text(value: &Value) -> String {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("expected a string, got {value:?}"))
+        .to_string()
+}
