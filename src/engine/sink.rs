@@ -347,7 +347,7 @@ async fn open_silver(
     let options = spec
         .table
         .location
-        .options(&config.storage_options, env.clone().into_iter());
+        .options(&config.storage_options, env.clone());
     Ok(SilverTable::open_or_create(
         &spec.table.location,
         &options,
