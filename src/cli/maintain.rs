@@ -1,4 +1,5 @@
-//! `mssql-cdc maintain`: keeps the facts table (and bronze tables) small.
+//! `mssql-cdc maintain`: keeps the facts table (and bronze and silver
+//! tables) small.
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,10 @@ pub struct MaintainArgs {
     /// bronze); repeat for several.
     #[arg(long = "bronze")]
     pub bronze: Vec<String>,
+    /// A silver table to compact, z-ordered by its keys, and vacuum;
+    /// repeat for several.
+    #[arg(long = "silver")]
+    pub silver: Vec<String>,
     /// A stream's checkpoint whose old plans and commit markers to delete
     /// (a running stream keeps its newest ones itself; this also clears a
     /// checkpoint written before that); repeat for several.
@@ -71,6 +76,14 @@ pub async fn run_maintain(args: MaintainArgs) -> anyhow::Result<()> {
         let mut table = Maintenance::open(&location, &args.storage.for_location(&location)).await?;
         println!("bronze {location} (version {})", version(&table));
         compact_and_vacuum(&mut table, &[], retention).await?;
+    }
+    for silver in &args.silver {
+        let location = StorageLocation::parse(silver).context("--silver")?;
+        let mut table = Maintenance::open(&location, &args.storage.for_location(&location)).await?;
+        let keys = table.require_silver_keys()?;
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        println!("silver {location} (version {})", version(&table));
+        compact_and_vacuum(&mut table, &keys, retention).await?;
     }
     for checkpoint in &args.checkpoint {
         let location = StorageLocation::parse(checkpoint).context("--checkpoint")?;

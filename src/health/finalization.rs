@@ -107,7 +107,7 @@ impl StaleReason {
                 "a chunked snapshot is open and holds the verdict: expected until it completes; leave the table out of the alert meanwhile"
             }
             StaleReason::Silver => {
-                "a silver table: its verdict moves with its own applies; check the job that applies it"
+                "a silver table whose verdict did not move: look for failing silver MERGEs in its stream's log (docs/runbooks.md, SilverFinalized), or whether the stream stopped"
             }
             StaleReason::NoFacts => {
                 "the facts table has no micro-batch of this target: check that the stream runs and writes to this facts table"

@@ -50,6 +50,8 @@ pub(crate) async fn open_or_create_with(
                 .iter()
                 .map(|(key, value)| (key.to_string(), Some(value.clone()))),
         )
+        // Our own properties (`mssql_cdc.*`) are not Delta's.
+        .with_raise_if_key_not_exists(false)
         .with_save_mode(SaveMode::Ignore)
         .with_commit_properties(CommitProperties::default().with_max_retries(0))
         .await;

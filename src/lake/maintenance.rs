@@ -1,11 +1,11 @@
-//! Keeping the facts table (and bronze) small: every micro-batch is a
+//! Keeping the facts table (and bronze and silver) small: every micro-batch is a
 //! commit, so a quiet stream leaves thousands of tiny files a day.
 //!
 //! Maintenance deletes micro-batch facts rows older than a window (event
 //! rows are the durable record of snapshots, schema changes and lost data,
 //! and are never deleted), rewrites small files into large ones (the facts
 //! table z-ordered by `target, app_id`, which every monitoring query
-//! filters or groups by) and vacuums files no table version needs any
+//! filters or groups by, a silver table by its keys) and vacuums files no table version needs any
 //! more. Every step is an ordinary Delta commit, so it runs safely next to
 //! streams that keep appending: their appends are blind, and a facts
 //! append that loses a race retries on its `txn` key.
@@ -19,6 +19,7 @@ use deltalake::operations::optimize::OptimizeType;
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::delta::open_existing;
+use super::silver::KEYS_PROPERTY;
 use super::storage::{StorageLocation, StorageOptions};
 
 /// The shortest vacuum retention allowed without
@@ -83,6 +84,15 @@ pub enum MaintenanceError {
     BadWindow {
         /// The window asked for, in days.
         days: u64,
+    },
+    /// A table given as silver has no recorded keys.
+    #[error(
+        "{location} is not a silver table (it has no {KEYS_PROPERTY} property); pass it with \
+         --bronze to compact it without clustering"
+    )]
+    NotSilver {
+        /// The table location.
+        location: String,
     },
     /// A Delta operation failed.
     #[error("{step} of {location}: {source}")]
@@ -185,9 +195,30 @@ impl Maintenance {
         Ok(metrics.files_deleted.len() as u64)
     }
 
+    /// The key columns a silver table was created with (its
+    /// `mssql_cdc.keys` property), which compaction clusters it by: MERGEs
+    /// and readers look rows up by key, so files holding a narrow key range
+    /// let both skip the rest. `None` for a table that is not silver.
+    pub fn silver_keys(&self) -> Result<Option<Vec<String>>, MaintenanceError> {
+        let snapshot = self.table.snapshot().map_err(|e| self.error("open", e))?;
+        Ok(snapshot
+            .metadata()
+            .configuration()
+            .get(KEYS_PROPERTY)
+            .map(|keys| keys.split(',').map(str::to_string).collect()))
+    }
+
     /// The table version now.
     pub fn version(&self) -> Option<u64> {
         self.table.version()
+    }
+
+    /// [`Maintenance::silver_keys`], or why the table is not silver.
+    pub fn require_silver_keys(&self) -> Result<Vec<String>, MaintenanceError> {
+        self.silver_keys()?
+            .ok_or_else(|| MaintenanceError::NotSilver {
+                location: self.location.clone(),
+            })
     }
 
     fn error(&self, step: &'static str, source: DeltaTableError) -> MaintenanceError {

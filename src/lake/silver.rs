@@ -1,9 +1,10 @@
 //! The silver table: the source table's current state, one row per key,
 //! kept from the stream's own bronze commits. Each bronze commit (a batch
 //! or a snapshot chunk) is applied with one MERGE: its changes reduced to
-//! the last per key, ordered by LSN, then seqval, then operation, without
-//! the before-images of updates; inserts, update-afters and snapshot rows
-//! upsert, deletes remove the row (or mark it `_deleted`). A change older
+//! the last per key, ordered by LSN, then seqval, then operation; inserts,
+//! update-afters and snapshot rows upsert, deletes remove the row (or mark
+//! it `_deleted`), and so does an update's before-image when the update
+//! moved the row to another key. A change older
 //! than the row it would replace is ignored, and every MERGE carries its
 //! own `txn`, so a replay applies nothing twice and nothing out of order.
 //! See docs/silver.md.
@@ -24,7 +25,7 @@ use super::delta::{open_or_create_with, txn_version};
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::Txn;
 use crate::domain::Lsn;
-use crate::domain::change::{COMMIT_TS, LSN, OPERATION, SEQVAL};
+use crate::domain::change::{COMMIT_TS, LSN, OPERATION, Operation, SEQVAL};
 
 /// `_deleted`: the row's key was deleted on the source (soft deletes only).
 pub const DELETED: &str = "_deleted";
@@ -302,7 +303,16 @@ impl SilverTable {
             .reduce(Expr::and)
             .unwrap_or_else(|| lit(false));
         let newer = side("source", LSN).gt_eq(side("target", LSN));
-        let is_delete = side("source", OPERATION).eq(lit("delete"));
+        // A before-image that is its key's last change left the key: an
+        // update of a manifest key column that is not the capture index
+        // (an update of the index is captured as a delete and an insert).
+        let is_delete = side("source", OPERATION).in_list(
+            vec![
+                lit(Operation::Delete.as_str()),
+                lit(Operation::UpdateBefore.as_str()),
+            ],
+            false,
+        );
         let soft = self.deletes == Deletes::Soft;
         let mut merge = self
             .table
@@ -314,9 +324,9 @@ impl SilverTable {
             .when_matched_update(|u| {
                 let u = columns
                     .iter()
-                    .fold(u, |u, c| u.update(c.as_str(), side("source", c)));
+                    .fold(u, |u, c| u.update(named(c), side("source", c)));
                 let u = if soft {
-                    u.update(DELETED, lit(false))
+                    u.update(named(DELETED), lit(false))
                 } else {
                     u
                 };
@@ -328,8 +338,8 @@ impl SilverTable {
                 .when_matched_update(|u| {
                     let u = columns
                         .iter()
-                        .fold(u, |u, c| u.update(c.as_str(), side("source", c)));
-                    u.update(DELETED, lit(true))
+                        .fold(u, |u, c| u.update(named(c), side("source", c)));
+                    u.update(named(DELETED), lit(true))
                         .predicate(newer.clone().and(is_delete.clone()))
                 })
                 .map_err(|e| self.delta_error(e))?
@@ -342,9 +352,9 @@ impl SilverTable {
             .when_not_matched_insert(|i| {
                 let i = columns
                     .iter()
-                    .fold(i, |i, c| i.set(c.as_str(), side("source", c)));
+                    .fold(i, |i, c| i.set(named(c), side("source", c)));
                 if soft {
-                    i.set(DELETED, is_delete.clone())
+                    i.set(named(DELETED), is_delete.clone())
                 } else {
                     i.predicate(is_delete.clone().not())
                 }
@@ -366,7 +376,7 @@ impl SilverTable {
     /// snapshot (it rewrote every key it saw), so their keys are gone.
     /// Idempotent.
     pub async fn drop_older_than(&mut self, lsn: Lsn) -> Result<(), SilverError> {
-        let older = Expr::Column(Column::from_name(LSN)).lt(lit(lsn.to_string()));
+        let older = Expr::Column(named(LSN)).lt(lit(lsn.to_string()));
         let table = match self.deletes {
             Deletes::Hard => {
                 let (table, _metrics) = self
@@ -379,13 +389,13 @@ impl SilverTable {
                 table
             }
             Deletes::Soft => {
-                let not_deleted = Expr::Column(Column::from_name(DELETED)).not();
+                let not_deleted = Expr::Column(named(DELETED)).not();
                 let (table, _metrics) = self
                     .table
                     .clone()
                     .update()
                     .with_predicate(older.and(not_deleted))
-                    .with_update(DELETED, lit(true))
+                    .with_update(named(DELETED), lit(true))
                     .await
                     .map_err(|e| self.delta_error(e))?;
                 table
@@ -412,25 +422,32 @@ impl SilverTable {
     }
 
     /// The last change per key of `changes`: ordered by LSN, then seqval,
-    /// then operation (delete before insert, so a key updated within one
-    /// transaction ends inserted), before-images of updates left out.
+    /// then operation (an update's after-image over its before-image, an
+    /// insert over a delete, so a key updated within one transaction ends
+    /// inserted). Before-images lose to the after-image of their own key,
+    /// so they only remain where the update moved the row off that key.
     async fn reduce(&self, changes: DataFrame) -> Result<DataFrame, SilverError> {
         let ctx = SessionContext::new();
         ctx.register_table("changes", changes.into_view())
             .map_err(|e| self.delta_error(e.into()))?;
-        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
         let keys: Vec<String> = self.keys.iter().map(|k| quote(k)).collect();
+        let rank = |op: Operation, rank: u8| format!("WHEN '{}' THEN {rank}", op.as_str());
         let sql = format!(
             "SELECT * EXCLUDE (mssql_cdc_rank) FROM ( \
                SELECT *, ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY {lsn} DESC, {seqval} DESC, \
-                 CASE {op} WHEN 'update_after' THEN 4 WHEN 'insert' THEN 2 WHEN 'delete' THEN 1 ELSE 0 END DESC \
+                 CASE {op} {after} {insert} {snapshot} {delete} {before} ELSE 0 END DESC \
                ) AS mssql_cdc_rank \
-               FROM changes WHERE {op} <> 'update_before' \
+               FROM changes \
              ) WHERE mssql_cdc_rank = 1",
             keys = keys.join(", "),
             lsn = quote(LSN),
             seqval = quote(SEQVAL),
             op = quote(OPERATION),
+            after = rank(Operation::UpdateAfter, 5),
+            insert = rank(Operation::Insert, 4),
+            snapshot = rank(Operation::Snapshot, 3),
+            delete = rank(Operation::Delete, 2),
+            before = rank(Operation::UpdateBefore, 1),
         );
         ctx.sql(&sql).await.map_err(|e| self.delta_error(e.into()))
     }
@@ -447,3 +464,18 @@ impl SilverTable {
 fn side(relation: &str, name: &str) -> Expr {
     Expr::Column(Column::new(Some(relation), name))
 }
+
+/// The column `name` exactly as spelled, dots and case included (a string
+/// would be parsed as `relation.column`).
+fn named(name: &str) -> Column {
+    Column::new_unqualified(name)
+}
+
+/// `name` as a SQL identifier.
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+#[path = "silver_tests.rs"]
+mod tests;

@@ -146,7 +146,13 @@ pub fn conditions(
             open_snapshot_lsn: row.open_snapshot_lsn.clone(),
             applied_lsn: None,
         });
-        all.push(finalized(FINALIZED, verdict.as_ref(), batch.as_ref(), now, &freshness));
+        all.push(finalized(
+            FINALIZED,
+            verdict.as_ref(),
+            batch.as_ref(),
+            now,
+            &freshness,
+        ));
         if let Some(silver) = &stream.spec.silver {
             let verdict = status.silver.as_ref().map(|row| Verdict {
                 table_name: silver.name.clone(),
@@ -156,7 +162,13 @@ pub fn conditions(
                 open_snapshot_lsn: row.open_snapshot_lsn.clone(),
                 applied_lsn: row.applied_lsn.clone(),
             });
-            all.push(finalized(SILVER_FINALIZED, verdict.as_ref(), batch.as_ref(), now, &freshness));
+            all.push(finalized(
+                SILVER_FINALIZED,
+                verdict.as_ref(),
+                batch.as_ref(),
+                now,
+                &freshness,
+            ));
         }
     }
     all.push(data_loss(status.data_loss.as_ref()));

@@ -70,7 +70,15 @@ fn printer_columns_show_health_at_a_glance() {
         .collect();
     assert_eq!(
         names,
-        ["Phase", "Ready", "Lag", "Headroom", "Finalized", "Age", "Silver"]
+        [
+            "Phase",
+            "Ready",
+            "Lag",
+            "Headroom",
+            "Finalized",
+            "Age",
+            "Silver"
+        ]
     );
     // Silver's applied position only in `kubectl get -o wide`.
     let silver = crd.spec.versions[0]
@@ -79,7 +87,10 @@ fn printer_columns_show_health_at_a_glance() {
         .flatten()
         .find(|c| c.name == "Silver")
         .map(|c| (c.priority, c.json_path.clone()));
-    assert_eq!(silver, Some((Some(1), ".status.silver.appliedLsn".to_string())));
+    assert_eq!(
+        silver,
+        Some((Some(1), ".status.silver.appliedLsn".to_string()))
+    );
     assert!(
         crd.spec.versions[0]
             .subresources

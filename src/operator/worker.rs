@@ -158,10 +158,7 @@ impl Observer for StatusObserver {
                 finalized_until: before.max(update.finalized_until),
                 updated_at: update.updated_at,
                 open_snapshot_lsn: update.open_snapshot_lsn.map(|lsn| lsn.to_string()),
-                applied_lsn: update
-                    .applied_lsn
-                    .map(|lsn| lsn.to_string())
-                    .max(applied),
+                applied_lsn: update.applied_lsn.map(|lsn| lsn.to_string()).max(applied),
             });
         });
     }

@@ -33,7 +33,7 @@ async fn orders(server: &TestServer, extra: &str, seed: i32) -> (Client, StreamF
 
 /// Runs `sql` and waits until the capture job has `rows` more change rows
 /// of `instance`; returns their commit LSN.
-async fn change(client: &mut Client, instance: &str, sql: &str, rows: i32) -> Vec<u8> {
+pub(crate) async fn change(client: &mut Client, instance: &str, sql: &str, rows: i32) -> Vec<u8> {
     let before = max_lsn(client).await;
     run(client, sql).await.expect("change");
     wait_for_capture(client, instance, before.as_deref(), rows).await

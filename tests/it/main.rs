@@ -15,6 +15,7 @@ mod engine_crash;
 mod engine_faults;
 mod engine_monitoring;
 mod engine_safety;
+mod engine_silver;
 mod engine_source_changes;
 mod engine_stores;
 mod engine_stream;

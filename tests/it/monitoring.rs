@@ -214,10 +214,17 @@ async fn mssql_cdc(args: &[String]) -> Output {
 
 /// `mssql-cdc sql --json` on the scenario at `now`; the rows.
 async fn sql(scenario: &Scenario, now: &str, query: &str) -> Vec<Value> {
-    let mut args: Vec<String> = vec!["sql".into(), "--json".into(), "--now".into(), now.into()];
+    let mut args: Vec<String> = vec!["--now".into(), now.into()];
     args.extend(scenario.tables());
-    args.push(query.into());
-    let out = mssql_cdc(&args).await;
+    sql_with(&args, query).await
+}
+
+/// `mssql-cdc sql --json` with `args` before the query; the rows.
+async fn sql_with(args: &[String], query: &str) -> Vec<Value> {
+    let mut all: Vec<String> = vec!["sql".into(), "--json".into()];
+    all.extend_from_slice(args);
+    all.push(query.into());
+    let out = mssql_cdc(&all).await;
     assert_eq!(out.code, 0, "{query}\n{}", out.stderr);
     match serde_json::from_str(&out.stdout) {
         Ok(Value::Array(rows)) => rows,
@@ -582,18 +589,43 @@ fn guide_queries_are_found_in_plain_text() {
     );
 }
 
-#[tokio::test]
-async fn every_query_of_the_monitoring_guide_runs_unchanged() {
+/// The monitoring guide's text, when it is there to read.
+fn read_guide() -> Option<String> {
     let path = std::env::var(GUIDE_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/seed/monitoring-guide.md")
         });
-    let Ok(guide) = std::fs::read_to_string(&path) else {
+    let guide = std::fs::read_to_string(&path).ok();
+    if guide.is_none() {
         eprintln!(
             "NOTICE: monitoring guide not found at {}; set {GUIDE_ENV} to run its queries",
             path.display()
         );
+    }
+    guide
+}
+
+/// The guide's query of the stale verdicts and their reasons, unchanged.
+pub(crate) fn guide_stale_query() -> Option<String> {
+    guide_queries(&read_guide()?)
+        .into_iter()
+        .find(|q| q.contains(" AS reason"))
+}
+
+/// `mssql-cdc sql --json` with `tables` (`name=location`) at the current
+/// time; the rows.
+pub(crate) async fn run_sql(tables: &[String], query: &str) -> Vec<Value> {
+    let args: Vec<String> = tables
+        .iter()
+        .flat_map(|t| ["--table".to_string(), t.clone()])
+        .collect();
+    sql_with(&args, query).await
+}
+
+#[tokio::test]
+async fn every_query_of_the_monitoring_guide_runs_unchanged() {
+    let Some(guide) = read_guide() else {
         return;
     };
     let queries = guide_queries(&guide);
