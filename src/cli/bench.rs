@@ -50,16 +50,37 @@ pub struct BenchArgs {
     /// of the throughput passes.
     #[arg(long = "checkpoint", value_name = "BATCHES")]
     pub checkpoint: Vec<u64>,
+    /// Time only applying batches to a silver table of this many keys
+    /// (e.g. `--silver 1000000`), instead of the throughput passes.
+    #[arg(long = "silver", value_name = "ROWS")]
+    pub silver: Option<u64>,
+    /// Changes per batch applied to silver.
+    #[arg(long = "silver-changes", default_value_t = 10_000)]
+    pub silver_changes: u64,
+    /// Batches applied to silver per shape (the median is printed).
+    #[arg(long = "silver-batches", default_value_t = 5)]
+    pub silver_batches: u64,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
-    if !args.checkpoint.is_empty() {
+    if !args.checkpoint.is_empty() || args.silver.is_some() {
         let scratch = tempfile::Builder::new()
             .prefix("mssql-cdc-bench")
             .tempdir_in(args.dir.clone().unwrap_or_else(std::env::temp_dir))
             .context("cannot create the benchmark directory")?;
-        return super::bench_checkpoint::run(scratch.path(), &args.checkpoint).await;
+        if !args.checkpoint.is_empty() {
+            super::bench_checkpoint::run(scratch.path(), &args.checkpoint).await?;
+        }
+        if let Some(rows) = args.silver {
+            let bench = super::bench_silver::SilverBench {
+                rows,
+                changes: args.silver_changes,
+                batches: args.silver_batches,
+            };
+            super::bench_silver::run(scratch.path(), &bench).await?;
+        }
+        return Ok(());
     }
     if args.rows == 0 || !args.rows.is_multiple_of(ROWS_PER_COMMIT) {
         bail!(
@@ -421,12 +442,12 @@ fn synthetic(
 }
 
 /// Resets the kernel's peak-RSS counter for this process (Linux).
-fn reset_peak_rss() {
+pub(super) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// Peak resident set size in MB since the last reset (Linux; 0 elsewhere).
-fn peak_rss_mb() -> f64 {
+pub(super) fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {

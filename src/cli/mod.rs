@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod bench_checkpoint;
+pub mod bench_silver;
 pub mod console;
 pub mod demo;
 pub mod freshness;

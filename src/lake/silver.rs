@@ -91,6 +91,10 @@ pub enum ApplyOutcome {
     Applied {
         /// The silver table version.
         version: i64,
+        /// Files of silver the MERGE had to read (and possibly rewrite).
+        files_scanned: usize,
+        /// Files its key range let it skip.
+        files_skipped: usize,
     },
     /// The table already holds this commit: nothing done.
     AlreadyApplied,
@@ -348,7 +352,7 @@ impl SilverTable {
                 .when_matched_delete(|d| d.predicate(newer.clone().and(is_delete.clone())))
                 .map_err(|e| self.delta_error(e))?
         };
-        let (table, _metrics) = merge
+        let (table, metrics) = merge
             .when_not_matched_insert(|i| {
                 let i = columns
                     .iter()
@@ -369,6 +373,8 @@ impl SilverTable {
                 .version()
                 .and_then(|v| i64::try_from(v).ok())
                 .unwrap_or_default(),
+            files_scanned: metrics.num_target_files_scanned,
+            files_skipped: metrics.num_target_files_skipped_during_scan,
         })
     }
 
