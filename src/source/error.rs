@@ -158,8 +158,9 @@ pub const TRANSIENT_ERRORS: &[u32] = &[
     // database moving (40143, 40197), busy (40501), service error (40540),
     // not currently available (40613); elastic pool limits (49918-49920).
     10928, 10929, 40143, 40197, 40501, 40540, 40613, 49918, 49919, 49920,
-    // Cannot open database (in transition); connection forcibly closed.
-    4060, 233,
+    // Cannot open database (in transition); connection forcibly closed;
+    // the session was killed (KILL), its connection closed by the server.
+    4060, 233, 596,
 ];
 
 #[cfg(test)]
@@ -173,6 +174,8 @@ mod tests {
         ] {
             assert!(transient_code(code), "{code}");
         }
+        // A session killed by an administrator: a new connection works.
+        assert!(transient_code(596));
         // Login failed, object not found, permission denied, purged range:
         // answers that retrying does not change.
         for code in [18456, 208, 229, 313] {

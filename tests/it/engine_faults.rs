@@ -13,7 +13,7 @@ use mssql_cdc::engine::{Backoff, EngineError, Observer};
 use mssql_cdc::lake::faults::{Call, Fault, FaultPlan, Rule, install, remove};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::cdc::{capture_table, lsn_literal, max_lsn, wait_for_capture};
+use crate::support::cdc::{capture_table, max_lsn, orders_changes, wait_for_capture};
 use crate::support::objectstores::{Moto, TestStore};
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_uri};
@@ -69,58 +69,12 @@ async fn change(client: &mut Client, i: i32) {
     run(client, &sql).await.expect("change");
 }
 
-/// The change rows of the source's change table: LSN, seqval, operation
-/// and id, as bronze spells them.
-async fn source_changes(client: &mut Client) -> Vec<[String; 4]> {
-    let rows = run(
-        client,
-        "SELECT __$start_lsn, __$seqval, __$operation, id FROM cdc.dbo_orders_CT",
-    )
-    .await
-    .expect("change table");
-    let mut changes: Vec<[String; 4]> = rows
-        .into_iter()
-        .flatten()
-        .map(|row| {
-            let lsn: &[u8] = row.get(0).expect("lsn");
-            let seqval: &[u8] = row.get(1).expect("seqval");
-            let op: i32 = row.get(2).expect("operation");
-            let id: i32 = row.get(3).expect("id");
-            let op = match op {
-                1 => "delete",
-                2 => "insert",
-                3 => "update_before",
-                _ => "update_after",
-            };
-            [
-                lsn_literal(lsn),
-                lsn_literal(seqval),
-                op.to_string(),
-                id.to_string(),
-            ]
-        })
-        .collect();
-    changes.sort();
-    changes
-}
-
-async fn bronze_changes(stream: &StreamFixture) -> Vec<[String; 4]> {
-    let mut rows: Vec<[String; 4]> = stream
-        .bronze_query("SELECT _lsn, _seqval, _operation, CAST(id AS STRING) FROM t WHERE _operation <> 'snapshot'")
-        .await
-        .into_iter()
-        .map(|r| [r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone()])
-        .collect();
-    rows.sort();
-    rows
-}
-
 /// Bronze holds each source change once, the seed rows once, and the facts
 /// one row per batch.
 async fn assert_exactly_once(client: &mut Client, stream: &StreamFixture, what: &str) {
     assert_eq!(
-        bronze_changes(stream).await,
-        source_changes(client).await,
+        stream.bronze_changes().await,
+        orders_changes(client).await,
         "{what}: every change once"
     );
     let seed = stream
@@ -384,7 +338,7 @@ async fn a_holder_that_cannot_renew_stops_and_a_successor_takes_over() {
     assert_eq!(changes[0][0], changes[0][1], "no change twice");
     assert_eq!(
         changes[0][0],
-        source_changes(&mut client).await.len().to_string(),
+        orders_changes(&mut client).await.len().to_string(),
         "every change"
     );
 }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::sql::{CancelToken, Engine, LoginRequest, Output, Request, Session, SqlError};
+use super::sql::{
+    CancelToken, Engine, KillSignal, LoginRequest, Output, Request, Session, SqlError,
+};
 use super::tds::{Backend, BackendSession};
 
 impl Backend for Engine {
@@ -11,6 +13,11 @@ impl Backend for Engine {
 
     fn login(&self, request: &LoginRequest) -> Result<Session, SqlError> {
         Engine::login(self, request)
+    }
+
+    /// `sandbox.sp_route_logins`.
+    fn route_login(&self) -> Option<(String, u16)> {
+        self.shared.faults.take_route()
     }
 }
 
@@ -33,6 +40,11 @@ impl BackendSession for Session {
             .shared
             .connections
             .record_network_wait(self.info.spid, waited);
+    }
+
+    /// `KILL`.
+    fn kill_signal(&self) -> Option<KillSignal> {
+        Session::kill_signal(self)
     }
 
     fn close(&mut self) {

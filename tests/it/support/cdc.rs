@@ -177,3 +177,39 @@ pub async fn capture_table(client: &mut Client, table: &str) {
     .expect("sys.sp_cdc_enable_table runs");
     wait_for_max_lsn_past(client, None).await;
 }
+
+/// The change rows of `cdc.dbo_orders_CT` (a captured `dbo.orders` with an
+/// `id` column), as bronze spells them: LSN, seqval, operation and id,
+/// sorted. What a stream of it must hold exactly once.
+pub async fn orders_changes(client: &mut Client) -> Vec<[String; 4]> {
+    let rows = run(
+        client,
+        "SELECT __$start_lsn, __$seqval, __$operation, id FROM cdc.dbo_orders_CT",
+    )
+    .await
+    .expect("change table");
+    let mut changes: Vec<[String; 4]> = rows
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            let lsn: &[u8] = row.get(0).expect("lsn");
+            let seqval: &[u8] = row.get(1).expect("seqval");
+            let op: i32 = row.get(2).expect("operation");
+            let id: i32 = row.get(3).expect("id");
+            let op = match op {
+                1 => "delete",
+                2 => "insert",
+                3 => "update_before",
+                _ => "update_after",
+            };
+            [
+                lsn_literal(lsn),
+                lsn_literal(seqval),
+                op.to_string(),
+                id.to_string(),
+            ]
+        })
+        .collect();
+    changes.sort();
+    changes
+}

@@ -214,6 +214,23 @@ impl TestServer {
     }
 }
 
+/// SQL Server's transient errors (issue 15: Always On, a deadlock, Azure
+/// SQL's throttling and failovers) with a severity each comes with: the
+/// engine must retry every one of them.
+pub const TRANSIENT_ERRORS: [(u32, u8); 11] = [
+    (976, 14),
+    (978, 14),
+    (983, 14),
+    (1205, 13),
+    (10928, 20),
+    (10929, 20),
+    (40143, 16),
+    (40197, 20),
+    (40501, 20),
+    (40540, 16),
+    (40613, 17),
+];
+
 /// The SQL Server error a failed call carries: (number, class, state).
 pub fn server_error(error: &tiberius::error::Error) -> Option<(u32, u8, u8)> {
     match error {

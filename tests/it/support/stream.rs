@@ -112,6 +112,20 @@ spec:
         query_table(&self.path("bronze"), sql).await
     }
 
+    /// Bronze's change rows (not the snapshot's) of a `dbo.orders` stream
+    /// as `cdc::orders_changes` spells the source's: LSN, seqval,
+    /// operation and id, sorted.
+    pub async fn bronze_changes(&self) -> Vec<[String; 4]> {
+        let mut rows: Vec<[String; 4]> = self
+            .bronze_query("SELECT _lsn, _seqval, _operation, CAST(id AS STRING) FROM t WHERE _operation <> 'snapshot'")
+            .await
+            .into_iter()
+            .map(|r| [r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone()])
+            .collect();
+        rows.sort();
+        rows
+    }
+
     pub async fn facts_query(&self, sql: &str) -> Vec<Vec<String>> {
         query_table(&self.path("facts"), sql).await
     }

@@ -2,13 +2,16 @@
 //! `sys.dm_exec_sessions` and `sys.dm_exec_session_wait_stats`: what
 //! LOGIN7 said, how the session is protected and how long it waited for
 //! its client, registered at login and dropped when the session closes.
+//! `KILL` finds its target here too.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;
+
+use super::request::KillSignal;
 
 /// One client connection as the DMVs describe it.
 #[derive(Debug, Clone)]
@@ -21,6 +24,8 @@ pub struct Connection {
     pub client_addr: Option<SocketAddr>,
     pub host_name: String,
     pub program_name: String,
+    /// The session's current database (`sys.dm_exec_sessions.database_id`).
+    pub database_id: i32,
 }
 
 /// One wait type's counters for one session, as
@@ -49,20 +54,72 @@ pub struct ConnectionRegistry {
     /// kept apart from [`Connection`] so that registering stays a plain
     /// value copy.
     network_waits: Mutex<BTreeMap<u16, WaitStats>>,
+    /// How to reach each live session for `KILL`.
+    kill_signals: Mutex<BTreeMap<u16, KillSignal>>,
+    /// Signalled whenever a session is unregistered.
+    closed: Condvar,
 }
 
 impl ConnectionRegistry {
     /// A new session starts with no waits (the DMV resets when a session
-    /// is opened).
-    pub fn register(&self, connection: Connection) {
-        lock(&self.network_waits).remove(&connection.session_id);
-        lock(&self.connections).insert(connection.session_id, connection);
+    /// is opened). Returns what `KILL` raises for it.
+    pub fn register(&self, connection: Connection) -> KillSignal {
+        let signal = KillSignal::default();
+        let id = connection.session_id;
+        lock(&self.network_waits).remove(&id);
+        lock(&self.kill_signals).insert(id, signal.clone());
+        lock(&self.connections).insert(id, connection);
+        signal
     }
 
     /// Idempotent: a session may be closed and then dropped.
     pub fn unregister(&self, session_id: u16) {
-        lock(&self.connections).remove(&session_id);
+        let mut connections = lock(&self.connections);
+        connections.remove(&session_id);
         lock(&self.network_waits).remove(&session_id);
+        lock(&self.kill_signals).remove(&session_id);
+        drop(connections);
+        self.closed.notify_all();
+    }
+
+    /// A live session changed its database (USE).
+    pub fn set_database(&self, session_id: u16, database_id: i32) {
+        if let Some(c) = lock(&self.connections).get_mut(&session_id) {
+            c.database_id = database_id;
+        }
+    }
+
+    /// Raises the kill signal of a live session; false when there is none.
+    pub fn kill(&self, session_id: u16) -> bool {
+        match lock(&self.kill_signals).get(&session_id) {
+            Some(signal) => {
+                signal.kill();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits until the session is gone (its connection closed and its
+    /// work rolled back), for at most `limit` or until `stop` says so;
+    /// true when it is gone.
+    pub fn wait_closed(&self, session_id: u16, limit: Duration, stop: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut connections = lock(&self.connections);
+        while connections.contains_key(&session_id) {
+            let now = Instant::now();
+            if now >= deadline || stop() {
+                return false;
+            }
+            // Short slices, so a cancelled KILL notices.
+            let slice = (deadline - now).min(Duration::from_millis(50));
+            connections = self
+                .closed
+                .wait_timeout(connections, slice)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
     }
 
     /// The connections now, ordered by session id.
@@ -110,6 +167,7 @@ mod tests {
             client_addr: None,
             host_name: String::new(),
             program_name: String::new(),
+            database_id: 1,
         }
     }
 
@@ -136,5 +194,23 @@ mod tests {
         );
         r.unregister(51);
         assert!(r.network_waits().is_empty());
+    }
+
+    #[test]
+    fn kill_raises_the_live_session_signal_and_waits_for_its_close() {
+        let r = std::sync::Arc::new(ConnectionRegistry::default());
+        let signal = r.register(connection(52));
+        assert!(!r.kill(53), "no such session");
+        assert!(!signal.is_killed());
+        assert!(r.kill(52));
+        assert!(signal.is_killed());
+        assert!(!r.wait_closed(52, Duration::from_millis(20), || false));
+        let closer = {
+            let r = r.clone();
+            std::thread::spawn(move || r.unregister(52))
+        };
+        assert!(r.wait_closed(52, Duration::from_secs(10), || false));
+        closer.join().expect("closer");
+        assert!(!r.kill(52), "a closed session cannot be killed");
     }
 }

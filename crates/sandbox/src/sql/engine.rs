@@ -13,6 +13,7 @@ use super::clock::{Clock, SystemClock};
 use super::clock::{SandboxClock, ServerZone};
 use super::connections::{Connection, ConnectionRegistry};
 use super::error::{SqlError, SqlResult};
+use super::faults::FaultInjector;
 use super::procedures::ProcedureRegistry;
 use super::request::LoginRequest;
 use super::security::ServerSecurity;
@@ -178,6 +179,8 @@ pub struct Shared {
     pub procedures: ProcedureRegistry,
     pub table_functions: TableFunctionRegistry,
     pub connections: ConnectionRegistry,
+    /// Errors and login routes injected by the sandbox-only procedures.
+    pub faults: FaultInjector,
     next_spid: AtomicU16,
     next_transaction: AtomicU64,
 }
@@ -237,6 +240,7 @@ impl Engine {
         let mut procedures = ProcedureRegistry::with_system_procedures();
         let mut table_functions = TableFunctionRegistry::default();
         super::cdc::register(&mut procedures, &mut views, &mut table_functions);
+        super::faults::register(&mut procedures);
         let engine = Self {
             shared: Arc::new(Shared {
                 config,
@@ -247,6 +251,7 @@ impl Engine {
                 procedures,
                 table_functions,
                 connections: ConnectionRegistry::default(),
+                faults: FaultInjector::default(),
                 next_spid: AtomicU16::new(51),
                 next_transaction: AtomicU64::new(1),
             }),
@@ -299,7 +304,7 @@ impl Engine {
             (login.is_sysadmin, db.id)
         };
         let spid = self.shared.next_spid.fetch_add(1, Ordering::Relaxed);
-        self.shared.connections.register(Connection {
+        let kill = self.shared.connections.register(Connection {
             session_id: spid,
             login: request.user.clone(),
             connect_time: self.shared.clock.now_utc(),
@@ -307,14 +312,12 @@ impl Engine {
             client_addr: request.client_addr,
             host_name: request.host_name.clone(),
             program_name: request.app_name.clone(),
+            database_id: db_id,
         });
-        Ok(Session::new(
-            self.clone(),
-            spid,
-            request.user.clone(),
-            is_sysadmin,
-            db_id,
-        ))
+        let mut session =
+            Session::new(self.clone(), spid, request.user.clone(), is_sysadmin, db_id);
+        session.kill = Some(kill);
+        Ok(session)
     }
 
     /// A session for `sa` in master (scripts, tests, the CLI).

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod executor;
 pub mod expr;
+pub mod faults;
 pub mod parse;
 pub mod procedures;
 pub mod request;
@@ -27,7 +28,9 @@ pub mod views;
 mod test_support;
 
 pub use error::{Abort, SqlError, SqlResult};
-pub use request::{CancelToken, Column, LoginRequest, Output, Param, Request, TransactionEvent};
+pub use request::{
+    CancelToken, Column, KillSignal, LoginRequest, Output, Param, Request, TransactionEvent,
+};
 pub use types::{DataType, Decimal, Length, Value};
 
 pub use clock::{Clock, SystemClock};

@@ -118,6 +118,35 @@ impl CancelToken {
     }
 }
 
+/// Raised when another session KILLs this one (T-SQL `KILL`): the TDS
+/// layer then cancels the running request and closes the connection, also
+/// in the middle of sending a result.
+#[derive(Debug, Clone)]
+pub struct KillSignal(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for KillSignal {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl KillSignal {
+    pub fn kill(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn is_killed(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the session is killed (at once if it already is).
+    pub async fn killed(&self) {
+        let mut receiver = self.0.subscribe();
+        // The sender lives as long as `self`, so this only ends on a kill.
+        let _ = receiver.wait_for(|killed| *killed).await;
+    }
+}
+
 /// What LOGIN7 carried that the engine needs to admit a session. Its
 /// `Debug` never shows the password.
 #[derive(Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use super::error::{Abort, SqlError, SqlResult};
 use super::executor::context::{Ctx, SessionInfo, Variables, WriteCtx, is_blocked};
 use super::executor::statement::run_statement;
 use super::parse::{Stmt, parse_batch};
-use super::request::{CancelToken, Output, Request, TransactionEvent};
+use super::request::{CancelToken, KillSignal, Output, Request, TransactionEvent};
 use super::transaction::{self, Transaction};
 
 /// A statement prepared with sp_prepare / sp_prepexec.
@@ -30,6 +30,8 @@ pub struct Session {
     pub(crate) txn: Option<Transaction>,
     pub(crate) prepared: HashMap<i32, Prepared>,
     pub(crate) next_handle: i32,
+    /// Raised by another session's `KILL` (client sessions only).
+    pub(crate) kill: Option<KillSignal>,
 }
 
 impl std::fmt::Debug for Session {
@@ -64,6 +66,7 @@ impl Session {
             txn: None,
             prepared: HashMap::new(),
             next_handle: 1,
+            kill: None,
         }
     }
 
@@ -82,9 +85,20 @@ impl Session {
             .unwrap_or_else(|| "master".into())
     }
 
-    /// Runs one request to completion.
+    /// What `KILL` raises for this session (None for scripts' sessions,
+    /// which no client can reach).
+    pub fn kill_signal(&self) -> Option<KillSignal> {
+        self.kill.clone()
+    }
+
+    /// Runs one request to completion. A request that an injected error
+    /// (`sandbox.sp_inject_error`) matches fails without running.
     pub fn execute(&mut self, request: Request, cancel: &CancelToken) -> Vec<Output> {
         let mut out = Vec::new();
+        if let Some(error) = super::faults::injected_error(self, &request) {
+            super::faults::fail_request(self, error, &mut out);
+            return out;
+        }
         match request {
             Request::Batch { sql } => {
                 self.info.vars.clear();

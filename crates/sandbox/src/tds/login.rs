@@ -206,6 +206,15 @@ pub(crate) fn success_tokens(buf: &mut Vec<u8>, ack: &LoginAck<'_>) {
     token::done(buf, token::tok::DONE, token::done::FINAL, 0, 0);
 }
 
+/// The answer to a login sent elsewhere (Azure SQL's redirect policy):
+/// LOGINACK, ENVCHANGE routing to `server,port`, DONE. The client is to
+/// close this connection and log in there.
+pub(crate) fn routing_tokens(buf: &mut Vec<u8>, ack: &LoginAck<'_>, server: &str, port: u16) {
+    token::login_ack(buf, ack.tds_version, ack.program, ack.version);
+    token::env_change_routing(buf, server, port);
+    token::done(buf, token::tok::DONE, token::done::FINAL, 0, 0);
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::sql::{CancelToken, LoginRequest, Output, Request, SqlError};
+use super::sql::{CancelToken, KillSignal, LoginRequest, Output, Request, SqlError};
 
 mod codec;
 mod connection;
@@ -39,6 +39,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Checks credentials and the initial database. A failure is sent to
     /// the client as an ERROR token (18456 for bad credentials).
     fn login(&self, request: &LoginRequest) -> Result<Self::Session, SqlError>;
+
+    /// Where an admitted login is sent instead (host, port): it gets
+    /// LOGINACK and an ENVCHANGE routing (MS-TDS 2.2.7.9), as from Azure
+    /// SQL's gateway under the redirect policy, and the connection closes.
+    fn route_login(&self) -> Option<(String, u16)> {
+        None
+    }
 }
 
 /// One client's session: runs its requests, one at a time.
@@ -56,6 +63,12 @@ pub trait BackendSession: Send + 'static {
     /// Time the server spent waiting for the client to take result
     /// packets (ASYNC_NETWORK_IO).
     fn record_network_wait(&mut self, _waited: Duration) {}
+
+    /// Raised when another session KILLs this one: the server cancels the
+    /// running request and closes the connection, even mid-response.
+    fn kill_signal(&self) -> Option<KillSignal> {
+        None
+    }
 
     /// The client disconnected; release locks and roll back.
     fn close(&mut self) {}

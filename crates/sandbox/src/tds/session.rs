@@ -175,6 +175,12 @@ impl<S: BackendSession> Session<S> {
         }
     }
 
+    /// Cancels the request running now, if any (its session is closed when
+    /// it returns).
+    pub(crate) fn cancel_request(&self) {
+        self.shared.cancel_current();
+    }
+
     /// Releases the backend session and the socket.
     pub(crate) async fn close(&mut self) {
         self.reader.abort();

@@ -45,6 +45,7 @@ pub(crate) mod env {
     pub const BEGIN_TRAN: u8 = 8;
     pub const COMMIT_TRAN: u8 = 9;
     pub const ROLLBACK_TRAN: u8 = 10;
+    pub const ROUTING: u8 = 20;
 }
 
 /// Writes a token whose body follows a two-byte length.
@@ -74,6 +75,24 @@ pub(crate) fn env_change_bytes(buf: &mut Vec<u8>, ty: u8, new: &[u8], old: &[u8]
         b.extend_from_slice(new);
         b.put_u8(old.len() as u8);
         b.extend_from_slice(old);
+    });
+}
+
+/// ENVCHANGE routing (MS-TDS 2.2.7.9, type 20): the new value is its
+/// length, the protocol (0, TCP), the port and the alternate server as
+/// US_VARCHAR; the old value is empty (a zero USHORT).
+pub(crate) fn env_change_routing(buf: &mut Vec<u8>, server: &str, port: u16) {
+    with_u16_len(buf, tok::ENVCHANGE, |b| {
+        b.put_u8(env::ROUTING);
+        let units = server.encode_utf16().count().min(u16::MAX as usize / 2 - 8);
+        b.put_u16_le((1 + 2 + 2 + units * 2) as u16);
+        b.put_u8(0);
+        b.put_u16_le(port);
+        b.put_u16_le(units as u16);
+        for unit in server.encode_utf16().take(units) {
+            b.put_u16_le(unit);
+        }
+        b.put_u16_le(0);
     });
 }
 

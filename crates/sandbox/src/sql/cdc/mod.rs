@@ -28,7 +28,7 @@ pub mod functions;
 mod help;
 pub mod jobs;
 pub mod lsn;
-mod params;
+pub(crate) mod params;
 pub mod scheduler;
 pub mod views;
 

@@ -33,6 +33,7 @@ fn is_server_permission(p: &str) -> bool {
             | "CREATE ANY DATABASE"
             | "VIEW SERVER PERFORMANCE STATE"
             | "VIEW SERVER SECURITY STATE"
+            | "ALTER ANY CONNECTION"
     )
 }
 

@@ -190,6 +190,12 @@ fn run_sql(
             Ok(())
         }
         Statement::If(ifs) => if_statement(s, ifs, cancel, out),
+        Statement::Kill { modifier: None, id } => {
+            crate::sql::faults::kill(s, *id, cancel)?;
+            s.info.rowcount = 0;
+            done(out, None);
+            Ok(())
+        }
         other => Err(SqlError::unsupported(&construct(other))),
     }
 }
@@ -308,6 +314,7 @@ fn use_database(s: &mut Session, u: &ast::Use, out: &mut Vec<Output>) -> SqlResu
     };
     let from = s.database();
     s.info.db_id = id;
+    s.engine.shared.connections.set_database(s.info.spid, id);
     s.info.rowcount = 0;
     out.push(Output::DatabaseChanged { from, to });
     Ok(())

@@ -144,6 +144,7 @@ fn sessions_cols() -> Vec<Column> {
         col("login_name", nvarchar(128), false),
         col("status", nvarchar(30), false),
         col("is_user_process", super::BIT, false),
+        col("database_id", SMALLINT, false),
     ]
 }
 
@@ -169,6 +170,7 @@ fn sessions_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
                 s(&c.login),
                 s(status),
                 Value::Bit(true),
+                Value::SmallInt(c.database_id as i16),
             ]
         })
         .collect())

@@ -3,6 +3,7 @@
 //! sizes, malformed input, tokens tiberius cannot show).
 
 mod backend;
+mod faults;
 mod flow;
 mod login;
 mod raw;
@@ -106,13 +107,21 @@ pub(crate) async fn connect(addr: SocketAddr, encryption: EncryptionLevel) -> Te
 
 /// Runs a batch and returns the single int of its first row.
 pub(crate) async fn select_one(client: &mut TestClient) -> i32 {
+    scalar(client, "SELECT 1").await
+}
+
+/// The first column of the first row of a batch.
+pub(crate) async fn scalar<T: tiberius::FromSqlOwned>(client: &mut TestClient, sql: &str) -> T {
     let row = client
-        .simple_query("SELECT 1")
+        .simple_query(sql)
         .await
         .expect("query")
         .into_row()
         .await
         .expect("row")
         .expect("a row");
-    row.get::<i32, _>(0).expect("an int")
+    let cell = row.into_iter().next().expect("a column");
+    T::from_sql_owned(cell)
+        .expect("converts")
+        .expect("not NULL")
 }
