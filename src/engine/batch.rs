@@ -107,6 +107,12 @@ async fn read_and_commit(
         }
     };
     let measured = session.probe_after_read(probe, &mut run.warnings).await?;
+    // This query, on the session that read, is also what tells a complete
+    // read from one cut off: a session killed mid-result may end the result
+    // with a DONE token that carries only an error flag, which the driver
+    // takes for its end. The server closes a killed session's connection,
+    // so the query fails and the batch is read again. Keep a query on the
+    // same session between the read and the bronze commit.
     if let Some(min) = session
         .purged_past(&plan.capture_instance, read_from)
         .await?

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use secrecy::SecretString;
+use tiberius::ColumnData;
 use tokio::sync::Mutex;
 
 use super::error::EngineError;
@@ -21,7 +22,7 @@ use crate::lake::bronze::{BronzeTable, StagedFiles};
 use crate::source::cdc::{self, CaptureInfo};
 use crate::source::reader::{ReadRequest, ReadStats, spawn_read};
 use crate::source::session_stats::{self, NetworkWait};
-use crate::source::snapshot::estimated_rows;
+use crate::source::snapshot::{estimated_rows, has_rows_after};
 use crate::source::{SourceError, SqlClient, connect, heartbeat};
 use crate::spec::{HeartbeatConfig, SourceConfig};
 
@@ -406,6 +407,17 @@ impl SourceSession {
             .map_err(|e| EngineError::Inconsistent(format!("the read task failed: {e}")))?;
         let stats = stats?;
         Ok((staged?, stats))
+    }
+
+    /// Whether the table has a row after key `after` (see
+    /// [`crate::source::snapshot::has_rows_after`]).
+    pub async fn has_rows_after(
+        &mut self,
+        paged: &CaptureInfo,
+        after: Option<&[ColumnData<'static>]>,
+    ) -> Result<bool, EngineError> {
+        let table = self.source.table.clone();
+        Ok(has_rows_after(&mut *self.client.lock().await, &table, paged, after).await?)
     }
 
     /// The table's row count, as the catalog estimates it (for progress).

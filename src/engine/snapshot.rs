@@ -101,6 +101,7 @@ async fn plan_snapshot(
         started_at: Utc::now(),
         lost_from_ts,
         lost_to_ts,
+        key_bounds: Vec::new(),
     };
     sink.plan_snapshot(&plan).await?;
     Ok(plan)
@@ -197,6 +198,14 @@ async fn take(
         read_bytes += stats.bytes;
         rows += stats.rows;
         finished = paged.key_columns.is_empty() || stats.rows < chunk_rows;
+        if finished && !paged.key_columns.is_empty() {
+            // A short chunk ends the snapshot only once the table confirms
+            // it has nothing past the last key read: a result cut off
+            // mid-way, or rows inserted since, are read by another chunk.
+            // (On a session that was cut off, the check itself fails.)
+            let last = stats.last_key.as_deref().or(after.as_deref());
+            finished = !session.has_rows_after(&paged, last).await?;
+        }
         let record = ChunkRecord {
             progress: ChunkProgress {
                 snapshot: n,
@@ -210,6 +219,8 @@ async fn take(
                 }),
                 checkpoint: Some(sink.identity.id.clone()),
                 plan: Some(plan.clone()),
+                range: None,
+                ranges: Vec::new(),
             },
         };
         sink.commit_to_bronze(&Txn::snapshot_chunk(app_id, n, chunk), staged, &record)

@@ -6,6 +6,7 @@ use tiberius::ColumnData;
 
 use super::cdc::CaptureInfo;
 use super::connection::SqlClient;
+use super::error::SourceError;
 use super::types::{ValueKind, quote_ident, quote_literal};
 use crate::domain::TableName;
 
@@ -106,6 +107,35 @@ fn after_predicate(keys: &[String], parameters: &[String]) -> String {
         terms.push(format!("({})", parts.join(" AND ")));
     }
     terms.join(" OR ")
+}
+
+/// Whether the table has a row after key `after` (from its start when
+/// `None`), on the same session that read the chunk. A chunk shorter than
+/// asked for ends the snapshot, so the end is confirmed rather than taken
+/// from the row count: a session killed mid-result may end it with a DONE
+/// token carrying only an error flag, which the driver takes for the end.
+/// A killed session's connection is closed, so this query then fails too.
+pub async fn has_rows_after(
+    client: &mut SqlClient,
+    table: &TableName,
+    info: &CaptureInfo,
+    after: Option<&[ColumnData<'static>]>,
+) -> Result<bool, SourceError> {
+    let sql = chunk_query(table, info, 1, after);
+    let params: Vec<&dyn tiberius::ToSql> = after
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p as &dyn tiberius::ToSql)
+        .collect();
+    let context = "confirming the end of the snapshot";
+    let row = client
+        .query(sql.as_str(), &params)
+        .await
+        .map_err(SourceError::sql(context))?
+        .into_row()
+        .await
+        .map_err(SourceError::sql(context))?;
+    Ok(row.is_some())
 }
 
 /// The table's row count as the catalog estimates it (for progress), or an
