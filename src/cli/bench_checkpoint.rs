@@ -77,6 +77,7 @@ fn plan(batch: BatchId) -> anyhow::Result<PlannedBatch> {
         end_commit_ts: None,
         planned_at: Utc::now(),
         events: Vec::new(),
+        parts: Vec::new(),
     })
 }
 

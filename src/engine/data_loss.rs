@@ -196,6 +196,7 @@ mod tests {
             end_commit_ts: None,
             planned_at: Utc.timestamp_opt(1_790_000_000, 0).single().unwrap(),
             events,
+            parts: Vec::new(),
         }
     }
 

@@ -35,6 +35,7 @@ fn plan() -> PlannedBatch {
         end_commit_ts: Some(at(0)),
         planned_at: at(1),
         events: Vec::new(),
+        parts: Vec::new(),
     }
 }
 
@@ -265,6 +266,7 @@ fn snapshot_rows_name_bootstrap_or_resnapshot() {
         started_at: at(1),
         lost_from_ts: lost.map(at),
         lost_to_ts: lost.map(|m| at(m + 60)),
+        key_bounds: Vec::new(),
     };
     let measured = SnapshotMeasures {
         rows: 1000,

@@ -240,6 +240,7 @@ async fn seed(
                 end_commit_ts: facts.end_commit_ts,
                 planned_at: Utc::now(),
                 events: Vec::new(),
+                parts: Vec::new(),
             })
             .await?;
         return Ok(());

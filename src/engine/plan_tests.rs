@@ -383,6 +383,7 @@ fn snapshot(n: u64, at_lsn: u8) -> PlannedSnapshot {
         started_at: at(0),
         lost_from_ts: None,
         lost_to_ts: None,
+        key_bounds: Vec::new(),
     }
 }
 
@@ -395,6 +396,7 @@ fn planned(batch: u64, end: u8) -> PlannedBatch {
         end_commit_ts: Some(at(end)),
         planned_at: at(0),
         events: Vec::new(),
+        parts: Vec::new(),
     }
 }
 

@@ -148,6 +148,7 @@ async fn complete(
         end_commit_ts,
         planned_at: chrono::Utc::now(),
         events,
+        parts: Vec::new(),
     })
 }
 

@@ -15,6 +15,7 @@ use deltalake::logstore::object_store::{
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::records::LsnRange;
 use super::storage::{StorageError, StorageLocation, StorageOptions};
 use crate::domain::facts::EventDetail;
 use crate::domain::{BatchId, BatchIdError, CaptureInstance, FactEvent, Lsn};
@@ -168,6 +169,14 @@ pub struct PlannedSnapshot {
     /// On a re-snapshot: commit time of the oldest change CDC still kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_to_ts: Option<DateTime<Utc>>,
+    /// With `spec.source.readers` above 1: the keys that split the table
+    /// into ranges read at once, ascending, one JSON value per key column
+    /// (see `source::snapshot::key_to_json`). Range 0 holds the keys up to
+    /// the first bound, range `i` those after bound `i - 1` up to bound
+    /// `i`, the last those after the last bound. Empty: one range, as in
+    /// plans written before ranges existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_bounds: Vec<Vec<serde_json::Value>>,
 }
 
 /// The marker that a snapshot is complete (its facts row is written).
@@ -203,6 +212,26 @@ pub struct PlannedBatch {
     /// replay records exactly the same ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<PlannedEvent>,
+    /// With `spec.source.readers` above 1: the parts read at once, in LSN
+    /// order, each ending at a commit LSN, together covering `start_lsn`
+    /// to `end_lsn` without gap or overlap. Empty: the range is read
+    /// whole, as in plans written before parts existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<LsnRange>,
+}
+
+impl PlannedBatch {
+    /// The ranges to read: the recorded parts, or the whole range.
+    pub fn read_ranges(&self) -> Vec<LsnRange> {
+        if self.parts.is_empty() {
+            vec![LsnRange {
+                start: self.start_lsn,
+                end: self.end_lsn,
+            }]
+        } else {
+            self.parts.clone()
+        }
+    }
 }
 
 /// A source event a batch records as an event row of its own.
@@ -784,6 +813,7 @@ mod probe_tests {
             end_commit_ts: None,
             planned_at: Utc::now(),
             events: Vec::new(),
+            parts: Vec::new(),
         };
         let outcome = checkpoint.plan(&planned).await;
         remove(&plan);

@@ -17,6 +17,7 @@ fn plan(batch: u64, start: &str, end: &str) -> PlannedBatch {
         end_commit_ts: None,
         planned_at: at(batch as i64),
         events: Vec::new(),
+        parts: Vec::new(),
     }
 }
 

@@ -114,6 +114,29 @@ pub struct ChunkProgress {
     /// target can resume it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlannedSnapshot>,
+    /// A snapshot read in key ranges (its plan has key bounds): the range
+    /// this chunk belongs to. `last_key` is then that range's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<usize>,
+    /// A snapshot read in key ranges: where every range stands once this
+    /// chunk is committed, so a restarted run resumes each after its own
+    /// last key. `rows` and `finished` above are then the sums over them.
+    /// Empty for a snapshot read in one range, as before ranges existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<RangeProgress>,
+}
+
+/// How far one key range of a snapshot got with its committed chunks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RangeProgress {
+    /// Rows the range copied.
+    pub rows: u64,
+    /// Whether the range is done.
+    pub finished: bool,
+    /// The key of the range's last row copied; `None` before its first
+    /// chunk (the range then starts after its lower bound).
+    #[serde(default)]
+    pub last_key: Option<Vec<serde_json::Value>>,
 }
 
 #[cfg(test)]
@@ -136,5 +159,37 @@ mod tests {
             record.progress.last_key,
             Some(vec![serde_json::json!({"int": 500})])
         );
+        assert_eq!(record.progress.ranges, Vec::new(), "one range");
+    }
+
+    #[test]
+    fn a_ranged_chunk_record_keeps_every_range() {
+        let progress = ChunkProgress {
+            snapshot: 0,
+            chunk: 7,
+            rows: 30,
+            finished: false,
+            last_key: Some(vec![serde_json::json!({"int": 90})]),
+            checkpoint: None,
+            plan: None,
+            range: Some(1),
+            ranges: vec![
+                RangeProgress {
+                    rows: 20,
+                    finished: true,
+                    last_key: Some(vec![serde_json::json!({"int": 50})]),
+                },
+                RangeProgress {
+                    rows: 10,
+                    finished: false,
+                    last_key: Some(vec![serde_json::json!({"int": 90})]),
+                },
+                RangeProgress::default(),
+            ],
+        };
+        let record = ChunkRecord { progress };
+        let json = serde_json::to_value(&record).unwrap();
+        let back: ChunkRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, record);
     }
 }

@@ -26,7 +26,7 @@ pub use types::{
     SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
-    API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, SilverConfig, SourceConfig, SpecError,
-    StreamConfig, TableConfig, Trigger, ValidationErrors,
+    API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, MAX_READERS, SilverConfig,
+    SourceConfig, SpecError, StreamConfig, TableConfig, Trigger, ValidationErrors,
 };
 pub use worker::{TMP_VOLUME, WorkerSpec};

@@ -197,6 +197,17 @@ pub struct SourceSpec {
     /// Accept any server certificate (development only).
     #[serde(default)]
     pub trust_server_certificate: bool,
+    /// Sessions that read at once: a batch's changes are split at commit
+    /// boundaries into this many parts of about equal size, and a snapshot
+    /// into this many key ranges, each read on a session of its own. A
+    /// batch is still one bronze commit.
+    #[serde(default = "default_readers")]
+    #[schemars(range(min = 1, max = 16))]
+    pub readers: u32,
+}
+
+fn default_readers() -> u32 {
+    1
 }
 
 fn default_port() -> u16 {

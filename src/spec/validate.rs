@@ -23,6 +23,11 @@ pub const KIND: &str = "CdcStream";
 /// Interval between batches when the manifest sets no trigger.
 const DEFAULT_PROCESSING_TIME: Duration = Duration::from_secs(10);
 
+/// The most sessions `spec.source.readers` may open for one stream: enough
+/// to saturate a server's scan of one change table, few enough that a
+/// stream cannot exhaust its worker threads.
+pub const MAX_READERS: u32 = 16;
+
 /// Interval between heartbeat writes when the manifest sets none.
 const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -40,6 +45,18 @@ pub enum SpecError {
     NotPositive {
         /// Field path.
         field: String,
+        /// The value given.
+        value: u64,
+    },
+    /// A count outside the range the product supports.
+    #[error("{field}: must be between {min} and {max}, got {value}")]
+    OutOfRange {
+        /// Field path.
+        field: String,
+        /// The smallest value allowed.
+        min: u64,
+        /// The largest value allowed.
+        max: u64,
         /// The value given.
         value: u64,
     },
@@ -159,6 +176,8 @@ pub struct SourceConfig {
     /// The server clock's zone when the manifest names it; the server's
     /// own offset is used otherwise.
     pub source_time_zone: Option<chrono_tz::Tz>,
+    /// Sessions that read at once (1 to [`MAX_READERS`]).
+    pub readers: usize,
 }
 
 /// The validated heartbeat.
@@ -229,6 +248,19 @@ impl Checker {
             });
             NonZeroU64::MIN
         })
+    }
+
+    fn within(&mut self, field: &str, value: u32, min: u32, max: u32) -> u32 {
+        if (min..=max).contains(&value) {
+            return value;
+        }
+        self.0.push(SpecError::OutOfRange {
+            field: field.into(),
+            min: min.into(),
+            max: max.into(),
+            value: value.into(),
+        });
+        min
     }
 
     fn location(&mut self, field: &str, value: &str) -> Option<StorageLocation> {
@@ -492,6 +524,7 @@ impl CdcStreamSpec {
         let max_commits_per_batch =
             c.positive("spec.maxCommitsPerBatch", self.max_commits_per_batch);
         let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", self.snapshot.chunk_rows);
+        let readers = c.within("spec.source.readers", s.readers, 1, MAX_READERS);
         let source_time_zone = c.time_zone(s.source_time_zone.as_ref());
         let heartbeat = c.heartbeat(self.heartbeat.as_ref());
         let finalization = c.finalization(self.finalization.as_ref());
@@ -523,6 +556,7 @@ impl CdcStreamSpec {
                         encrypt: s.encrypt,
                         trust_server_certificate: s.trust_server_certificate,
                         source_time_zone,
+                        readers: usize::try_from(readers).unwrap_or(1),
                     },
                     target,
                     checkpoint,

@@ -49,6 +49,10 @@ fn the_issue_example_is_valid() {
     );
     assert_eq!(config.max_commits_per_batch.get(), 10_000);
     assert_eq!(config.snapshot_mode, SnapshotMode::Initial);
+    assert_eq!(
+        config.source.readers, 1,
+        "one reader unless the manifest asks"
+    );
     assert_eq!(config.target.location.kind(), StorageKind::Local);
     assert!(
         config
@@ -102,6 +106,14 @@ fn each_invalid_value_is_named_with_its_field() {
         (
             |s| s.source.port = 0,
             "spec.source.port: must be > 0, got 0",
+        ),
+        (
+            |s| s.source.readers = 0,
+            "spec.source.readers: must be between 1 and 16, got 0",
+        ),
+        (
+            |s| s.source.readers = 17,
+            "spec.source.readers: must be between 1 and 16, got 17",
         ),
         (
             |s| s.source.table = "orders".into(),
@@ -394,4 +406,20 @@ fn alerts_default_to_the_health_limits_and_bad_ones_fail_the_manifest() {
         errors[0].starts_with("spec.alerts.minHeadroom:") && errors[0].contains("\"two days\""),
         "{errors:?}"
     );
+}
+
+#[test]
+fn readers_from_one_to_the_most_are_accepted_and_the_schema_says_so() {
+    for readers in [1, 4, MAX_READERS] {
+        let mut s = spec(ORDERS);
+        s.source.readers = readers;
+        let config = s.validate().expect("valid");
+        assert_eq!(config.source.readers, readers as usize);
+    }
+    let schema = serde_json::to_value(schemars::schema_for!(super::super::types::SourceSpec))
+        .expect("schema");
+    let readers = &schema["properties"]["readers"];
+    assert_eq!(readers["minimum"], 1, "{readers}");
+    assert_eq!(readers["maximum"], MAX_READERS, "{readers}");
+    assert_eq!(readers["default"], 1, "{readers}");
 }

@@ -455,6 +455,7 @@ fn plan(batch: i64) -> PlannedBatch {
         end_commit_ts: None,
         planned_at: at(batch),
         events: Vec::new(),
+        parts: Vec::new(),
     }
 }
 
