@@ -7,9 +7,9 @@ use std::sync::Arc;
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext};
-use deltalake::kernel::Action;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, Add};
 use deltalake::kernel::{StructType, Transaction};
 use deltalake::parquet::basic::Compression;
 use deltalake::parquet::file::properties::WriterProperties;
@@ -34,16 +34,104 @@ const COMMIT_INFO_TXN_VERSION: &str = "mssql_cdc.txn_version";
 /// How many recent commits [`BronzeTable::record`] looks through.
 const HISTORY_SEARCH_DEPTH: usize = 200;
 
-/// Parquet files written for one commit and not yet committed.
+/// Parquet files written for one commit and not yet committed: what one
+/// writer still holds open, and files already sealed (by several writers
+/// when a batch is read in parts).
 pub struct StagedFiles {
-    writer: RecordBatchWriter,
+    writers: Vec<RecordBatchWriter>,
+    sealed: Vec<Add>,
     rows: u64,
+    location: String,
 }
 
 impl StagedFiles {
     /// Rows in the files.
     pub fn rows(&self) -> u64 {
         self.rows
+    }
+
+    /// Finishes the files written so far, so they are complete in storage
+    /// (though referenced by no table version) and the writer's buffers
+    /// are freed; the commit then only references them.
+    pub async fn seal(&mut self) -> Result<(), BronzeError> {
+        for writer in &mut self.writers {
+            let adds = writer.flush().await.map_err(|source| BronzeError::Delta {
+                location: self.location.clone(),
+                source: Box::new(source),
+            })?;
+            self.sealed.extend(adds);
+        }
+        self.writers.clear();
+        Ok(())
+    }
+
+    /// The files of several parts, to be committed as one.
+    pub fn join(parts: Vec<StagedFiles>) -> Option<StagedFiles> {
+        let mut parts = parts.into_iter();
+        let mut joined = parts.next()?;
+        for part in parts {
+            joined.writers.extend(part.writers);
+            joined.sealed.extend(part.sealed);
+            joined.rows += part.rows;
+        }
+        Some(joined)
+    }
+
+    /// Abandons the files: open uploads are aborted, sealed files stay
+    /// unreferenced until `VACUUM` removes them.
+    fn discard(self) {
+        for mut writer in self.writers {
+            writer.reset();
+        }
+    }
+}
+
+/// A writer of staged files that owns what it needs, so a part of a
+/// commit can be written on a task of its own.
+pub struct Stager {
+    writer: RecordBatchWriter,
+    location: String,
+}
+
+impl Stager {
+    /// Streams `batches` into Parquet files that no table version
+    /// references yet (see [`BronzeTable::stage`]).
+    pub async fn stage<S, E>(self, batches: S) -> Result<StagedFiles, BronzeError>
+    where
+        S: Stream<Item = Result<RecordBatch, E>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let Stager {
+            mut writer,
+            location,
+        } = self;
+        let mut rows = 0u64;
+        let mut batches = std::pin::pin!(batches);
+        while let Some(next) = batches.next().await {
+            let batch = match next {
+                Ok(batch) => batch,
+                Err(e) => {
+                    writer.reset();
+                    return Err(BronzeError::Source(e.into()));
+                }
+            };
+            rows += batch.num_rows() as u64;
+            if batch.num_rows() > 0 {
+                writer
+                    .write(batch)
+                    .await
+                    .map_err(|source| BronzeError::Delta {
+                        location: location.clone(),
+                        source: Box::new(source),
+                    })?;
+            }
+        }
+        Ok(StagedFiles {
+            writers: vec![writer],
+            sealed: Vec::new(),
+            rows,
+            location,
+        })
     }
 }
 
@@ -226,32 +314,25 @@ impl BronzeTable {
     }
 
     /// Streams `batches` into Parquet files that no table version references
-    /// yet. Nothing is visible until [`BronzeTable::commit`].
+    /// yet. Nothing is visible until [`BronzeTable::commit_batch`].
     pub async fn stage<S, E>(&mut self, batches: S) -> Result<StagedFiles, BronzeError>
     where
         S: Stream<Item = Result<RecordBatch, E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let mut writer = RecordBatchWriter::for_table(&self.table)
+        self.stager()?.stage(batches).await
+    }
+
+    /// A writer for one part of a commit, to run apart from the table.
+    pub fn stager(&self) -> Result<Stager, BronzeError> {
+        let writer = RecordBatchWriter::for_table(&self.table)
             .map_err(|e| self.delta_error(e))?
             .with_target_file_size(self.target_file_size)
             .with_writer_properties(writer_properties());
-        let mut rows = 0u64;
-        let mut batches = std::pin::pin!(batches);
-        while let Some(next) = batches.next().await {
-            let batch = match next {
-                Ok(batch) => batch,
-                Err(e) => {
-                    writer.reset();
-                    return Err(BronzeError::Source(e.into()));
-                }
-            };
-            rows += batch.num_rows() as u64;
-            if batch.num_rows() > 0 {
-                writer.write(batch).await.map_err(|e| self.delta_error(e))?;
-            }
-        }
-        Ok(StagedFiles { writer, rows })
+        Ok(Stager {
+            writer,
+            location: self.location.clone(),
+        })
     }
 
     /// The one way rows reach bronze: commits staged files as one table
@@ -265,22 +346,18 @@ impl BronzeTable {
         staged: StagedFiles,
         record: &R,
     ) -> Result<BronzeOutcome, BronzeError> {
-        let StagedFiles { mut writer, rows } = staged;
         if self.holds(txn).await? {
-            writer.reset();
+            staged.discard();
             return Ok(BronzeOutcome::AlreadyCommitted);
         }
+        let rows = staged.rows;
         if rows == 0 {
-            writer.reset();
+            staged.discard();
             return Ok(BronzeOutcome::Empty);
         }
-        let adds: Vec<Action> = writer
-            .flush()
-            .await
-            .map_err(|e| self.delta_error(e))?
-            .into_iter()
-            .map(Action::Add)
-            .collect();
+        let mut staged = staged;
+        staged.seal().await?;
+        let adds: Vec<Action> = staged.sealed.into_iter().map(Action::Add).collect();
         crate::failpoint::hit("before_bronze_commit");
         let mut metadata = match serde_json::to_value(record) {
             Ok(serde_json::Value::Object(entries)) => entries,
