@@ -20,7 +20,7 @@ use mssql_cdc::lake::silver::{ApplyOutcome, Deletes, SilverTable};
 use mssql_cdc::lake::txn::Txn;
 use mssql_cdc::lake::{StorageLocation, StorageOptions};
 
-use super::bench::{peak_rss_mb, reset_peak_rss};
+use super::bench_measure::{peak_rss_mb, reset_peak_rss};
 
 /// Rows per bootstrap chunk (the default `snapshot.chunkRows`).
 const CHUNK_ROWS: u64 = 100_000;

@@ -3,6 +3,9 @@
 
 pub mod bench;
 pub mod bench_checkpoint;
+pub mod bench_measure;
+pub mod bench_shape;
+pub mod bench_source;
 pub mod bench_silver;
 pub mod console;
 pub mod demo;
