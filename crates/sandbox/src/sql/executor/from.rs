@@ -212,10 +212,21 @@ impl<'c> FromBuilder<'c> {
     ) -> SqlResult<Relation> {
         let mut rel = match tf {
             TableFactor::Table {
-                name, alias, args, ..
+                name,
+                alias,
+                args,
+                sample,
+                ..
             } => {
                 let alias_name = alias.as_ref().map(|a| a.name.value.clone());
+                let sample = sample
+                    .as_ref()
+                    .map(super::tablesample::clause)
+                    .transpose()?;
                 if let Some(args) = args {
+                    if sample.is_some() {
+                        return Err(super::tablesample::not_a_table());
+                    }
                     self.table_function(name, &args.args, alias_name)?
                 } else {
                     match resolve(self.ctx, name)? {
@@ -229,16 +240,24 @@ impl<'c> FromBuilder<'c> {
                             }
                             let schema = db.schema_name(table.meta.schema_id).map(str::to_string);
                             let qualifier = alias_name.unwrap_or_else(|| table.meta.name.clone());
+                            // A sample draws pages before WHERE applies.
+                            let pushed = if sample.is_some() { None } else { filter };
                             let rel = self.scan(
                                 db.id,
                                 table,
                                 &qualifier,
                                 schema.as_deref(),
-                                filter,
+                                pushed,
                                 is_target,
                                 offset,
                             )?;
-                            return Ok(rel);
+                            let Some(sample) = sample else {
+                                return Ok(rel);
+                            };
+                            super::tablesample::apply(sample, rel)?
+                        }
+                        Resolved::View { .. } if sample.is_some() => {
+                            return Err(super::tablesample::not_a_table());
                         }
                         Resolved::View { db, view } => {
                             let qualifier = alias_name.unwrap_or_else(|| view.name.to_string());

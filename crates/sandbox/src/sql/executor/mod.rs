@@ -13,3 +13,4 @@ pub mod relation;
 pub mod resolve;
 pub mod scope;
 pub mod statement;
+pub mod tablesample;
