@@ -64,6 +64,14 @@ pub struct BenchArgs {
     /// Batches applied to silver per shape (the median is printed).
     #[arg(long = "silver-batches", default_value_t = 5)]
     pub silver_batches: u64,
+    /// Which keys silver's batches change (`random`, `newest`); repeat for
+    /// both. Each in a process of its own gives each its own peak RSS.
+    #[arg(
+        long = "silver-keys",
+        value_enum,
+        default_values_t = vec![super::bench_silver::Shape::Random, super::bench_silver::Shape::Newest]
+    )]
+    pub silver_keys: Vec<super::bench_silver::Shape>,
 }
 
 /// Runs the benchmark and prints its figures.
@@ -81,6 +89,7 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
                 rows,
                 changes: args.silver_changes,
                 batches: args.silver_batches,
+                shapes: args.silver_keys.clone(),
             };
             super::bench_silver::run(scratch.path(), &bench).await?;
         }

@@ -33,11 +33,13 @@ pub struct SilverBench {
     pub changes: u64,
     /// Batches timed per shape.
     pub batches: u64,
+    /// The shapes to time, in order.
+    pub shapes: Vec<Shape>,
 }
 
 /// The shape of a batch's keys.
-#[derive(Clone, Copy)]
-enum Shape {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
     /// Updates of keys drawn uniformly from the whole table.
     Random,
     /// Half updates of the newest keys, half inserts of new ones.
@@ -105,7 +107,7 @@ pub async fn run(dir: &Path, bench: &SilverBench) -> anyhow::Result<()> {
     let mut version = 0i64;
     let mut rng = fastrand::Rng::with_seed(7);
     let mut next_key = bench.rows;
-    for shape in [Shape::Random, Shape::Newest] {
+    for &shape in &bench.shapes {
         reset_peak_rss();
         let mut times = Vec::new();
         let mut scanned = Vec::new();
