@@ -46,6 +46,8 @@ pub fn ensure_jobs(db: &mut Database, now: NaiveDateTime, offset: i32) -> bool {
         pollinginterval: 5,
         running: true,
         next_run: now,
+        started_at: Some(now),
+        stopped_at: None,
     });
     db.cdc.cleanup_job = Some(CleanupJob {
         job_id: Uuid::new_v4(),
@@ -292,6 +294,10 @@ fn set_running(
             };
             if running && !j.running {
                 j.next_run = now;
+                (j.started_at, j.stopped_at) = (Some(now), None);
+            }
+            if !running && j.running {
+                j.stopped_at = Some(now);
             }
             j.running = running;
         } else {
