@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod bench_checkpoint;
+pub mod capture_monitor;
 pub mod console;
 pub mod demo;
 pub mod freshness;
@@ -10,6 +11,7 @@ pub mod health;
 pub mod lake_query;
 pub mod maintain;
 pub mod operator;
+pub mod progress_log;
 pub mod run;
 pub mod sql;
 pub mod worker;

@@ -70,8 +70,29 @@ fn printer_columns_show_health_at_a_glance() {
         .collect();
     assert_eq!(
         names,
-        ["Phase", "Ready", "Lag", "Headroom", "Finalized", "Age", "Silver"]
+        [
+            "Phase",
+            "Ready",
+            "Reason",
+            "Lag",
+            "Headroom",
+            "Finalized",
+            "Age",
+            "Silver",
+            "Table",
+            "Target",
+            "Message"
+        ]
     );
+    // Ready's reason at a glance; the rest only in `kubectl get -o wide`.
+    let wide: Vec<String> = crd.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .filter(|c| c.priority == Some(1))
+        .map(|c| c.name.clone())
+        .collect();
+    assert_eq!(wide, ["Silver", "Table", "Target", "Message"]);
     // Silver's applied position only in `kubectl get -o wide`.
     let silver = crd.spec.versions[0]
         .additional_printer_columns
@@ -79,7 +100,10 @@ fn printer_columns_show_health_at_a_glance() {
         .flatten()
         .find(|c| c.name == "Silver")
         .map(|c| (c.priority, c.json_path.clone()));
-    assert_eq!(silver, Some((Some(1), ".status.silver.appliedLsn".to_string())));
+    assert_eq!(
+        silver,
+        Some((Some(1), ".status.silver.appliedLsn".to_string()))
+    );
     assert!(
         crd.spec.versions[0]
             .subresources
