@@ -29,6 +29,7 @@ mod operator_examples;
 mod operator_helm;
 mod operator_leader;
 mod operator_scale;
+mod operator_status;
 mod operator_worker;
 mod operator_yaml;
 mod sandbox_cdc_capture;
