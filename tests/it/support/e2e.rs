@@ -38,6 +38,10 @@ pub struct E2eOptions {
     /// A monitoring login (name, password) for `spec.source.monitoring`,
     /// its password in the Secret's key `monitoring`.
     pub monitoring: Option<(String, String)>,
+    /// Seconds of quiet after which capture writes an idle entry, for a
+    /// sandbox in this process; such a scenario does not run on a real
+    /// server or cluster (`start_e2e` returns `None`).
+    pub idle_interval_secs: Option<i64>,
 }
 
 impl Default for E2eOptions {
@@ -50,6 +54,7 @@ impl Default for E2eOptions {
             secret_password: None,
             seed: Vec::new(),
             monitoring: None,
+            idle_interval_secs: None,
         }
     }
 }
@@ -80,12 +85,25 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
     let chart = (options.chart)(ChartIdentity::render(&release, &ns).await?);
     // On a real cluster the sandbox runs as a pod, reached through a
     // port-forward; here, in this process.
-    let (forward, server) = match &kube.cluster {
-        Some(cluster) => {
+    let (forward, server) = match (&kube.cluster, options.idle_interval_secs) {
+        (Some(_), Some(_)) => {
+            eprintln!("skipped: the scenario needs a sandbox with its own idle interval");
+            return None;
+        }
+        (Some(cluster), None) => {
             let (forward, server) = start_sandbox_pod(&kube, cluster).await;
             (Some(forward), server)
         }
-        None => (None, TestServer::start().await),
+        (None, Some(seconds)) => {
+            let Some(server) =
+                TestServer::sandbox_with(|o| o.cdc_idle_interval_secs = seconds).await
+            else {
+                eprintln!("skipped: the scenario needs a sandbox with its own idle interval");
+                return None;
+            };
+            (None, server)
+        }
+        (None, None) => (None, TestServer::start().await),
     };
     let (mut client, db) = orders_with_changes(&server, 2).await;
     if server.is_sandbox() && options.age_database {
