@@ -22,6 +22,7 @@ mod facts_maintenance;
 
 mod lake_stores;
 mod monitoring;
+mod operator_chart_alerts;
 mod operator_controller;
 mod operator_crd;
 mod operator_e2e;
