@@ -95,10 +95,13 @@ pub fn position_measures(
 }
 
 /// Hours until cleanup can reach the position: its commit time plus the
-/// cleanup job's retention, less now; 0 or less once the low-water mark
-/// has passed it. Without the retention, the older measure: from the
-/// low-water mark's commit time to the position's (which on a database
-/// younger than its retention is only the database's age).
+/// cleanup job's retention, less now on the server's clock (the commit
+/// time of the newest change capture mapped, so that a skewed clock on
+/// either side does not move it; the local clock when that is unknown);
+/// 0 or less once the low-water mark has passed it. Without the
+/// retention, the older measure: from the low-water mark's commit time to
+/// the position's (which on a database younger than its retention is only
+/// the database's age).
 pub fn retention_headroom_hours(
     position_commit_ts: Option<DateTime<Utc>>,
     marks: &Watermarks,
@@ -112,7 +115,8 @@ pub fn retention_headroom_hours(
         return Some(behind);
     }
     let cleanup_reaches = position + chrono::Duration::minutes(minutes);
-    seconds_between(Some(marks.observed_at), Some(cleanup_reaches)).map(|s| s / 3600.0)
+    let now = marks.max_commit_ts.unwrap_or(marks.observed_at);
+    seconds_between(Some(now), Some(cleanup_reaches)).map(|s| s / 3600.0)
 }
 
 /// The event rows a batch records, from its plan: each sits at its own

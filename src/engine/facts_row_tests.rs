@@ -301,19 +301,20 @@ fn snapshot_rows_name_bootstrap_or_resnapshot() {
 
 #[test]
 fn headroom_with_the_retention_is_the_time_until_cleanup_reaches_the_position() {
-    // (case, position commit, low-water mark, now, expected hours); the
-    // retention is three days, times are minutes after noon.
+    // (case, position commit, low-water mark, newest commit, expected
+    // hours); the retention is three days, times are minutes after noon.
     let three_days = 3 * 24 * 60;
     let cases: [(&str, i64, i64, i64, f64); 4] = [
         // The watermark is the first change ever captured, an hour before
         // the position: the old measure said 1 h; cleanup is days away.
         ("young database, current stream", 0, -60, 0, 72.0),
-        ("a stream stopped for a day", 0, -60, 24 * 60, 48.0),
+        ("a stream a day behind capture", 0, -60, 24 * 60, 48.0),
         ("watermark at the position", 0, 0, 60, 71.0),
         ("cleanup passed the position", 0, 90, 90, -1.5),
     ];
-    for (case, position, watermark, now, hours) in cases {
-        let mut marks = marks(Some(watermark), Some(position), now);
+    for (case, position, watermark, newest, hours) in cases {
+        // The local clock is a day off: it does not count.
+        let mut marks = marks(Some(watermark), Some(newest), newest + 24 * 60);
         marks.retention_minutes = Some(three_days);
         let got = super::retention_headroom_hours(Some(at(position)), &marks);
         assert_eq!(got, Some(hours), "{case}");
