@@ -558,15 +558,16 @@ fn ready(
         Phase::Pending | Phase::Streaming | Phase::Snapshotting => {}
     }
     let find = |type_: &str| others.iter().find(|j| j.type_ == type_);
-    for type_ in [WORKER_RUNNING, LIVE] {
-        if let Some(failing) = find(type_).filter(|j| j.status == "False") {
-            return judged(
-                READY,
-                "False",
-                failing.reason.clone(),
-                failing.message.clone(),
-            );
-        }
+    // Ready takes the reason and message of the first of `types` that is False.
+    let first_false = |types: [&str; 2]| {
+        types
+            .into_iter()
+            .filter_map(find)
+            .find(|j| j.status == "False")
+            .map(|j| judged(READY, "False", j.reason.clone(), j.message.clone()))
+    };
+    if let Some(ready) = first_false([WORKER_RUNNING, LIVE]) {
+        return ready;
     }
     if let Some(snapshot) = blocking.snapshot {
         return judged(
@@ -582,15 +583,8 @@ fn ready(
     if let Some(alert) = health.filter(|h| h.fires()).and_then(|h| h.alerts.first()) {
         return judged(READY, "False", alert.name(), alert.message());
     }
-    for type_ in [CAPTURE_CURRENT, CAPTURE_HEALTHY] {
-        if let Some(failing) = find(type_).filter(|j| j.status == "False") {
-            return judged(
-                READY,
-                "False",
-                failing.reason.clone(),
-                failing.message.clone(),
-            );
-        }
+    if let Some(ready) = first_false([CAPTURE_CURRENT, CAPTURE_HEALTHY]) {
+        return ready;
     }
     let blocking = others.iter().find(|j| j.blocks_ready);
     if let Some(other) = blocking {

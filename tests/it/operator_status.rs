@@ -82,6 +82,15 @@ async fn streams(e: &E2e) -> Api<CdcStream> {
     Api::namespaced(e.kube.client().await, &e.kube.namespace)
 }
 
+/// Every status the stream's watch shows, as it comes.
+async fn watched_statuses(e: &E2e) -> impl futures::Stream<Item = CdcStreamStatus> + Unpin + use<> {
+    let config = watcher::Config::default().fields("metadata.name=orders");
+    watcher::watcher(streams(e).await, config)
+        .applied_objects()
+        .filter_map(|stream| async move { stream.ok()?.status })
+        .boxed()
+}
+
 fn reason(status: &CdcStreamStatus, type_: &str) -> Option<String> {
     condition(status, type_).map(|c| c.reason.clone())
 }
@@ -204,15 +213,10 @@ async fn a_snapshot_shows_snapshotting_with_a_rising_percentage() {
     else {
         return;
     };
-    let api = streams(&e).await;
-    let config = watcher::Config::default().fields("metadata.name=orders");
-    let mut updates = watcher::watcher(api, config).applied_objects().boxed();
+    let mut updates = watched_statuses(&e).await;
     let mut seen: Vec<f64> = Vec::new();
     let watched = tokio::time::timeout(Duration::from_secs(600), async {
-        while let Some(Ok(stream)) = updates.next().await {
-            let Some(status) = stream.status else {
-                continue;
-            };
+        while let Some(status) = updates.next().await {
             let Some(snapshot) = status.snapshot.clone() else {
                 continue;
             };
@@ -304,15 +308,10 @@ async fn a_fresh_database_and_a_quiet_table_are_ready_right_after_the_snapshot()
     };
     // No change after the snapshot: count the worker's looks at the
     // source from the snapshot's end until Ready.
-    let api = streams(&e).await;
-    let config = watcher::Config::default().fields("metadata.name=orders");
-    let mut updates = watcher::watcher(api, config).applied_objects().boxed();
+    let mut updates = watched_statuses(&e).await;
     let mut looks_after_snapshot: Vec<DateTime<Utc>> = Vec::new();
     let ready = tokio::time::timeout(wait_limit(), async {
-        while let Some(Ok(stream)) = updates.next().await {
-            let Some(status) = stream.status else {
-                continue;
-            };
+        while let Some(status) = updates.next().await {
             let done = status
                 .snapshot
                 .as_ref()

@@ -12,7 +12,7 @@
 use chrono::NaiveDateTime;
 
 use super::capture::local;
-use super::enable::{not_enabled, require_db_owner};
+use super::jobs::current_mut;
 use super::params::Args;
 use super::{KEPT_SESSIONS, ScanSession};
 use crate::sql::catalog::Database;
@@ -128,20 +128,7 @@ fn sp_cdc_fail_next_scan(
             .to_string()
     });
     s.with_write(cancel, |w| {
-        let id = w.info.db_id;
-        {
-            let ctx = w.read();
-            let db = ctx.current_db()?;
-            require_db_owner(&ctx, db)?;
-            if !db.is_cdc_enabled {
-                return Err(not_enabled(db));
-            }
-        }
-        let db = w
-            .state
-            .database_by_id_mut(id)
-            .ok_or_else(|| SqlError::new(911, "The current database no longer exists."))?;
-        db.cdc.pending_failure = Some(PendingFailure { number, message });
+        current_mut(w)?.cdc.pending_failure = Some(PendingFailure { number, message });
         Ok(())
     })?;
     Ok(ProcResult::default())

@@ -59,7 +59,7 @@ pub fn ensure_jobs(db: &mut Database, now: NaiveDateTime, offset: i32) -> bool {
     true
 }
 
-fn current_mut<'a>(w: &'a mut WriteCtx<'_>) -> SqlResult<&'a mut Database> {
+pub(super) fn current_mut<'a>(w: &'a mut WriteCtx<'_>) -> SqlResult<&'a mut Database> {
     let id = w.info.db_id;
     {
         let ctx = w.read();
