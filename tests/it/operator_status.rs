@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase, SnapshotPhase, WorkerState};
 
 use crate::support::e2e::{E2e, E2eOptions, WORKER_PODS, start_e2e};
-use crate::support::kube::{cells, poll, wait_limit};
+use crate::support::kube::{cells, eventually, poll, wait_limit};
 use crate::support::operator::{condition, has_condition, suspend};
 use crate::support::server::run;
 
@@ -140,6 +142,21 @@ async fn a_wrong_password_shows_login_failed_naming_the_login() {
         reason(&status, "WorkerRunning").as_deref(),
         Some("LoginFailed")
     );
+    // The container's termination message says the same.
+    let pods: Api<Pod> = Api::namespaced(e.kube.client().await, &e.kube.namespace);
+    let message = eventually("the termination message", || async {
+        let list = pods
+            .list(&ListParams::default().labels(WORKER_PODS))
+            .await
+            .ok()?;
+        list.items.into_iter().find_map(|pod| {
+            let status = pod.status?.container_statuses?.into_iter().next()?;
+            status.last_state?.terminated?.message
+        })
+    })
+    .await;
+    assert!(message.starts_with("LoginFailed: "), "{message}");
+    assert!(message.contains(&user), "{message}");
 }
 
 #[tokio::test]
