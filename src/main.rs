@@ -19,8 +19,33 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Log level of our own messages: error, warn, info, debug or trace
+    /// (`RUST_LOG` overrides it).
+    #[arg(long, global = true, value_enum, default_value_t = LogLevel::Info)]
+    log_level: LogLevel,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -138,6 +163,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing(
         cli.log_format,
+        cli.log_level,
         matches!(cli.command, Command::Demo(_) | Command::Bench(_)),
     );
     // Both ring and aws-lc-rs are linked (tiberius, object stores); pick one.
@@ -235,13 +261,14 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
 /// that does not exist yet) at INFO and ERROR, so it is off by default (our
 /// own errors carry what matters); the demo also quiets its in-process
 /// sandbox. `RUST_LOG` overrides all of this.
-fn init_tracing(format: LogFormat, quiet_sandbox: bool) {
+fn init_tracing(format: LogFormat, level: LogLevel, quiet_sandbox: bool) {
     // tiberius logs every server error at ERROR; ours carry them where they
     // matter. deltalake's MERGE warns on every finalization upsert about a
     // file metric it derives itself.
-    let mut default = String::from(
-        "info,buoyant_kernel=off,delta_kernel=off,deltalake_core=warn,\
+    let mut default = format!(
+        "{},buoyant_kernel=off,delta_kernel=off,deltalake_core=warn,\
          deltalake_core::operations::merge=error,tiberius::tds::stream::token=off",
+        level.directive()
     );
     if quiet_sandbox {
         default.push_str(",mssql_cdc_sandbox=warn");

@@ -24,25 +24,7 @@ impl Console {
 
 impl Observer for Console {
     fn snapshot_progress(&self, p: &SnapshotProgress) {
-        let of = p
-            .estimated_rows
-            .map(|total| {
-                let percent = if total == 0 {
-                    100.0
-                } else {
-                    (p.rows as f64 / total as f64 * 100.0).min(100.0)
-                };
-                format!(" of ~{total} ({percent:.0}%)")
-            })
-            .unwrap_or_default();
-        let eta = p
-            .eta
-            .map(|eta| format!(", ETA {}", short_duration(eta)))
-            .unwrap_or_default();
-        let line = format!(
-            "snapshot: {} rows{of}, {:.0} rows/s{eta}",
-            p.rows, p.rows_per_second
-        );
+        let line = snapshot_line(p);
         let mut out = std::io::stdout().lock();
         if self.terminal {
             let _ = write!(out, "\r\x1b[2K{line}");
@@ -78,6 +60,29 @@ impl Observer for Console {
             short_duration(delay)
         );
     }
+}
+
+/// `snapshot: 1200 rows of ~5000 (24%), 800 rows/s, ETA 4.8s`
+pub fn snapshot_line(p: &SnapshotProgress) -> String {
+    let of = p
+        .estimated_rows
+        .map(|total| {
+            let percent = if total == 0 {
+                100.0
+            } else {
+                (p.rows as f64 / total as f64 * 100.0).min(100.0)
+            };
+            format!(" of ~{total} ({percent:.0}%)")
+        })
+        .unwrap_or_default();
+    let eta = p
+        .eta
+        .map(|eta| format!(", ETA {}", short_duration(eta)))
+        .unwrap_or_default();
+    format!(
+        "snapshot: {} rows{of}, {:.0} rows/s{eta}",
+        p.rows, p.rows_per_second
+    )
 }
 
 /// `batch 7: 12 rows, LSN 0x…→0x…, lag 1.2 s, headroom 71.9 h`

@@ -41,6 +41,10 @@ pub struct OperatorArgs {
     /// Labels of every worker pod, as KEY=VALUE, comma separated.
     #[arg(long, value_delimiter = ',', value_parser = parse_label)]
     pub worker_pod_labels: Vec<(String, String)>,
+    /// Log level of worker pods (`--log-level` of `mssql-cdc worker`):
+    /// error, warn, info, debug or trace.
+    #[arg(long)]
+    pub worker_log_level: Option<String>,
     /// Namespaces to watch, comma separated: the operator then needs
     /// rights in those namespaces only. Every namespace when not set.
     #[arg(long, value_delimiter = ',')]
@@ -87,6 +91,7 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
             images: non_empty(args.worker_images),
             service_accounts: non_empty(args.worker_service_accounts),
         },
+        log_level: args.worker_log_level,
     };
     let namespaces = non_empty(args.watch_namespaces);
     let instance = std::env::var("POD_NAME").ok();

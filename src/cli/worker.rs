@@ -1,9 +1,13 @@
 //! `mssql-cdc worker --stream NS/NAME`: what a worker pod runs. It reads
-//! its CdcStream, runs the engine, and reports each batch into
-//! `status.progress`, each finalization row into `status.finalization` and
-//! purged changes it meets into `status.dataLoss`.
+//! its CdcStream, runs the engine, and reports into the status: each batch
+//! and trigger into `status.progress`, the snapshot into `status.snapshot`,
+//! capture's health into `status.capture` (with the monitoring login),
+//! each finalization row into `status.finalization`, purged changes into
+//! `status.dataLoss`, and itself into `status.worker`. Before it exits on
+//! an error it says why there and in the container's termination message.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,11 +16,19 @@ use kube::Api;
 use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::worker_config;
+use mssql_cdc::operator::failure::{Failure, engine_failure};
 use mssql_cdc::operator::worker::{StatusObserver, StatusReports, WorkerMetrics, publish_status};
-use mssql_cdc::spec::CdcStream;
+use mssql_cdc::spec::{CdcStream, Trigger, WorkerState, resolve_password};
+
+use super::capture_monitor::watch_capture;
+use super::progress_log::ProgressLog;
 
 /// How long the last report may take to reach the API server at exit.
 const FINAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where Kubernetes reads a container's termination message (the pod's
+/// default `terminationMessagePath`); written only when the kubelet made it.
+const TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// Arguments of `worker`.
 #[derive(clap::Args)]
@@ -50,36 +62,25 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .get(name)
         .await
         .with_context(|| format!("cannot read CdcStream {namespace}/{name}"))?;
-    let config = worker_config(&stream)
-        .map_err(|errors| anyhow!("CdcStream {namespace}/{name} is not valid:\n{errors}"))?;
 
-    let metrics = Arc::new(Metrics::new());
-    let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
     let reports = Arc::new(StatusReports::default());
-    let exposition = WorkerMetrics {
-        stream: metrics,
-        reports: Arc::clone(&reports),
+    let (status, latest) = StatusObserver::new(&stream);
+    let publisher = {
+        let (api, stream, reports) = (api.clone(), stream.clone(), Arc::clone(&reports));
+        tokio::spawn(async move { publish_status(api, &stream, latest, reports).await })
     };
-    let server = MetricsServer::start(args.listen, Arc::new(exposition))
-        .await
-        .context("--listen")?;
-    let (observer, latest) = StatusObserver::new(&stream);
-    let publisher = tokio::spawn(publish_status(
-        api,
-        name.to_string(),
-        latest,
-        Arc::clone(&reports),
-    ));
-    let observers: Vec<Arc<dyn Observer>> = vec![Arc::new(observer), Arc::new(stream_metrics)];
-    let options = RunOptions::new(Arc::new(Fanout(observers)));
-    let stop = options.stop.clone();
-    tokio::spawn(async move {
-        super::shutdown_signal().await;
-        tracing::info!("stopping after the current batch");
-        stop.cancel();
-    });
-    let outcome = run(config, options).await;
-    // The engine dropped the observer: the publisher sends the last report and ends.
+    let outcome = run_stream(&args, &stream, &status, &reports).await;
+    let failure = outcome.as_ref().err().cloned();
+    match &outcome {
+        Ok(state) => status.worker_state(*state, None),
+        Err(failure) => {
+            status.worker_state(WorkerState::Failed, Some(failure));
+            write_termination_message(failure);
+        }
+    }
+    // The last clone of the observer goes: the publisher sends the last
+    // report and ends.
+    drop(status);
     if tokio::time::timeout(FINAL_REPORT_TIMEOUT, publisher)
         .await
         .is_err()
@@ -88,12 +89,98 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     } else if reports.failing() {
         tracing::error!("the last status report was not applied: the CdcStream's status is stale");
     }
-    drop(server);
-    let summary = outcome?;
+    match failure {
+        Some(failure) => Err(anyhow!("{}: {}", failure.reason, failure.message)),
+        None => {
+            tracing::info!("worker stopped");
+            Ok(())
+        }
+    }
+}
+
+/// Runs the engine with every observer; how it ended, or why it failed.
+async fn run_stream(
+    args: &WorkerArgs,
+    stream: &CdcStream,
+    status: &StatusObserver,
+    reports: &Arc<StatusReports>,
+) -> Result<WorkerState, Failure> {
+    let config = worker_config(stream).map_err(|errors| {
+        Failure::new(
+            "InvalidSpec",
+            format!("the spec is not valid: {errors}; fix the spec"),
+        )
+    })?;
+    let metrics = Arc::new(Metrics::new());
+    let stream_metrics = metrics.observer(&config.target.name, &config.app_id);
+    let exposition = WorkerMetrics {
+        stream: metrics,
+        reports: Arc::clone(reports),
+    };
+    let _server = MetricsServer::start(args.listen, Arc::new(exposition))
+        .await
+        .map_err(|e| Failure::new("ListenFailed", format!("--listen {}: {e}", args.listen)))?;
+    let interval = match config.trigger {
+        Trigger::ProcessingTime(interval) => interval,
+        Trigger::AvailableNow => Duration::from_secs(10),
+    };
+    let monitor = monitoring_password(&config).map(|password| {
+        tokio::spawn(watch_capture(
+            config.source.clone(),
+            password,
+            interval,
+            status.clone(),
+        ))
+    });
+    let observers: Vec<Arc<dyn Observer>> = vec![
+        Arc::new(status.clone()),
+        Arc::new(stream_metrics),
+        Arc::new(ProgressLog::default()),
+    ];
+    let options = RunOptions::new(Arc::new(Fanout(observers)));
+    let stop = options.stop.clone();
+    tokio::spawn(async move {
+        super::shutdown_signal().await;
+        tracing::info!("stopping after the current batch");
+        stop.cancel();
+    });
+    let stopped = options.stop.clone();
+    let outcome = run(config.clone(), options).await;
+    if let Some(monitor) = monitor {
+        monitor.abort();
+    }
+    let summary = outcome.map_err(|error| {
+        tracing::error!("{error}");
+        engine_failure(&error, &config)
+    })?;
     tracing::info!(
         batches = summary.batches,
         rows = summary.rows,
-        "worker stopped"
+        "the engine stopped"
     );
-    Ok(())
+    Ok(if stopped.is_cancelled() {
+        WorkerState::Stopped
+    } else {
+        WorkerState::Completed
+    })
+}
+
+/// The monitoring login's password, when the spec names one and the pod
+/// has it; a missing one is a warning, never a failure.
+fn monitoring_password(config: &mssql_cdc::spec::StreamConfig) -> Option<secrecy::SecretString> {
+    let login = config.source.monitoring.as_ref()?;
+    resolve_password(&login.password, |name: &str| std::env::var(name).ok())
+        .map_err(|e| tracing::warn!("spec.source.monitoring: {e}; capture is not looked at"))
+        .ok()
+}
+
+/// The failure as the container's termination message, where the kubelet
+/// reads it (`kubectl describe pod`, the pod's `lastState`).
+fn write_termination_message(failure: &Failure) {
+    let path = Path::new(TERMINATION_LOG);
+    if path.exists()
+        && let Err(error) = std::fs::write(path, format!("{}: {}", failure.reason, failure.message))
+    {
+        tracing::warn!("cannot write the termination message: {error}");
+    }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::observer::PositionMeasures;
 use super::plan::Watermarks;
 use crate::domain::{FactEvent, FactRow, Lsn};
 use crate::lake::checkpoint::{PlannedBatch, PlannedEvent, PlannedSnapshot};
@@ -70,16 +71,52 @@ pub fn batch_row(
     row.read_mb = Some(read.bytes as f64 / 1_000_000.0);
     row.source_rtt_ms = Some(measures.source_rtt_ms);
     row.network_wait_ms = measures.network_wait_ms;
-    // How far cleanup is behind the position: its low-water mark's commit
-    // time to the batch's end.
-    row.retention_headroom_hours =
-        seconds_between(marks.min_commit_ts, end_commit_ts).map(|s| s / 3600.0);
-    // How far the position is behind what capture has mapped.
-    row.ingestion_lag_seconds = seconds_between(end_commit_ts, marks.max_commit_ts);
-    // How far capture is behind the wall clock.
-    row.capture_lag_seconds = seconds_between(marks.max_commit_ts, Some(marks.observed_at));
+    let measures = position_measures(end_commit_ts, marks);
+    row.retention_headroom_hours = measures.retention_headroom_hours;
+    row.ingestion_lag_seconds = measures.ingestion_lag_seconds;
+    row.capture_lag_seconds = measures.capture_lag_seconds;
     row.detail = detail;
     row
+}
+
+/// How far a position whose commit time is `position_commit_ts` is from
+/// capture and from cleanup, when the source showed `marks`.
+pub fn position_measures(
+    position_commit_ts: Option<DateTime<Utc>>,
+    marks: &Watermarks,
+) -> PositionMeasures {
+    PositionMeasures {
+        retention_headroom_hours: retention_headroom_hours(position_commit_ts, marks),
+        // How far the position is behind what capture has mapped.
+        ingestion_lag_seconds: seconds_between(position_commit_ts, marks.max_commit_ts),
+        // How far capture is behind the wall clock.
+        capture_lag_seconds: seconds_between(marks.max_commit_ts, Some(marks.observed_at)),
+    }
+}
+
+/// Hours until cleanup can reach the position: its commit time plus the
+/// cleanup job's retention, less now on the server's clock (the commit
+/// time of the newest change capture mapped, so that a skewed clock on
+/// either side does not move it; the local clock when that is unknown);
+/// 0 or less once the low-water mark has passed it. Without the
+/// retention, the older measure: from the low-water mark's commit time to
+/// the position's (which on a database younger than its retention is only
+/// the database's age).
+pub fn retention_headroom_hours(
+    position_commit_ts: Option<DateTime<Utc>>,
+    marks: &Watermarks,
+) -> Option<f64> {
+    let position = position_commit_ts?;
+    let from_watermark = seconds_between(marks.min_commit_ts, Some(position)).map(|s| s / 3600.0);
+    let Some(minutes) = marks.retention_minutes else {
+        return from_watermark;
+    };
+    if let Some(behind) = from_watermark.filter(|h| *h < 0.0) {
+        return Some(behind);
+    }
+    let cleanup_reaches = position + chrono::Duration::minutes(minutes);
+    let now = marks.max_commit_ts.unwrap_or(marks.observed_at);
+    seconds_between(Some(now), Some(cleanup_reaches)).map(|s| s / 3600.0)
 }
 
 /// The event rows a batch records, from its plan: each sits at its own

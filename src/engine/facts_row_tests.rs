@@ -66,6 +66,7 @@ fn marks(min: Option<i64>, max: Option<i64>, observed: i64) -> Watermarks {
         max_commit_ts: max.map(at),
         min_commit_ts: min.map(at),
         observed_at: at(observed),
+        retention_minutes: None,
     }
 }
 
@@ -298,4 +299,29 @@ fn snapshot_rows_name_bootstrap_or_resnapshot() {
         assert_eq!(row.lost_from_ts, lost.map(at), "{case}");
         assert_eq!(row.lost_to_ts, lost.map(|m| at(m + 60)), "{case}");
     }
+}
+
+#[test]
+fn headroom_with_the_retention_is_the_time_until_cleanup_reaches_the_position() {
+    // (case, position commit, low-water mark, newest commit, expected
+    // hours); the retention is three days, times are minutes after noon.
+    let three_days = 3 * 24 * 60;
+    let cases: [(&str, i64, i64, i64, f64); 4] = [
+        // The watermark is the first change ever captured, an hour before
+        // the position: the old measure said 1 h; cleanup is days away.
+        ("young database, current stream", 0, -60, 0, 72.0),
+        ("a stream a day behind capture", 0, -60, 24 * 60, 48.0),
+        ("watermark at the position", 0, 0, 60, 71.0),
+        ("cleanup passed the position", 0, 90, 90, -1.5),
+    ];
+    for (case, position, watermark, newest, hours) in cases {
+        // The local clock is a day off: it does not count.
+        let mut marks = marks(Some(watermark), Some(newest), newest + 24 * 60);
+        marks.retention_minutes = Some(three_days);
+        let got = super::retention_headroom_hours(Some(at(position)), &marks);
+        assert_eq!(got, Some(hours), "{case}");
+    }
+    // Without the retention: the watermark's measure, as before.
+    let old = super::retention_headroom_hours(Some(at(0)), &marks(Some(-60), Some(0), 0));
+    assert_eq!(old, Some(1.0));
 }

@@ -6,7 +6,8 @@
 //! column's rule), `warnings` and `time_zone`. The state a run needs once
 //! it is ready is `session` (the connected source: its capture instance
 //! and columns) and `sink` (checkpoint, bronze, facts, finalization).
-//! `run` drives the loop with `retry`'s backoff; `step` is one step of it;
+//! `retention` reads the cleanup job's retention the headroom is
+//! measured with; `run` drives the loop with `retry`'s backoff; `step` is one step of it;
 //! `batch` runs a planned batch, `snapshot` the bootstrap and re-snapshots,
 //! `source_changes` moves to a newer capture instance; `identity` makes sure
 //! the checkpoint and the target belong together; `heartbeat` is the
@@ -24,6 +25,7 @@ mod identity;
 mod observer;
 mod options;
 mod plan;
+mod retention;
 mod retry;
 mod run;
 mod session;
@@ -35,7 +37,7 @@ mod time_zone;
 mod warnings;
 
 pub use error::{DataLossError, EngineError};
-pub use observer::{Fanout, Observer, Silent, SnapshotProgress};
+pub use observer::{Fanout, Observer, PositionMeasures, Silent, SnapshotProgress, SourceCheck};
 pub use options::{RunOptions, RunSummary};
 pub use retry::Backoff;
 pub use run::run;

@@ -4,8 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use crate::domain::BatchId;
 use crate::domain::FactRow;
+use crate::domain::Lsn;
 use crate::domain::VerdictUpdate;
 
 use super::error::EngineError;
@@ -21,14 +24,52 @@ pub struct SnapshotProgress {
     pub rows_per_second: f64,
     /// Time left at that rate, when the estimate allows it.
     pub eta: Option<Duration>,
+    /// Chunks committed so far.
+    pub chunks: u64,
+    /// When the snapshot was planned (UTC).
+    pub started_at: DateTime<Utc>,
+}
+
+/// What a trigger found at the source, idle ones included: the source's
+/// newest offset and the stream's position measured against it, as a
+/// batch row would measure them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceCheck {
+    /// When the source was read (UTC, local clock).
+    pub observed_at: DateTime<Utc>,
+    /// The database's max LSN.
+    pub max_lsn: Lsn,
+    /// Its commit time (UTC).
+    pub max_commit_ts: Option<DateTime<Utc>>,
+    /// The stream's position: everything up to it is in the target.
+    pub position: Lsn,
+    /// The position's measures, as docs/facts.md defines them.
+    pub measures: PositionMeasures,
+}
+
+/// How far a position is from capture and from cleanup.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PositionMeasures {
+    /// `retention_headroom_hours`.
+    pub retention_headroom_hours: Option<f64>,
+    /// `ingestion_lag_seconds`.
+    pub ingestion_lag_seconds: Option<f64>,
+    /// `capture_lag_seconds`.
+    pub capture_lag_seconds: Option<f64>,
 }
 
 /// Receives the engine's progress. Every method has a do-nothing default.
 pub trait Observer: Send + Sync {
     /// A snapshot copied another part of the table.
     fn snapshot_progress(&self, _progress: &SnapshotProgress) {}
+    /// A snapshot chunk's read has handed `rows` rows (over the whole
+    /// snapshot) to bronze so far; called on the read task.
+    fn snapshot_reading(&self, _rows: u64) {}
     /// A snapshot finished; `row` is its facts row.
     fn snapshot_done(&self, _row: &FactRow) {}
+    /// A trigger read the source's newest offset (every trigger, idle ones
+    /// included, before any batch it plans runs).
+    fn source_checked(&self, _check: &SourceCheck) {}
     /// A micro-batch starts reading its range from SQL Server.
     fn batch_started(&self, _batch_id: BatchId) {}
     /// A micro-batch's read handed `rows` rows (so far) to bronze; called
@@ -61,8 +102,14 @@ impl Observer for Fanout {
     fn snapshot_progress(&self, progress: &SnapshotProgress) {
         self.0.iter().for_each(|o| o.snapshot_progress(progress));
     }
+    fn snapshot_reading(&self, rows: u64) {
+        self.0.iter().for_each(|o| o.snapshot_reading(rows));
+    }
     fn snapshot_done(&self, row: &FactRow) {
         self.0.iter().for_each(|o| o.snapshot_done(row));
+    }
+    fn source_checked(&self, check: &SourceCheck) {
+        self.0.iter().for_each(|o| o.source_checked(check));
     }
     fn batch_started(&self, batch_id: BatchId) {
         self.0.iter().for_each(|o| o.batch_started(batch_id));

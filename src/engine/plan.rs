@@ -75,6 +75,8 @@ pub struct Watermarks {
     pub min_commit_ts: Option<DateTime<Utc>>,
     /// When the watermarks were read (UTC, local clock).
     pub observed_at: DateTime<Utc>,
+    /// The cleanup job's retention in minutes, when the logins may read it.
+    pub retention_minutes: Option<i64>,
 }
 
 /// What planning needs to know of one capture instance.

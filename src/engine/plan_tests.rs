@@ -46,6 +46,7 @@ fn marks(min: u8, max: u8, window: &[u8]) -> SourceMarks {
             max_commit_ts: Some(at(max)),
             min_commit_ts: Some(at(min)),
             observed_at: at(200),
+            retention_minutes: None,
         },
         read: InstanceMarks {
             instance: instance("dbo_orders"),

@@ -32,6 +32,11 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
     let password = resolve_password(&config.source.password, |name: &str| {
         options.env.get(name).cloned()
     })?;
+    let monitoring = config.source.monitoring.as_ref().and_then(|login| {
+        resolve_password(&login.password, |name: &str| options.env.get(name).cloned())
+            .map_err(|error| tracing::warn!("spec.source.monitoring: {error}; going on without it"))
+            .ok()
+    });
     let mut run = Run::new(&config, &options);
     let result = match claim_checkpoint(&mut run).await {
         Ok(Some((checkpoint, lease))) => {
@@ -43,7 +48,14 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
                     config.app_id.clone(),
                 )
             });
-            let result = drive(&mut run, &password, lease.guard(), checkpoint).await;
+            let result = drive(
+                &mut run,
+                &password,
+                monitoring.as_ref(),
+                lease.guard(),
+                checkpoint,
+            )
+            .await;
             lease.release().await;
             result
         }
@@ -89,6 +101,7 @@ async fn claim_checkpoint(
 async fn drive(
     run: &mut Run<'_>,
     password: &SecretString,
+    monitoring: Option<&SecretString>,
     lease: LeaseGuard,
     checkpoint: Checkpoint,
 ) -> Result<(), EngineError> {
@@ -96,9 +109,16 @@ async fn drive(
     let mut backoff = run.options.backoff.clone();
     let heartbeat = config.heartbeat.as_ref();
     let mut session = loop {
-        match SourceSession::open(&config.source, password, heartbeat, None, &mut run.warnings)
-            .await
-        {
+        let opened =
+            SourceSession::open(&config.source, password, heartbeat, None, &mut run.warnings).await;
+        let opened = match opened {
+            Ok(mut session) => session
+                .read_retention(monitoring, &mut run.warnings)
+                .await
+                .map(|()| session),
+            Err(error) => Err(error),
+        };
+        match opened {
             Ok(session) => break session,
             Err(error) => pause(run, &mut backoff, error).await?,
         }

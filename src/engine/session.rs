@@ -15,6 +15,7 @@ use super::error::EngineError;
 use super::plan::{
     self, InstanceMarks, NewerInstance, PlanOptions, Position, SourceMarks, Watermarks,
 };
+use super::retention;
 use super::time_zone::{offset_warning, zone_offset_minutes};
 use super::warnings::Warnings;
 use crate::domain::{CaptureInstance, Lsn};
@@ -37,6 +38,8 @@ pub struct SourceSession {
     /// Asked once, the first time an offset warning may be due.
     server_major_version: Option<u32>,
     wait_access: WaitAccess,
+    /// The cleanup job's retention in minutes, once read (`read_retention`).
+    retention_minutes: Option<i64>,
 }
 
 /// Whether this session may read its own waits.
@@ -102,6 +105,7 @@ impl SourceSession {
             utc_offset: previous.map_or(0, |p| p.utc_offset),
             server_major_version: previous.and_then(|p| p.server_major_version),
             wait_access: previous.map_or(WaitAccess::Unknown, |p| p.wait_access),
+            retention_minutes: previous.and_then(|p| p.retention_minutes),
         };
         session
             .take_utc_offset(previous.map(|p| p.utc_offset), warnings)
@@ -111,6 +115,24 @@ impl SourceSession {
             session.check_heartbeat(heartbeat, warnings).await?;
         }
         Ok(session)
+    }
+
+    /// Reads the cleanup job's retention, which the retention headroom is
+    /// measured with: as the reader, else as the monitoring login. With
+    /// neither, the headroom falls back to the low-water mark's measure and
+    /// the run's next facts row says so, once.
+    pub async fn read_retention(
+        &mut self,
+        monitoring: Option<&SecretString>,
+        warnings: &mut Warnings,
+    ) -> Result<(), EngineError> {
+        let read =
+            retention::read(&mut *self.client.lock().await, &self.source, monitoring).await?;
+        match read {
+            Ok(minutes) => self.retention_minutes = minutes,
+            Err(warning) => warnings.raise(warning),
+        }
+        Ok(())
     }
 
     /// The capture instance read and its columns.
@@ -227,6 +249,7 @@ impl SourceSession {
             max_commit_ts: self.lsn_time(max_lsn).await?,
             min_commit_ts: self.time_from(min).await?,
             max_lsn,
+            retention_minutes: self.retention_minutes,
         })
     }
 
@@ -260,6 +283,7 @@ impl SourceSession {
                 max_commit_ts,
                 min_commit_ts: read.min_commit_ts,
                 observed_at,
+                retention_minutes: self.retention_minutes,
             },
             read,
             newer,

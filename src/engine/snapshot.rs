@@ -191,7 +191,7 @@ async fn take(
                 key_positions: key_positions.clone(),
             },
             batch_id: BatchId::SNAPSHOT.txn_version(),
-            on_batch: None,
+            on_batch: Some(reading_observer(run, rows)),
         };
         let (staged, stats) = session.read_into(&mut sink.bronze, request).await?;
         read_time += stats.read_time;
@@ -241,6 +241,8 @@ async fn take(
             estimated_rows: estimated,
             rows_per_second: rate,
             eta,
+            chunks: chunk + 1,
+            started_at: plan.started_at,
         });
         tracing::debug!(
             rows,
@@ -281,6 +283,13 @@ async fn take(
     run.summary.snapshot_rows += rows;
     run.observer().snapshot_done(&row);
     Ok(position)
+}
+
+/// Tells the observer how many rows the snapshot holds while a chunk
+/// reads, `before` being the rows of the chunks committed before it.
+fn reading_observer(run: &Run<'_>, before: u64) -> Box<dyn FnMut(u64) + Send> {
+    let observer = run.options.observer.clone();
+    Box::new(move |rows| observer.snapshot_reading(before + rows))
 }
 
 /// Where the planned snapshot's committed chunks got to, from bronze, with

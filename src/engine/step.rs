@@ -5,6 +5,8 @@
 use super::batch::run_batch;
 use super::context::Run;
 use super::error::EngineError;
+use super::facts_row::position_measures;
+use super::observer::SourceCheck;
 use super::plan::{self, AfterBatch, Draft, Next};
 use super::session::SourceSession;
 use super::sink::Sink;
@@ -56,6 +58,14 @@ pub async fn step(
     }
     let options = run.plan_options();
     let marks = session.marks(&position, &options).await?;
+    let watermarks = &marks.watermarks;
+    run.observer().source_checked(&SourceCheck {
+        observed_at: watermarks.observed_at,
+        max_lsn: watermarks.max_lsn,
+        max_commit_ts: watermarks.max_commit_ts,
+        position: position.lsn,
+        measures: position_measures(position.commit_ts, watermarks),
+    });
     let batch_id = state.next_batch_id().map_err(|e| {
         EngineError::Inconsistent(format!("checkpoint {}: {e}", run.config.checkpoint))
     })?;

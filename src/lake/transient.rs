@@ -16,7 +16,8 @@ use deltalake::logstore::object_store;
 pub fn store_transient(error: &object_store::Error) -> bool {
     use object_store::Error as E;
     match error {
-        E::Generic { .. } | E::JoinError { .. } => true,
+        E::Generic { source, .. } => !refused_by_the_system(source.as_ref()),
+        E::JoinError { .. } => true,
         E::NotFound { .. }
         | E::InvalidPath { .. }
         | E::NotSupported { .. }
@@ -40,7 +41,8 @@ pub fn delta_transient(error: &DeltaTableError) -> bool {
         E::ObjectStore { source } => store_transient(source),
         // Lost commit races (another writer's commit, a retried conditional
         // put) are settled by reading the log again.
-        E::Io { .. } | E::Transaction { .. } | E::VersionAlreadyExists(_) => true,
+        E::Io { source } => !io_refused(source),
+        E::Transaction { .. } | E::VersionAlreadyExists(_) => true,
         E::NotATable(_)
         | E::InvalidTableLocation(_)
         | E::MissingFeature { .. }
@@ -62,8 +64,8 @@ fn caused_by_store(error: &(dyn StdError + 'static)) -> bool {
         if let Some(store) = current.downcast_ref::<object_store::Error>() {
             return store_transient(store);
         }
-        if current.downcast_ref::<std::io::Error>().is_some() {
-            return true;
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            return !io_refused(io);
         }
         cause = current.source();
     }
@@ -74,7 +76,32 @@ fn caused_by_store(error: &(dyn StdError + 'static)) -> bool {
 /// and reports a missing object as "File not found"; its message is all
 /// that says a store call failed.
 fn says_store_failed(message: &str) -> bool {
-    message.contains("Error interacting with object store") && !message.contains("not found")
+    message.contains("Error interacting with object store")
+        && !message.contains("not found")
+        && !message.contains("Read-only file system")
+        && !message.contains("Permission denied")
+}
+
+/// Whether a local file system error in `error`'s chain is the system's
+/// answer (a read-only mount, a directory the user may not write, a full
+/// disk), which waiting does not change: the stream stops and says why.
+fn refused_by_the_system(error: &(dyn StdError + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(current) = cause {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            return io_refused(io);
+        }
+        cause = current.source();
+    }
+    false
+}
+
+fn io_refused(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        error.kind(),
+        K::ReadOnlyFilesystem | K::PermissionDenied | K::StorageFull | K::QuotaExceeded
+    )
 }
 
 #[cfg(test)]
@@ -110,6 +137,26 @@ mod tests {
             source: "412".into(),
         };
         assert!(!store_transient(&exists));
+    }
+
+    #[test]
+    fn a_read_only_or_full_local_disk_is_an_answer() {
+        let local = |kind| object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::new(kind, "/lake/orders")),
+        };
+        assert!(!store_transient(&local(
+            std::io::ErrorKind::ReadOnlyFilesystem
+        )));
+        assert!(!store_transient(&local(std::io::ErrorKind::StorageFull)));
+        assert!(!store_transient(&local(
+            std::io::ErrorKind::PermissionDenied
+        )));
+        assert!(store_transient(&local(std::io::ErrorKind::TimedOut)));
+        let kernel = DeltaTableError::Generic(
+            "Error interacting with object store: Read-only file system (os error 30)".into(),
+        );
+        assert!(!delta_transient(&kernel));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::domain::FactRow;
-use crate::engine::{EngineError, Observer, SnapshotProgress};
+use crate::engine::{EngineError, Observer, SnapshotProgress, SourceCheck};
 
 /// Identifies a stream's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,6 +43,9 @@ pub struct Metrics {
     headroom: Family<StreamLabels, FloatGauge>,
     ingestion_lag: Family<StreamLabels, FloatGauge>,
     capture_lag: Family<StreamLabels, FloatGauge>,
+    live_capture_lag: Family<StreamLabels, FloatGauge>,
+    snapshot_copied: Family<StreamLabels, Gauge>,
+    snapshot_estimated: Family<StreamLabels, Gauge>,
     up: Family<StreamLabels, Gauge>,
     errors: Family<ErrorLabels, Counter>,
     failed: Mutex<Vec<String>>,
@@ -72,8 +75,8 @@ impl Metrics {
             "Wall-clock duration of the last micro-batch",
         );
         let headroom = float(
-            "retention_headroom_hours",
-            "Hours between CDC cleanup's low-water mark and the stream's position, at the last batch",
+            "retention_headroom_seconds",
+            "Seconds until CDC cleanup can reach the stream's position, at the last batch or trigger (the facts column retention_headroom_hours, in seconds)",
         );
         let ingestion_lag = float(
             "ingestion_lag_seconds",
@@ -82,6 +85,10 @@ impl Metrics {
         let capture_lag = float(
             "capture_lag_seconds",
             "Seconds CDC capture trailed the wall clock, at the last batch",
+        );
+        let live_capture_lag = float(
+            "live_capture_lag_seconds",
+            "Seconds since the commit of the source's max LSN, read on every trigger (idle ones included): grows while capture is stopped",
         );
         let mut counter = |name: &str, help: &str| {
             let family = Family::<StreamLabels, Counter>::default();
@@ -94,6 +101,19 @@ impl Metrics {
         let read_bytes = counter(
             "read_bytes",
             "Bytes received from SQL Server by micro-batches",
+        );
+        let mut int_gauge = |name: &str, help: &str| {
+            let family = Family::<StreamLabels, Gauge>::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        let snapshot_copied = int_gauge(
+            "snapshot_progress_rows",
+            "Rows the running (or last) snapshot has copied",
+        );
+        let snapshot_estimated = int_gauge(
+            "snapshot_estimated_rows",
+            "The snapshotted table's row count as the catalog estimates it",
         );
         let up = Family::<StreamLabels, Gauge>::default();
         registry.register(
@@ -118,6 +138,9 @@ impl Metrics {
             headroom,
             ingestion_lag,
             capture_lag,
+            live_capture_lag,
+            snapshot_copied,
+            snapshot_estimated,
             up,
             errors,
             failed: Mutex::new(Vec::new()),
@@ -187,13 +210,41 @@ impl StreamObserver {
 }
 
 impl Observer for StreamObserver {
-    fn snapshot_progress(&self, _progress: &SnapshotProgress) {}
+    fn snapshot_progress(&self, progress: &SnapshotProgress) {
+        let m = &self.metrics;
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        m.snapshot_copied
+            .get_or_create(&self.labels)
+            .set(count(progress.rows));
+        match progress.estimated_rows {
+            Some(total) => {
+                m.snapshot_estimated
+                    .get_or_create(&self.labels)
+                    .set(count(total));
+            }
+            None => {
+                m.snapshot_estimated.remove(&self.labels);
+            }
+        }
+    }
 
     fn snapshot_done(&self, row: &FactRow) {
         let m = &self.metrics;
-        m.snapshot_rows
+        let rows = row.rows.unwrap_or(0);
+        m.snapshot_rows.get_or_create(&self.labels).inc_by(rows);
+        m.snapshot_copied
             .get_or_create(&self.labels)
-            .inc_by(row.rows.unwrap_or(0));
+            .set(i64::try_from(rows).unwrap_or(i64::MAX));
+    }
+
+    fn source_checked(&self, check: &SourceCheck) {
+        let m = &self.metrics;
+        let lag = check
+            .max_commit_ts
+            .map(|commit| (check.observed_at - commit).num_milliseconds() as f64 / 1000.0);
+        self.set_or_clear(&m.live_capture_lag, lag);
+        let headroom = check.measures.retention_headroom_hours.map(|h| h * 3600.0);
+        self.set_or_clear(&m.headroom, headroom);
     }
 
     fn batch_done(&self, row: &FactRow) {
@@ -210,7 +261,10 @@ impl Observer for StreamObserver {
         m.last_batch.get_or_create(&self.labels).set(written);
         let duration = row.duration_ms.map(|ms| ms as f64 / 1000.0);
         self.set_or_clear(&m.batch_duration, duration);
-        self.set_or_clear(&m.headroom, row.retention_headroom_hours);
+        self.set_or_clear(
+            &m.headroom,
+            row.retention_headroom_hours.map(|h| h * 3600.0),
+        );
         self.set_or_clear(&m.ingestion_lag, row.ingestion_lag_seconds);
         self.set_or_clear(&m.capture_lag, row.capture_lag_seconds);
     }
@@ -253,7 +307,7 @@ mod tests {
             format!("mssql_cdc_batches_total{labels} 2"),
             format!("mssql_cdc_rows_total{labels} 14"),
             format!("mssql_cdc_read_bytes_total{labels} 1000000"),
-            format!("mssql_cdc_retention_headroom_hours{labels} 71.5"),
+            format!("mssql_cdc_retention_headroom_seconds{labels} 257400.0"),
             format!("mssql_cdc_ingestion_lag_seconds{labels} 2.0"),
             format!("mssql_cdc_up{labels} 1"),
         ] {

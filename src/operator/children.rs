@@ -20,6 +20,9 @@ use super::policy::{Refusal, WorkerPolicy};
 /// The variable the worker reads the SQL password from; the operator fills
 /// it from the stream's `passwordFrom.secretKeyRef`.
 pub const PASSWORD_ENV: &str = "MSSQL_CDC_PASSWORD";
+/// The variable the worker reads the monitoring login's password from,
+/// filled from `spec.source.monitoring`'s `secretKeyRef`.
+pub const MONITORING_PASSWORD_ENV: &str = "MSSQL_CDC_MONITORING_PASSWORD";
 /// Port of the worker's `/healthz` (the worker's default `--listen` port).
 pub const WORKER_PORT: i32 = 8080;
 /// Label naming the stream a child belongs to.
@@ -32,6 +35,11 @@ pub fn worker_config(stream: &CdcStream) -> Result<StreamConfig, ValidationError
     let mut config = stream.spec.validate()?;
     if matches!(config.source.password, PasswordSource::SecretKeyRef { .. }) {
         config.source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
+    }
+    if let Some(login) = config.source.monitoring.as_mut()
+        && matches!(login.password, PasswordSource::SecretKeyRef { .. })
+    {
+        login.password = PasswordSource::Env(MONITORING_PASSWORD_ENV.to_string());
     }
     Ok(config)
 }
@@ -52,6 +60,8 @@ pub struct WorkerDefaults {
     pub pod_labels: BTreeMap<String, String>,
     /// The images and ServiceAccounts a stream may ask for.
     pub policy: WorkerPolicy,
+    /// The worker's log level (`--log-level`), when not the default.
+    pub log_level: Option<String>,
 }
 
 impl WorkerDefaults {
@@ -64,6 +74,7 @@ impl WorkerDefaults {
             image_pull_secrets: Vec::new(),
             pod_labels: BTreeMap::new(),
             policy: WorkerPolicy::default(),
+            log_level: None,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The health conditions of a CdcStream, as a pure function of the stream
-//! (its spec and what its worker reported), its phase and the time. The
-//! verdicts are the shared `src/health` ones, so a stream is judged exactly
-//! as `mssql-cdc health` judges its facts.
+//! (its spec and what its worker reported), its phase, its worker pods,
+//! the last reconcile's outcome and the time. The verdicts are the shared
+//! `src/health` ones, so a stream is judged exactly as `mssql-cdc health`
+//! judges its facts. WorkerRunning, Progressing, CaptureCurrent and
+//! CaptureHealthy are judged in their own modules.
 //!
 //! Every type is True when all is well, except DataLoss, which is True when
 //! the worker met purged changes. Reasons are the health alert and stale
@@ -11,16 +13,21 @@
 //! stream's conditions are not rewritten after every batch.
 
 use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+use super::capture_conditions::{capture_current, capture_healthy, live_capture_lag};
 use super::children::BuildError;
+use super::rollout::{observed_generation, progressing};
 use super::status::{Transition, failure_note};
+use super::worker_condition::worker_running;
 use crate::health::{
     Alert, FreshnessLimits, LatestBatch, StreamHealth, Verdict, assess_finalization, assess_stream,
 };
 use crate::spec::{
-    AlertLimits, CdcStream, CdcStreamStatus, DataLossAction, DataLossStatus, Phase, Trigger,
+    AlertLimits, CdcStream, CdcStreamStatus, DataLossAction, DataLossStatus, Phase, SnapshotPhase,
+    SnapshotStatus, Trigger,
 };
 
 /// The stream runs and nothing fires.
@@ -42,6 +49,19 @@ pub const FINALIZED: &str = "Finalized";
 pub const SILVER_FINALIZED: &str = "SilverFinalized";
 /// The worker met changes purged before it read them (True is bad).
 pub const DATA_LOSS: &str = "DataLoss";
+/// The worker pod runs (or its last scheduled run completed).
+pub const WORKER_RUNNING: &str = "WorkerRunning";
+/// A worker of an older spec runs while one of the current spec starts.
+pub const PROGRESSING: &str = "Progressing";
+/// The live capture lag is within `spec.alerts.captureLag`.
+pub const CAPTURE_CURRENT: &str = "CaptureCurrent";
+/// Capture's own health, read by the monitoring login.
+pub const CAPTURE_HEALTHY: &str = "CaptureHealthy";
+
+/// The reason of Ready (and the Warning Event) when a reconcile failed.
+pub const RECONCILE_ERROR: &str = "ReconcileError";
+/// The reason of Ready while a snapshot copies the table.
+pub const SNAPSHOTTING: &str = "Snapshotting";
 
 /// The reason of every condition that cannot be judged before the first batch.
 const NO_PROGRESS: &str = "NoProgress";
@@ -50,11 +70,11 @@ const NO_PROGRESS_MESSAGE: &str = "the worker has not reported a batch yet: chec
 
 /// One condition before it becomes a `metav1.Condition`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Judged {
-    type_: &'static str,
-    status: &'static str,
-    reason: &'static str,
-    message: String,
+pub(super) struct Judged {
+    pub(super) type_: &'static str,
+    pub(super) status: &'static str,
+    pub(super) reason: String,
+    pub(super) message: String,
     /// Whether it makes the stream not Ready (set from the verdict's own
     /// rule, e.g. `FinalizationHealth::fires`).
     blocks_ready: bool,
@@ -67,30 +87,39 @@ impl Judged {
     }
 }
 
-fn judged(
+pub(super) fn judged(
     type_: &'static str,
     status: &'static str,
-    reason: &'static str,
+    reason: impl Into<String>,
     message: impl Into<String>,
 ) -> Judged {
     Judged {
         type_,
         status,
-        reason,
+        reason: reason.into(),
         message: message.into(),
         blocks_ready: false,
     }
 }
 
-/// The conditions of `stream` in `phase` at `now`, in a fixed order;
-/// `failure` says why no worker could be built (phase Failed).
-/// Finalized is left out when the stream keeps no finalization table.
-pub fn conditions(
-    stream: &CdcStream,
-    phase: Phase,
-    failure: Option<&BuildError>,
-    now: DateTime<Utc>,
-) -> Vec<Condition> {
+/// What the operator saw besides the stream itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    /// The stream's worker pods.
+    pub pods: &'a [Pod],
+    /// Why no worker could be built (phase Failed).
+    pub failure: Option<&'a BuildError>,
+    /// Why the last reconcile failed, if it did.
+    pub reconcile_error: Option<&'a str>,
+    /// The time conditions are judged at.
+    pub now: DateTime<Utc>,
+}
+
+/// The conditions of `stream` in `phase`, in a fixed order. Finalized is
+/// left out when the stream keeps no finalization table.
+pub fn conditions(stream: &CdcStream, phase: Phase, observed: &Observed<'_>) -> Vec<Condition> {
+    let now = observed.now;
+    let failure = observed.failure;
     let validated = stream.spec.validate();
     let (limits, trigger) = match &validated {
         Ok(config) => (config.alerts, config.trigger),
@@ -98,21 +127,26 @@ pub fn conditions(
     };
     let unreported = CdcStreamStatus::default();
     let status = stream.status.as_ref().unwrap_or(&unreported);
-    let batch = status.progress.as_ref().map(|p| LatestBatch {
-        target: stream.spec.target.name.clone(),
-        written_at: p.written_at,
-        end_commit_ts: p.end_commit_ts,
-        retention_headroom_hours: p.retention_headroom_hours,
-        ingestion_lag_seconds: p.ingestion_lag_seconds,
-        capture_lag_seconds: p.capture_lag_seconds,
+    let batch = status.progress.as_ref().and_then(|p| {
+        Some(LatestBatch {
+            target: stream.spec.target.name.clone(),
+            written_at: p.written_at?,
+            end_commit_ts: p.end_commit_ts,
+            retention_headroom_hours: p.retention_headroom_hours,
+            ingestion_lag_seconds: p.ingestion_lag_seconds,
+            capture_lag_seconds: p.capture_lag_seconds,
+        })
     });
     let health = batch
         .as_ref()
         .map(|b| assess_stream(b, now, &limits.thresholds));
+    let snapshot = running_snapshot(status);
 
     let t = &limits.thresholds;
     let mut all = vec![
-        live(phase, health.as_ref(), &limits),
+        live(phase, health.as_ref(), snapshot, status, &limits, now),
+        worker_running(observed.pods, status.worker.as_ref(), phase, failure),
+        progressing(stream, phase),
         headroom(health.as_ref(), &limits),
         lag(
             INGESTION_LAG,
@@ -128,6 +162,8 @@ pub fn conditions(
             |h| h.capture_lag_seconds,
             t.max_capture_lag,
         ),
+        capture_current(status, &limits),
+        capture_healthy(stream, &limits, now),
         metrics(health.as_ref()),
     ];
     if let Some(spec) = &stream.spec.finalization {
@@ -172,22 +208,54 @@ pub fn conditions(
         }
     }
     all.push(data_loss(status.data_loss.as_ref()));
-    let ready = ready(
-        phase,
-        validated.as_ref().err(),
+    let blocking = Blocking {
+        invalid: validated.as_ref().err(),
         failure,
-        &all,
-        health.as_ref(),
-    );
+        reconcile_error: observed.reconcile_error,
+        snapshot,
+    };
+    let ready = ready(phase, &blocking, &all, health.as_ref());
     all.insert(0, ready);
 
     let old = &status.conditions;
+    let generation = observed_generation(stream, phase);
     all.into_iter()
-        .map(|j| to_condition(j, old, stream.metadata.generation, now))
+        .map(|j| to_condition(j, old, generation, now))
         .collect()
 }
 
-fn live(phase: Phase, health: Option<&StreamHealth>, limits: &AlertLimits) -> Judged {
+/// The snapshot the worker reports running, if any.
+fn running_snapshot(status: &CdcStreamStatus) -> Option<&SnapshotStatus> {
+    status
+        .snapshot
+        .as_ref()
+        .filter(|s| s.phase == SnapshotPhase::Running)
+}
+
+/// `42% of ~200000 rows, 8000 rows/s, ETA 12:03:04 UTC`
+pub fn snapshot_words(s: &SnapshotStatus) -> String {
+    let share = match (s.percent(), s.estimated_rows) {
+        (Some(percent), Some(total)) => format!("{percent:.0}% of ~{total} rows"),
+        _ => format!("{} rows", s.rows),
+    };
+    let eta = s
+        .eta
+        .map(|eta| format!(", ETA {}", eta.format("%H:%M:%S UTC")))
+        .unwrap_or_default();
+    format!(
+        "{share} ({} rows, {} chunks), {:.0} rows/s{eta}",
+        s.rows, s.chunks, s.rows_per_second
+    )
+}
+
+fn live(
+    phase: Phase,
+    health: Option<&StreamHealth>,
+    snapshot: Option<&SnapshotStatus>,
+    status: &CdcStreamStatus,
+    limits: &AlertLimits,
+    now: DateTime<Utc>,
+) -> Judged {
     if phase == Phase::Suspended {
         return judged(
             LIVE,
@@ -196,19 +264,40 @@ fn live(phase: Phase, health: Option<&StreamHealth>, limits: &AlertLimits) -> Ju
             "spec.suspend is set, so no worker runs: unset it to resume the stream",
         );
     }
+    let silence = limits.thresholds.silence;
+    let limit = humantime::format_duration(silence);
+    if let Some(snapshot) = snapshot {
+        let since = format_hours(seconds(snapshot.updated_at, now) / 3600.0);
+        if seconds(snapshot.updated_at, now) <= silence.as_secs_f64() {
+            return judged(
+                LIVE,
+                "True",
+                SNAPSHOTTING,
+                format!("the snapshot reported progress {since} ago"),
+            );
+        }
+        return judged(
+            LIVE,
+            "False",
+            "SnapshotStalled",
+            format!(
+                "the snapshot reported no progress for {since} (limit {limit}): check that the \
+                 worker pod runs and read its log"
+            ),
+        );
+    }
     let Some(health) = health else {
         return judged(LIVE, "Unknown", NO_PROGRESS, NO_PROGRESS_MESSAGE);
     };
     let since = format_hours(health.hours_since_last);
     if health.alerts.contains(&Alert::FactsStopped) {
-        let limit = humantime::format_duration(limits.thresholds.silence);
         return judged(
             LIVE,
             "False",
             Alert::FactsStopped.name(),
             format!(
                 "last batch {since} ago (limit {limit}); {}",
-                Alert::FactsStopped.message()
+                which_stopped(status, limits, now)
             ),
         );
     }
@@ -218,6 +307,33 @@ fn live(phase: Phase, health: Option<&StreamHealth>, limits: &AlertLimits) -> Ju
         "BatchesReported",
         format!("last batch {since} ago"),
     )
+}
+
+/// The monitoring guide's rule for silent facts: while the worker still
+/// reads the source, a stale max LSN means capture stopped, a current one
+/// that the stream stopped; without such reads, the stream stopped.
+fn which_stopped(status: &CdcStreamStatus, limits: &AlertLimits, now: DateTime<Utc>) -> String {
+    let silence = limits.thresholds.silence.as_secs_f64();
+    let looked = status
+        .progress
+        .as_ref()
+        .and_then(|p| p.latest_offset.as_ref())
+        .filter(|o| seconds(o.observed_at, now) <= silence);
+    match (looked, live_capture_lag(status)) {
+        (Some(_), Some(lag)) if lag > limits.capture_lag.as_secs_f64() => format!(
+            "CDC capture stopped, not the stream: the worker still reads the source, whose newest \
+             change is {} old; a DBA should check the capture job and SQL Server Agent",
+            format_hours(lag / 3600.0)
+        ),
+        (Some(_), _) => "the stream stopped while capture is current: the worker reads the \
+             source but runs no batch; read the worker's log"
+            .to_string(),
+        (None, _) => Alert::FactsStopped.message().to_string(),
+    }
+}
+
+fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_milliseconds() as f64 / 1000.0
 }
 
 fn headroom(health: Option<&StreamHealth>, limits: &AlertLimits) -> Judged {
@@ -378,18 +494,28 @@ fn data_loss(reported: Option<&DataLossStatus>) -> Judged {
     judged(DATA_LOSS, "True", reason, format!("{range}; {todo}")).blocking(stopped)
 }
 
+/// What makes a stream not Ready before any condition does.
+struct Blocking<'a> {
+    invalid: Option<&'a crate::spec::ValidationErrors>,
+    failure: Option<&'a BuildError>,
+    reconcile_error: Option<&'a str>,
+    snapshot: Option<&'a SnapshotStatus>,
+}
+
+/// Ready: False with the reason of the first thing that fails, in the
+/// order an on-call engineer fixes them.
 fn ready(
     phase: Phase,
-    invalid: Option<&crate::spec::ValidationErrors>,
-    failure: Option<&BuildError>,
+    blocking: &Blocking<'_>,
     others: &[Judged],
     health: Option<&StreamHealth>,
 ) -> Judged {
+    let failure = blocking.failure;
     // A refused worker first: whatever else the spec says, nothing runs.
     if let Some(error) = failure.filter(|e| e.removes_worker()) {
         return judged(READY, "False", error.reason(), failure_note(error));
     }
-    if let Some(errors) = invalid {
+    if let Some(errors) = blocking.invalid {
         let message = format!(
             "the spec is not valid: {}; fix the spec",
             errors
@@ -401,9 +527,15 @@ fn ready(
         );
         return judged(READY, "False", "InvalidSpec", message);
     }
+    if let Some(error) = blocking.reconcile_error {
+        return judged(
+            READY,
+            "False",
+            RECONCILE_ERROR,
+            format!("the operator cannot apply the worker: {error}"),
+        );
+    }
     match phase {
-        Phase::Streaming | Phase::Snapshotting => {}
-        Phase::Pending => return judged(READY, "False", "Pending", NO_PROGRESS_MESSAGE),
         Phase::Suspended => {
             return judged(
                 READY,
@@ -423,19 +555,40 @@ fn ready(
                 ),
             };
         }
+        Phase::Pending | Phase::Streaming | Phase::Snapshotting => {}
     }
-    let not_live = others
-        .iter()
-        .find(|j| j.type_ == LIVE && j.status != "True");
-    if let Some(live) = not_live {
-        return judged(READY, "False", live.reason, live.message.clone());
+    let find = |type_: &str| others.iter().find(|j| j.type_ == type_);
+    // Ready takes the reason and message of the first of `types` that is False.
+    let first_false = |types: [&str; 2]| {
+        types
+            .into_iter()
+            .filter_map(find)
+            .find(|j| j.status == "False")
+            .map(|j| judged(READY, "False", j.reason.clone(), j.message.clone()))
+    };
+    if let Some(ready) = first_false([WORKER_RUNNING, LIVE]) {
+        return ready;
+    }
+    if let Some(snapshot) = blocking.snapshot {
+        return judged(
+            READY,
+            "False",
+            SNAPSHOTTING,
+            format!("the worker copies the table: {}", snapshot_words(snapshot)),
+        );
+    }
+    if phase == Phase::Pending || find(LIVE).is_some_and(|j| j.status != "True") {
+        return judged(READY, "False", "Pending", NO_PROGRESS_MESSAGE);
     }
     if let Some(alert) = health.filter(|h| h.fires()).and_then(|h| h.alerts.first()) {
         return judged(READY, "False", alert.name(), alert.message());
     }
+    if let Some(ready) = first_false([CAPTURE_CURRENT, CAPTURE_HEALTHY]) {
+        return ready;
+    }
     let blocking = others.iter().find(|j| j.blocks_ready);
     if let Some(other) = blocking {
-        return judged(READY, "False", other.reason, other.message.clone());
+        return judged(READY, "False", other.reason.clone(), other.message.clone());
     }
     judged(
         READY,
@@ -459,7 +612,7 @@ fn to_condition(
     Condition {
         type_: judged.type_.to_string(),
         status: judged.status.to_string(),
-        reason: judged.reason.to_string(),
+        reason: judged.reason,
         message: judged.message,
         last_transition_time,
         observed_generation: generation,

@@ -4,6 +4,25 @@ use serde_json::{Value, json};
 use super::*;
 use crate::operator::test_fixtures;
 
+/// The conditions without pods or reconcile errors, as most cases need.
+fn conditions(
+    stream: &CdcStream,
+    phase: Phase,
+    failure: Option<&BuildError>,
+    now: DateTime<Utc>,
+) -> Vec<Condition> {
+    super::conditions(
+        stream,
+        phase,
+        &Observed {
+            pods: &[],
+            failure,
+            reconcile_error: None,
+            now,
+        },
+    )
+}
+
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap()
 }
@@ -61,9 +80,13 @@ fn without_progress_only_the_phase_and_data_loss_are_known() {
     let expected = [
         (READY, "False", "Pending"),
         (LIVE, "Unknown", "NoProgress"),
+        (WORKER_RUNNING, "Unknown", "NoWorkerPod"),
+        (PROGRESSING, "True", "WorkerStarting"),
         (RETENTION_HEADROOM, "Unknown", "NoProgress"),
         (INGESTION_LAG, "Unknown", "NoProgress"),
         (CAPTURE_LAG, "Unknown", "NoProgress"),
+        (CAPTURE_CURRENT, "Unknown", "NoProgress"),
+        (CAPTURE_HEALTHY, "Unknown", "NotMonitored"),
         (METRICS_AVAILABLE, "Unknown", "NoProgress"),
         (DATA_LOSS, "False", "NoneReported"),
     ];
@@ -74,9 +97,8 @@ fn without_progress_only_the_phase_and_data_loss_are_known() {
     assert_eq!(summary(&got), expected);
     for condition in &got {
         assert_eq!(
-            condition.observed_generation,
-            Some(1),
-            "{}",
+            condition.observed_generation, None,
+            "{}: no worker runs a spec yet",
             condition.type_
         );
         assert_eq!(condition.last_transition_time, metav1_time(now()));
@@ -196,11 +218,60 @@ fn each_condition_follows_its_health_verdict() {
         (
             "snapshotting before the first batch",
             none.clone(),
-            json!({}),
+            json!({"snapshot": {
+                "phase": "Running", "rows": 500, "estimatedRows": 2000, "rowsPerSecond": 100.0,
+                "chunks": 5, "startedAt": ago(1), "updatedAt": ago(0)
+            }}),
             Phase::Snapshotting,
             vec![
-                (READY, "False", "NoProgress"),
-                (LIVE, "Unknown", "NoProgress"),
+                (READY, "False", "Snapshotting"),
+                (LIVE, "True", "Snapshotting"),
+            ],
+        ),
+        (
+            "a snapshot that stopped reporting",
+            none.clone(),
+            json!({"snapshot": {
+                "phase": "Running", "rows": 500, "rowsPerSecond": 100.0,
+                "chunks": 5, "startedAt": ago(40), "updatedAt": ago(20)
+            }}),
+            Phase::Snapshotting,
+            vec![
+                (READY, "False", "SnapshotStalled"),
+                (LIVE, "False", "SnapshotStalled"),
+            ],
+        ),
+        (
+            "snapshot done on a quiet table, one idle trigger since",
+            none.clone(),
+            json!({
+                "snapshot": {"phase": "Done", "rows": 2000, "rowsPerSecond": 100.0,
+                             "chunks": 20, "startedAt": ago(3), "updatedAt": ago(1)},
+                "progress": {"writtenAt": ago(1), "endCommitTs": ago(2),
+                             "retentionHeadroomHours": 72.0, "ingestionLagSeconds": 0.0,
+                             "captureLagSeconds": 5.0,
+                             "latestOffset": {"lsn": "0x00000001000000100001", "commitTs": ago(2),
+                                              "observedAt": ago(0)}}
+            }),
+            Phase::Streaming,
+            vec![
+                (READY, "True", "Healthy"),
+                (CAPTURE_CURRENT, "True", "CaptureCurrent"),
+            ],
+        ),
+        (
+            "capture stopped: live capture lag past the limit, the stream still live",
+            none.clone(),
+            json!({"progress": {
+                "batchId": 7, "writtenAt": ago(5), "endCommitTs": ago(12),
+                "retentionHeadroomHours": 72.0, "ingestionLagSeconds": 0.0, "captureLagSeconds": 5.0,
+                "latestOffset": {"lsn": "0x00000001000000100001", "commitTs": ago(12), "observedAt": ago(0)}
+            }}),
+            Phase::Streaming,
+            vec![
+                (READY, "False", "CaptureBehind"),
+                (LIVE, "True", "BatchesReported"),
+                (CAPTURE_CURRENT, "False", "CaptureBehind"),
             ],
         ),
         (
@@ -293,14 +364,14 @@ fn finalized_is_absent_without_a_finalization_table() {
         "{:?}",
         summary(&got)
     );
-    assert_eq!(got.len(), 7);
+    assert_eq!(got.len(), 11);
     let with = conditions(
         &stream(finalization_spec(), json!({"progress": healthy()})),
         Phase::Streaming,
         None,
         now(),
     );
-    assert_eq!(with.len(), 8);
+    assert_eq!(with.len(), 12);
 }
 
 #[test]

@@ -2,10 +2,11 @@
 //! watched ones, one controller each) it applies the worker that
 //! `children` builds (server-side apply, field manager
 //! `mssql-cdc-operator`), removes a worker of the other kind, or any worker
-//! when the policy refuses the stream, records an Event when the phase or
-//! readiness changes, and applies the phase and the health conditions to
-//! the status. Every decision is made by the pure steps in `children`,
-//! `policy`, `status` and `conditions`.
+//! when the policy refuses the stream, reads the worker's pods, records an
+//! Event when the phase or readiness changes (and a Warning when a
+//! reconcile fails), and applies the phase and the health conditions to
+//! the status, a failed reconcile included. Every decision is made by the
+//! pure steps in `children`, `policy`, `status` and `conditions`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +15,11 @@ use chrono::{DateTime, Utc};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -24,9 +27,10 @@ use serde::de::DeserializeOwned;
 
 use crate::spec::CdcStream;
 
-use super::children::{BuildError, WorkerDefaults, Workload, desired_workload};
-use super::conditions::{conditions, ready_changed, ready_event};
+use super::children::{BuildError, STREAM_LABEL, WorkerDefaults, Workload, desired_workload};
+use super::conditions::{Observed, RECONCILE_ERROR, conditions, ready_changed, ready_event};
 use super::metrics::OperatorMetrics;
+use super::rollout::observed_generation;
 use super::status::{OPERATOR_FIELD_MANAGER, Transition, phase, status_patch, transition};
 use super::supervisor::Supervisor;
 
@@ -55,7 +59,14 @@ pub enum ReconcileError {
     /// The stream has no namespace (a cluster-scoped copy cannot exist).
     #[error("CdcStream {0} has no namespace")]
     NoNamespace(String),
+    /// A child the API server would refuse, refused before asking.
+    #[error("{0}")]
+    Invalid(String),
 }
+
+/// The longest CronJob name Kubernetes accepts: its Jobs get an 11-character
+/// suffix within the 63 of a label value.
+pub const MAX_CRONJOB_NAME: usize = 52;
 
 impl ReconcileError {
     /// A short label for the metric of errors by kind.
@@ -68,6 +79,7 @@ impl ReconcileError {
             } => "api_rejected",
             ReconcileError::Api { .. } => "api_unreachable",
             ReconcileError::NoNamespace(_) => "no_namespace",
+            ReconcileError::Invalid(_) => "invalid_child",
         }
     }
 }
@@ -162,9 +174,21 @@ pub async fn run_controller(
 fn scoped_controller(client: &Client, namespace: Option<&str>) -> Controller<CdcStream> {
     let owned =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=mssql-cdc-operator");
+    let workers = watcher::Config::default().labels(WORKER_PODS);
     Controller::new(scoped_api(client, namespace), watcher::Config::default())
         .owns(scoped_api::<Deployment>(client, namespace), owned.clone())
         .owns(scoped_api::<CronJob>(client, namespace), owned)
+        .watches(scoped_api::<Pod>(client, namespace), workers, stream_of_pod)
+}
+
+/// The label selector of every worker pod (Deployments' and Jobs' alike).
+const WORKER_PODS: &str = "app.kubernetes.io/name=mssql-cdc-worker";
+
+/// The stream a worker pod runs, from its labels.
+fn stream_of_pod(pod: Pod) -> Option<ObjectRef<CdcStream>> {
+    let name = pod.labels().get(STREAM_LABEL)?.clone();
+    let namespace = pod.namespace()?;
+    Some(ObjectRef::new(&name).within(&namespace))
 }
 
 fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -222,76 +246,134 @@ async fn reconcile(
         .ok_or_else(|| ReconcileError::NoNamespace(name.clone()))?;
     let client = &context.client;
     let built = desired_workload(&stream, &context.defaults);
-    match &built {
-        Ok(Workload::Continuous(deployment)) => {
-            apply(
-                Api::namespaced(client.clone(), &namespace),
-                &name,
-                deployment.as_ref(),
-            )
-            .await?;
-            delete_owned::<CronJob>(client, &namespace, &name, &stream).await?;
-        }
-        Ok(Workload::Scheduled(cron_job)) => {
-            apply(
-                Api::namespaced(client.clone(), &namespace),
-                &name,
-                cron_job.as_ref(),
-            )
-            .await?;
-            delete_owned::<Deployment>(client, &namespace, &name, &stream).await?;
-        }
-        // The policy refuses what the stream asks for: no worker runs it,
-        // not even one built before the spec or the policy changed.
-        Err(error) if error.removes_worker() => {
-            tracing::warn!(stream = %name, namespace, "{error}");
-            delete_owned::<Deployment>(client, &namespace, &name, &stream).await?;
-            delete_owned::<CronJob>(client, &namespace, &name, &stream).await?;
-        }
-        // An invalid stream keeps whatever worker it had; the status says why.
-        Err(error) => tracing::warn!(stream = %name, namespace, "{error}"),
-    }
+    let applied = apply_workload(client, &stream, &namespace, &built).await;
+    let pods = worker_pods(client, &namespace, &name).await;
     let build: Result<(), &BuildError> = built.as_ref().map(|_| ());
     let new_phase = phase(&stream, build);
     let old_phase = stream.status.as_ref().and_then(|s| s.phase);
     let mut events: Vec<Transition> = transition(old_phase, new_phase, build)
         .into_iter()
         .collect();
-    let conditions = conditions(&stream, new_phase, built.as_ref().err(), (context.clock)());
+    let reconcile_error = applied.as_ref().err().map(ToString::to_string);
+    let observed = Observed {
+        pods: &pods,
+        failure: built.as_ref().err(),
+        reconcile_error: reconcile_error.as_deref(),
+        now: (context.clock)(),
+    };
+    let conditions = conditions(&stream, new_phase, &observed);
     let old_conditions = stream
         .status
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     events.extend(ready_changed(old_conditions, &conditions).map(ready_event));
+    if let Some(error) = &reconcile_error {
+        events.push(Transition {
+            reason: RECONCILE_ERROR,
+            note: format!("the operator cannot apply the worker: {error}"),
+            warning: true,
+        });
+    }
     for change in events {
-        let event = Event {
-            type_: if change.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: change.reason.to_string(),
-            note: Some(change.note),
-            action: "Reconcile".to_string(),
-            secondary: None,
-        };
-        // An Event is informative: failing to record one does not fail the reconcile.
-        if let Err(error) = context
-            .recorder
-            .publish(&event, &stream.object_ref(&()))
-            .await
-        {
-            tracing::warn!(stream = %name, namespace, "cannot record an Event: {error}");
-        }
+        publish(&context, &stream, change).await;
     }
     let streams: Api<CdcStream> = Api::namespaced(client.clone(), &namespace);
-    let patch = status_patch(&name, stream.metadata.generation, new_phase, &conditions);
-    streams
+    let generation = observed_generation(&stream, new_phase);
+    let patch = status_patch(&name, generation, new_phase, &conditions);
+    let status = streams
         .patch_status(&name, &apply_params(), &Patch::Apply(patch))
         .await
-        .map_err(|source| api_error("apply status of", "CdcStream", &namespace, &name, source))?;
+        .map_err(|source| api_error("apply status of", "CdcStream", &namespace, &name, source));
+    // The child's error first: it is what the status reports.
+    applied?;
+    status?;
     Ok(Action::requeue(context.resync))
+}
+
+/// Applies the worker `built` describes and removes the other kind (or
+/// both, when the policy refuses the stream).
+async fn apply_workload(
+    client: &Client,
+    stream: &CdcStream,
+    namespace: &str,
+    built: &Result<Workload, BuildError>,
+) -> Result<(), ReconcileError> {
+    let name = stream.name_any();
+    match built {
+        Ok(Workload::Continuous(deployment)) => {
+            apply(
+                Api::namespaced(client.clone(), namespace),
+                &name,
+                deployment.as_ref(),
+            )
+            .await?;
+            delete_owned::<CronJob>(client, namespace, &name, stream).await?;
+        }
+        Ok(Workload::Scheduled(cron_job)) => {
+            if name.len() > MAX_CRONJOB_NAME {
+                return Err(ReconcileError::Invalid(format!(
+                    "a scheduled stream's CronJob takes its name, and CronJob names have at most \
+                     {MAX_CRONJOB_NAME} characters; {name:?} has {}: recreate the stream under a \
+                     shorter name",
+                    name.len()
+                )));
+            }
+            apply(
+                Api::namespaced(client.clone(), namespace),
+                &name,
+                cron_job.as_ref(),
+            )
+            .await?;
+            delete_owned::<Deployment>(client, namespace, &name, stream).await?;
+        }
+        // The policy refuses what the stream asks for: no worker runs it,
+        // not even one built before the spec or the policy changed.
+        Err(error) if error.removes_worker() => {
+            tracing::warn!(stream = %name, namespace, "{error}");
+            delete_owned::<Deployment>(client, namespace, &name, stream).await?;
+            delete_owned::<CronJob>(client, namespace, &name, stream).await?;
+        }
+        // An invalid stream keeps whatever worker it had; the status says why.
+        Err(error) => tracing::warn!(stream = %name, namespace, "{error}"),
+    }
+    Ok(())
+}
+
+/// The stream's worker pods; none when they cannot be listed (the
+/// WorkerRunning condition then says it does not know).
+async fn worker_pods(client: &Client, namespace: &str, name: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{WORKER_PODS},{STREAM_LABEL}={name}");
+    match pods.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => list.items,
+        Err(error) => {
+            tracing::warn!(stream = %name, namespace, "cannot list the worker's pods: {error}");
+            Vec::new()
+        }
+    }
+}
+
+/// Records an Event on the stream; failing to is logged, never fatal.
+async fn publish(context: &Context, stream: &CdcStream, change: Transition) {
+    let event = Event {
+        type_: if change.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: change.reason.to_string(),
+        note: Some(change.note),
+        action: "Reconcile".to_string(),
+        secondary: None,
+    };
+    if let Err(error) = context
+        .recorder
+        .publish(&event, &stream.object_ref(&()))
+        .await
+    {
+        tracing::warn!(stream = %stream.name_any(), "cannot record an Event: {error}");
+    }
 }
 
 fn error_policy(supervisor: &Supervisor, stream: &CdcStream, error: &ReconcileError) -> Action {

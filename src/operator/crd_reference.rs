@@ -205,7 +205,7 @@ mod tests {
             "rule `self == oldSelf`: appId is immutable",
             "| `spec.source.credentials.passwordFrom.secretKeyRef.name` |",
             "| `status.conditions[].type` | string | yes |",
-            "| `status.progress.writtenAt` | string (date-time) | yes |",
+            "| `status.progress.writtenAt` | string (date-time) |  |",
             "| Ready |",
         ] {
             assert!(page.contains(expected), "missing {expected:?} in\n{page}");

@@ -73,13 +73,26 @@ fn printer_columns_show_health_at_a_glance() {
         [
             "Phase",
             "Ready",
+            "Reason",
             "Lag",
             "Headroom",
             "Finalized",
             "Age",
-            "Silver"
+            "Silver",
+            "Table",
+            "Target",
+            "Message"
         ]
     );
+    // Ready's reason at a glance; the rest only in `kubectl get -o wide`.
+    let wide: Vec<String> = crd.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .filter(|c| c.priority == Some(1))
+        .map(|c| c.name.clone())
+        .collect();
+    assert_eq!(wide, ["Silver", "Table", "Target", "Message"]);
     // Silver's applied position only in `kubectl get -o wide`.
     let silver = crd.spec.versions[0]
         .additional_printer_columns

@@ -34,6 +34,14 @@ struct PhaseLabels {
     phase: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabels {
+    namespace: String,
+    name: String,
+    r#type: String,
+    status: String,
+}
+
 /// Every series of the operator process.
 pub struct OperatorMetrics {
     registry: Registry,
@@ -41,6 +49,7 @@ pub struct OperatorMetrics {
     errors: Family<KindLabels, Counter>,
     duration: Histogram,
     streams: Family<PhaseLabels, Gauge>,
+    conditions: Family<ConditionLabels, Gauge>,
     leader: Gauge,
     /// The controllers' caches of CdcStreams (one per watched namespace),
     /// once they run.
@@ -82,6 +91,12 @@ impl OperatorMetrics {
             "CdcStreams in the controller's cache, by status.phase (Unknown before the first reconcile)",
             streams.clone(),
         );
+        let conditions = Family::default();
+        registry.register(
+            "stream_condition",
+            "1 for each condition of each CdcStream in the controller's cache, with its status (True, False or Unknown)",
+            conditions.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -94,6 +109,7 @@ impl OperatorMetrics {
             errors,
             duration,
             streams,
+            conditions,
             leader,
             caches: Mutex::new(Vec::new()),
         }
@@ -134,6 +150,10 @@ impl OperatorMetrics {
                 .get_or_create(&PhaseLabels { phase })
                 .set(count);
         }
+        self.conditions.clear();
+        for labels in streams.iter().flat_map(|s| condition_labels(s)) {
+            self.conditions.get_or_create(&labels).set(1);
+        }
     }
 }
 
@@ -150,6 +170,23 @@ impl Exposition for OperatorMetrics {
     fn failures(&self) -> Vec<String> {
         Vec::new()
     }
+}
+
+/// One label set per condition of `stream`.
+fn condition_labels(stream: &CdcStream) -> Vec<ConditionLabels> {
+    let namespace = stream.metadata.namespace.clone().unwrap_or_default();
+    let name = stream.metadata.name.clone().unwrap_or_default();
+    stream
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .map(|c| ConditionLabels {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            r#type: c.type_.clone(),
+            status: c.status.clone(),
+        })
+        .collect()
 }
 
 /// How many `streams` are in each phase (as `status.phase` spells it).
@@ -197,6 +234,23 @@ mod tests {
                 ("Streaming".to_string(), 2),
                 ("Unknown".to_string(), 1),
             ]
+        );
+    }
+
+    #[test]
+    fn each_condition_is_a_series_with_its_status() {
+        let stream = stream(serde_json::json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "LoginFailed", "message": "m",
+             "lastTransitionTime": "2026-11-29T10:00:00Z"}
+        ]}}));
+        assert_eq!(
+            condition_labels(&stream),
+            [ConditionLabels {
+                namespace: "shop".into(),
+                name: "orders".into(),
+                r#type: "Ready".into(),
+                status: "False".into(),
+            }]
         );
     }
 

@@ -6,19 +6,24 @@
 //! leader election, metrics and retry backoff.
 
 pub mod backoff;
+pub mod capture_conditions;
 pub mod children;
 pub mod conditions;
 pub mod controller;
 pub mod crd;
 pub mod crd_reference;
+pub mod failure;
 pub mod leader;
 pub mod metrics;
 pub mod pod;
 pub mod policy;
 pub mod progress;
+pub mod rollout;
+pub mod spec_hash;
 pub mod status;
 pub mod supervisor;
 pub mod worker;
+pub mod worker_condition;
 pub mod yaml;
 
 #[cfg(test)]

@@ -15,9 +15,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::spec::{CdcStream, TMP_VOLUME, WorkerSpec};
+use crate::spec::{CdcStream, SecretKeyRef, TMP_VOLUME, WorkerSpec};
 
-use super::children::{BuildError, PASSWORD_ENV, WORKER_PORT, WorkerDefaults};
+use super::children::{
+    BuildError, MONITORING_PASSWORD_ENV, PASSWORD_ENV, WORKER_PORT, WorkerDefaults,
+};
+use super::spec_hash::{SPEC_HASH_ANNOTATION, spec_hash};
 
 /// Unprivileged user the worker runs as (distroless `nonroot`).
 const WORKER_UID: i64 = 65532;
@@ -42,18 +45,16 @@ pub fn pod_template(
         .ok_or(BuildError::PasswordNotFromSecret)?;
     let worker = stream.spec.worker.clone().unwrap_or_default();
     check(&worker)?;
-    let mut env = vec![EnvVar {
-        name: PASSWORD_ENV.into(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.name.clone(),
-                key: secret.key.clone(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-    }];
+    let mut env = vec![secret_env(PASSWORD_ENV, secret)];
+    if let Some(reference) = stream
+        .spec
+        .source
+        .monitoring
+        .as_ref()
+        .and_then(|m| m.credentials.password_from.secret_key_ref.as_ref())
+    {
+        env.push(secret_env(MONITORING_PASSWORD_ENV, reference));
+    }
     env.extend(worker.env.iter().cloned());
     let mut mounts = vec![VolumeMount {
         name: TMP_VOLUME.into(),
@@ -77,12 +78,7 @@ pub fn pod_template(
                 .unwrap_or_else(|| defaults.image.clone()),
         ),
         command: Some(vec!["mssql-cdc".into()]),
-        args: Some(vec![
-            "--log-format=json".into(),
-            "worker".into(),
-            "--stream".into(),
-            stream_ref.to_string(),
-        ]),
+        args: Some(worker_args(stream_ref, defaults)),
         env: Some(env),
         env_from: non_empty(worker.env_from.clone()),
         ports: Some(vec![ContainerPort {
@@ -113,7 +109,7 @@ pub fn pod_template(
     Ok(PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(pod_labels(selector, defaults, &worker)),
-            annotations: non_empty_map(worker.pod_annotations.clone()),
+            annotations: Some(pod_annotations(stream, &worker)),
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {
@@ -139,6 +135,40 @@ pub fn pod_template(
             ..PodSpec::default()
         }),
     })
+}
+
+/// `mssql-cdc --log-format=json [--log-level=L] worker --stream NS/NAME`.
+fn worker_args(stream_ref: &str, defaults: &WorkerDefaults) -> Vec<String> {
+    let mut args = vec!["--log-format=json".to_string()];
+    if let Some(level) = &defaults.log_level {
+        args.push(format!("--log-level={level}"));
+    }
+    args.extend(["worker".into(), "--stream".into(), stream_ref.to_string()]);
+    args
+}
+
+/// The stream's annotations, and the hash of the spec the pod runs: an
+/// edit the engine would see changes the template, so the worker rolls.
+fn pod_annotations(stream: &CdcStream, worker: &WorkerSpec) -> BTreeMap<String, String> {
+    let mut annotations = worker.pod_annotations.clone();
+    annotations.insert(SPEC_HASH_ANNOTATION.into(), spec_hash(&stream.spec));
+    annotations
+}
+
+/// A variable of the worker container from a Secret's key.
+fn secret_env(name: &str, secret: &SecretKeyRef) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.name.clone(),
+                key: secret.key.clone(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
 }
 
 /// The operator's labels for all workers, then the stream's; the selector

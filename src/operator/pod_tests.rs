@@ -159,7 +159,12 @@ fn nothing_extra_means_nothing_extra() {
     assert_eq!(pod.priority_class_name, None);
     assert_eq!(pod.service_account_name, None);
     assert_eq!(pod.containers[0].env_from, None);
-    assert_eq!(template.metadata.unwrap().annotations, None);
+    let annotations = template.metadata.unwrap().annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.keys().collect::<Vec<_>>(),
+        ["mssql-cdc.io/spec-hash"],
+        "only the hash of the spec the pod runs"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::spec::{API_VERSION, CdcStream, KIND, Phase};
+use crate::spec::{API_VERSION, CdcStream, KIND, Phase, SnapshotPhase};
 
 use super::children::BuildError;
 
@@ -13,8 +13,9 @@ use super::children::BuildError;
 pub const OPERATOR_FIELD_MANAGER: &str = "mssql-cdc-operator";
 
 /// Where the stream stands. The worker's reports decide between Pending,
-/// Snapshotting and Streaming: an open snapshot in the finalization row
-/// means Snapshotting, any batch progress means Streaming.
+/// Snapshotting and Streaming: a running snapshot (or an open one in the
+/// finalization row) means Snapshotting; a facts row or a look at the
+/// source means Streaming.
 pub fn phase(stream: &CdcStream, build: Result<(), &BuildError>) -> Phase {
     if build.is_err() {
         return Phase::Failed;
@@ -23,12 +24,18 @@ pub fn phase(stream: &CdcStream, build: Result<(), &BuildError>) -> Phase {
         return Phase::Suspended;
     }
     let status = stream.status.as_ref();
+    let snapshot_running = status
+        .and_then(|s| s.snapshot.as_ref())
+        .is_some_and(|s| s.phase == SnapshotPhase::Running);
     let snapshot_open = status
         .and_then(|s| s.finalization.as_ref())
         .is_some_and(|f| f.open_snapshot_lsn.is_some());
-    if snapshot_open {
+    let progressed = status
+        .and_then(|s| s.progress.as_ref())
+        .is_some_and(|p| p.written_at.is_some() || p.latest_offset.is_some());
+    if snapshot_running || snapshot_open {
         Phase::Snapshotting
-    } else if status.is_some_and(|s| s.progress.is_some()) {
+    } else if progressed {
         Phase::Streaming
     } else {
         Phase::Pending

@@ -1,11 +1,13 @@
 //! The worker's side of the status: an engine [`Observer`] that keeps the
-//! latest report (progress, finalization row, purged changes met), and a
-//! task that applies it to the status with server-side apply under the
-//! worker's own field manager. A report the API server refuses does not
+//! latest report (progress and the source's newest offset, the snapshot,
+//! the worker's own state, capture's health, finalization row, purged
+//! changes met), and a task that applies it to the status with server-side
+//! apply under the worker's own field manager. A report the API server refuses does not
 //! stop the stream, so it must not go unseen: it is logged as an error and
 //! counted in the worker's `/metrics` ([`StatusReports`]).
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use kube::Api;
@@ -18,13 +20,20 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::domain::{FactEvent, FactRow, VerdictUpdate};
-use crate::engine::{EngineError, Observer};
+use crate::engine::{EngineError, Observer, SnapshotProgress, SourceCheck};
 use crate::metrics::{Exposition, Metrics};
 use crate::spec::{
-    API_VERSION, CdcStream, DataLossAction, DataLossStatus, FinalizationStatus, KIND, Progress,
+    API_VERSION, CaptureStatus, CdcStream, DataLossAction, DataLossStatus, FinalizationStatus,
+    KIND, Progress, SnapshotPhase, SnapshotStatus, WorkerState, WorkerStatus,
 };
 
-use super::progress::progress_of;
+use super::failure::Failure;
+use super::progress::{record_batch, record_check, record_snapshot};
+use super::spec_hash::spec_hash;
+
+/// How often snapshot progress may be reported: often enough to be seen
+/// moving, rarely enough not to load the API server.
+const SNAPSHOT_REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// The field manager of everything the worker writes.
 pub const WORKER_FIELD_MANAGER: &str = "mssql-cdc-worker";
@@ -60,6 +69,15 @@ pub struct WorkerReport {
     /// `status.dataLoss`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_loss: Option<DataLossStatus>,
+    /// `status.snapshot`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStatus>,
+    /// `status.capture`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureStatus>,
+    /// `status.worker`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerStatus>,
 }
 
 impl WorkerReport {
@@ -76,6 +94,8 @@ pub struct StatusObserver {
     /// The stream's target: its verdicts go to `status.finalization`, the
     /// silver table's to `status.silver`.
     target: String,
+    /// When snapshot progress was last handed on.
+    snapshot_reported: Arc<Mutex<Option<Instant>>>,
 }
 
 impl StatusObserver {
@@ -87,8 +107,31 @@ impl StatusObserver {
     /// are only reported by the run that meets them.
     pub fn new(stream: &CdcStream) -> (Self, watch::Receiver<WorkerReport>) {
         let reported = stream.status.as_ref();
+        let progress = Progress {
+            generation: stream.metadata.generation,
+            spec_hash: Some(spec_hash(&stream.spec)),
+            ..reported
+                .and_then(|s| s.progress.clone())
+                .unwrap_or_default()
+        };
+        let before = reported.and_then(|s| s.worker.as_ref());
+        let restarts = match before {
+            Some(w) if w.state == WorkerState::Failed => w.restarts.saturating_add(1),
+            _ => 0,
+        };
         let report = WorkerReport {
-            progress: reported.and_then(|s| s.progress.clone()),
+            progress: Some(progress),
+            snapshot: reported.and_then(|s| s.snapshot.clone()),
+            capture: reported
+                .and_then(|s| s.capture.clone())
+                .filter(|_| stream.spec.source.monitoring.is_some()),
+            worker: Some(WorkerStatus {
+                state: WorkerState::Running,
+                reason: "Running".into(),
+                message: "the worker runs the stream".into(),
+                since: Utc::now(),
+                restarts,
+            }),
             finalization: reported
                 .and_then(|s| s.finalization.clone())
                 .filter(|_| stream.spec.finalization.is_some()),
@@ -102,9 +145,60 @@ impl StatusObserver {
             StatusObserver {
                 latest: Arc::new(sender),
                 target: stream.spec.target.name.clone(),
+                snapshot_reported: Arc::new(Mutex::new(None)),
             },
             receiver,
         )
+    }
+
+    /// The worker's own state from now on; a failure keeps the count of
+    /// failed runs in a row.
+    pub fn worker_state(&self, state: WorkerState, failure: Option<&Failure>) {
+        self.latest.send_modify(|report| {
+            let restarts = report.worker.as_ref().map_or(0, |w| w.restarts);
+            let (reason, message) = match (state, failure) {
+                (_, Some(f)) => (f.reason.to_string(), f.message.clone()),
+                (WorkerState::Stopped, None) => (
+                    "Stopped".to_string(),
+                    "the worker was asked to stop (SIGTERM) and did, after its batch".to_string(),
+                ),
+                (WorkerState::Completed, None) => (
+                    "Completed".to_string(),
+                    "the availableNow run caught up and ended".to_string(),
+                ),
+                (_, None) => (
+                    "Running".to_string(),
+                    "the worker runs the stream".to_string(),
+                ),
+            };
+            report.worker = Some(WorkerStatus {
+                state,
+                reason,
+                message,
+                since: Utc::now(),
+                restarts,
+            });
+        });
+    }
+
+    /// What the monitoring login read of capture.
+    pub fn capture_looked(&self, capture: CaptureStatus) {
+        self.latest
+            .send_modify(|report| report.capture = Some(capture));
+    }
+
+    /// Whether snapshot progress may be handed on now (or the phase
+    /// changes, which is always handed on).
+    fn snapshot_due(&self) -> bool {
+        let mut last = self
+            .snapshot_reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let due = last.is_none_or(|at| at.elapsed() >= SNAPSHOT_REPORT_EVERY);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
     }
 
     fn data_lost(&self, action: DataLossAction, row: &FactRow) {
@@ -120,18 +214,85 @@ impl StatusObserver {
 }
 
 impl Observer for StatusObserver {
+    fn snapshot_progress(&self, p: &SnapshotProgress) {
+        let now = Utc::now();
+        let starting = self
+            .latest
+            .borrow()
+            .snapshot
+            .as_ref()
+            .is_none_or(|s| s.phase != SnapshotPhase::Running);
+        if !starting && !self.snapshot_due() {
+            return;
+        }
+        let eta = p
+            .eta
+            .and_then(|eta| chrono::Duration::from_std(eta).ok())
+            .map(|eta| now + eta);
+        self.latest.send_modify(|report| {
+            report.snapshot = Some(SnapshotStatus {
+                phase: SnapshotPhase::Running,
+                rows: p.rows,
+                estimated_rows: p.estimated_rows,
+                rows_per_second: (p.rows_per_second * 10.0).round() / 10.0,
+                eta,
+                chunks: p.chunks,
+                started_at: p.started_at,
+                updated_at: now,
+            });
+        });
+    }
+
+    fn snapshot_reading(&self, rows: u64) {
+        if !self.snapshot_due() {
+            return;
+        }
+        self.latest.send_modify(|report| {
+            if let Some(snapshot) = report
+                .snapshot
+                .as_mut()
+                .filter(|s| s.phase == SnapshotPhase::Running)
+            {
+                snapshot.rows = snapshot.rows.max(rows);
+                snapshot.updated_at = Utc::now();
+            }
+        });
+    }
+
     fn snapshot_done(&self, row: &FactRow) {
         if row.event == Some(FactEvent::Resnapshot) {
             self.data_lost(DataLossAction::Resnapshotted, row);
         }
-        self.batch_done(row);
+        self.latest.send_modify(|report| {
+            record_snapshot(report.progress.get_or_insert_with(Progress::default), row);
+            let copied = row.rows.unwrap_or(0);
+            let snapshot = report.snapshot.get_or_insert_with(|| SnapshotStatus {
+                phase: SnapshotPhase::Done,
+                rows: copied,
+                estimated_rows: None,
+                rows_per_second: 0.0,
+                eta: None,
+                chunks: 0,
+                started_at: row.started_at.unwrap_or(row.written_at),
+                updated_at: row.written_at,
+            });
+            snapshot.phase = SnapshotPhase::Done;
+            snapshot.rows = copied;
+            snapshot.eta = None;
+            snapshot.updated_at = row.written_at;
+        });
+    }
+
+    fn source_checked(&self, check: &SourceCheck) {
+        self.latest.send_modify(|report| {
+            record_check(report.progress.get_or_insert_with(Progress::default), check);
+        });
     }
 
     fn batch_done(&self, row: &FactRow) {
-        if let Some(progress) = progress_of(row) {
-            self.latest
-                .send_modify(|report| report.progress = Some(progress));
-        }
+        self.latest.send_if_modified(|report| {
+            record_batch(report.progress.get_or_insert_with(Progress::default), row)
+        });
     }
 
     fn events_recorded(&self, rows: &[FactRow]) {
@@ -188,23 +349,41 @@ pub fn report_patch(name: &str, report: &WorkerReport) -> serde_json::Value {
 }
 
 /// Applies every new report until the observer is dropped, then the last
-/// one. A failed patch is recorded in `reports` (an error in the log, a
-/// count in `/metrics`) and retried with the next report.
+/// one, unless the stream is gone or is another one of the same name by
+/// then (an apply would try to create it, which the API server refuses
+/// for want of a spec). A failed patch is recorded in `reports` (an error
+/// in the log, a count in `/metrics`) and retried with the next report.
 pub async fn publish_status(
     api: Api<CdcStream>,
-    name: String,
+    stream: &CdcStream,
     mut latest: watch::Receiver<WorkerReport>,
     reports: Arc<StatusReports>,
 ) {
+    let name = kube::ResourceExt::name_any(stream);
     loop {
         let closed = latest.changed().await.is_err();
         let report = latest.borrow_and_update().clone();
+        if closed && !still_there(&api, stream).await {
+            tracing::info!("CdcStream {name} is gone: its last status report is not sent");
+            return;
+        }
         if !report.is_empty() {
             reports.record(apply_report(&api, &name, &report).await);
         }
         if closed {
             return;
         }
+    }
+}
+
+/// Whether the stream the worker runs still exists (the same object: a
+/// stream deleted and created again has a new uid). When the API server
+/// cannot say, the report is tried.
+async fn still_there(api: &Api<CdcStream>, stream: &CdcStream) -> bool {
+    match api.get_opt(&kube::ResourceExt::name_any(stream)).await {
+        Ok(Some(now)) => now.metadata.uid == stream.metadata.uid,
+        Ok(None) => false,
+        Err(_) => true,
     }
 }
 

@@ -39,7 +39,7 @@ fn fresh() -> CdcStream {
 fn a_run_starts_from_what_the_last_worker_reported() {
     let (_, latest) = StatusObserver::new(&reported_until(9));
     let report = latest.borrow().clone();
-    assert_eq!(report.progress.map(|p| p.batch_id), Some(4));
+    assert_eq!(report.progress.and_then(|p| p.batch_id), Some(4));
     assert_eq!(
         report.finalization.and_then(|f| f.finalized_until),
         Some(at(9))
@@ -144,7 +144,10 @@ fn the_patch_carries_only_what_was_reported() {
     let patch = report_patch("orders", &latest.borrow());
     assert_eq!(patch["kind"], "CdcStream");
     let status = patch["status"].as_object().unwrap();
-    assert_eq!(status.keys().collect::<Vec<_>>(), vec!["progress"]);
+    assert_eq!(
+        status.keys().collect::<Vec<_>>(),
+        vec!["progress", "worker"]
+    );
     assert_eq!(status["progress"]["batchId"], 3);
 }
 

@@ -1,12 +1,16 @@
 //! The SQL Server side of a stream: the tiberius session, the CDC queries,
 //! the snapshot reader, the session's own read metrics (`session_stats`),
-//! and the mapping of SQL Server types to Arrow.
+//! the CDC jobs (`jobs`: retention, the capture job's state), capture's
+//! health as a monitoring login reads it (`capture_health`), and the
+//! mapping of SQL Server types to Arrow.
 
 mod arrow_rows;
+pub mod capture_health;
 pub mod cdc;
 mod connection;
 mod error;
 pub mod heartbeat;
+pub mod jobs;
 pub mod reader;
 pub mod session_stats;
 pub mod snapshot;

@@ -32,6 +32,11 @@ pub struct AlertsSpec {
     /// than this (default `10m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_capture_lag: Option<String>,
+    /// CaptureCurrent turns False when the live capture lag (the time since
+    /// the commit of the source's max LSN, read on every trigger, idle ones
+    /// included) passes this (default `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_lag: Option<String>,
     /// Slack on the finalization verdict's age limit (one period plus the
     /// trigger interval plus this) before Finalized turns False (default
     /// `15m`).
@@ -46,13 +51,20 @@ pub struct AlertLimits {
     pub thresholds: Thresholds,
     /// Slack added to the finalization verdict's age limit.
     pub finalization_margin: Duration,
+    /// The live capture lag above which capture counts as not current.
+    pub capture_lag: Duration,
 }
+
+/// The live capture lag limit when `spec.alerts` sets none: the monitoring
+/// guide's limit on capture lag.
+pub const DEFAULT_LIVE_CAPTURE_LAG: Duration = Duration::from_secs(10 * 60);
 
 impl Default for AlertLimits {
     fn default() -> Self {
         AlertLimits {
             thresholds: Thresholds::default(),
             finalization_margin: FreshnessLimits::default().margin,
+            capture_lag: DEFAULT_LIVE_CAPTURE_LAG,
         }
     }
 }
@@ -98,6 +110,7 @@ impl AlertsSpec {
                 &self.finalization_margin,
                 defaults.finalization_margin,
             ),
+            capture_lag: parse("captureLag", &self.capture_lag, defaults.capture_lag),
         };
         if errors.is_empty() {
             Ok(limits)
@@ -151,6 +164,7 @@ mod tests {
             ("maxIngestionLag", t.max_ingestion_lag),
             ("maxCaptureLag", t.max_capture_lag),
             ("finalizationMargin", defaults.finalization_margin),
+            ("captureLag", defaults.capture_lag),
         ];
         for (field, default) in cases {
             let description: String = schema["properties"][field]["description"]
@@ -180,6 +194,7 @@ mod tests {
             max_ingestion_lag: Some("5m".into()),
             max_capture_lag: Some("90s".into()),
             finalization_margin: Some("1h 30m".into()),
+            capture_lag: Some("2m".into()),
         };
         let limits = spec.limits().unwrap();
         assert_eq!(limits.thresholds.silence, Duration::from_secs(7200));
@@ -193,6 +208,7 @@ mod tests {
         );
         assert_eq!(limits.thresholds.max_capture_lag, Duration::from_secs(90));
         assert_eq!(limits.finalization_margin, Duration::from_secs(5400));
+        assert_eq!(limits.capture_lag, Duration::from_secs(120));
         assert_eq!(
             limits.freshness(Duration::from_secs(10)),
             FreshnessLimits {

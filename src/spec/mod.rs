@@ -5,28 +5,33 @@
 //! reports unknown fields; `validate` turns a manifest into a trusted
 //! [`StreamConfig`] or errors that name the field and the value;
 //! `alerts` holds the health limits; `credentials` resolves the password
-//! without ever showing it; `status` is what a stream reports back and
+//! without ever showing it; `schedule` checks a cron schedule as a
+//! CronJob takes it; `status` is what a stream reports back and
 //! `worker` how the operator runs its pod.
 
 mod alerts;
 mod credentials;
 mod load;
+mod schedule;
 mod status;
 mod types;
 mod validate;
 mod worker;
 
-pub use alerts::{AlertLimits, AlertsSpec};
+pub use alerts::{AlertLimits, AlertsSpec, DEFAULT_LIVE_CAPTURE_LAG};
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
 pub use load::{LoadError, Loaded, UnknownField, load_yaml};
-pub use status::{DataLossAction, DataLossStatus, FinalizationStatus, Phase, Progress};
+pub use status::{
+    CaptureErrorStatus, CaptureStatus, DataLossAction, DataLossStatus, FinalizationStatus,
+    LatestOffset, Phase, Progress, SnapshotPhase, SnapshotStatus, WorkerState, WorkerStatus,
+};
 pub use types::{
     CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
-    HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SilverDeletes, SilverSpec, SnapshotMode,
-    SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
+    HeartbeatSpec, MonitoringSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SilverDeletes,
+    SilverSpec, SnapshotMode, SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
-    API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, MAX_READERS, SilverConfig,
-    SourceConfig, SpecError, StreamConfig, TableConfig, Trigger, ValidationErrors,
+    API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, MAX_READERS, MonitoringLogin,
+    SilverConfig, SourceConfig, SpecError, StreamConfig, TableConfig, Trigger, ValidationErrors,
 };
 pub use worker::{TMP_VOLUME, WorkerSpec};

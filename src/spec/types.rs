@@ -10,7 +10,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::alerts::AlertsSpec;
-use super::status::{DataLossStatus, FinalizationStatus, Phase, Progress};
+use super::status::{
+    CaptureStatus, DataLossStatus, FinalizationStatus, Phase, Progress, SnapshotStatus,
+    WorkerStatus,
+};
 use super::worker::WorkerSpec;
 
 /// One stream: a captured SQL Server table into a bronze Delta table, with
@@ -26,11 +29,15 @@ use super::worker::WorkerSpec;
     status = "CdcStreamStatus",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase","description":"Where the stream is in its life cycle."}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status","description":"Whether the stream is healthy."}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason","description":"Why the stream is (not) Ready."}"#,
     printcolumn = r#"{"name":"Lag","type":"integer","jsonPath":".status.progress.ingestionLagSeconds","description":"Whole seconds the last batch trailed the source's newest commit."}"#,
     printcolumn = r#"{"name":"Headroom","type":"integer","jsonPath":".status.progress.retentionHeadroomHours","description":"Whole hours before CDC cleanup reaches the read position."}"#,
     printcolumn = r#"{"name":"Finalized","type":"string","jsonPath":".status.finalization.finalizedUntil","description":"Everything committed before this instant is in the target."}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    printcolumn = r#"{"name":"Silver","type":"string","priority":1,"jsonPath":".status.silver.appliedLsn","description":"The end LSN of the newest batch the silver table applied."}"#
+    printcolumn = r#"{"name":"Silver","type":"string","priority":1,"jsonPath":".status.silver.appliedLsn","description":"The end LSN of the newest batch the silver table applied."}"#,
+    printcolumn = r#"{"name":"Table","type":"string","priority":1,"jsonPath":".spec.source.table","description":"The captured SQL Server table."}"#,
+    printcolumn = r#"{"name":"Target","type":"string","priority":1,"jsonPath":".spec.target.name","description":"The bronze Delta table."}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].message","description":"What Ready says, and what to do."}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CdcStreamSpec {
@@ -191,6 +198,11 @@ pub struct SourceSpec {
     pub source_time_zone: Option<String>,
     /// Login of the (least-privilege) CDC reader.
     pub credentials: CredentialsSpec,
+    /// Kubernetes: a separate monitoring login that may read capture's
+    /// health (the CDC log scan and error views, the capture job); none
+    /// when absent. Never the reader's login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<MonitoringSpec>,
     /// TLS policy of the connection.
     #[serde(default)]
     pub encrypt: Encrypt,
@@ -222,6 +234,16 @@ pub struct CredentialsSpec {
     pub username: String,
     /// Where the password is read from; never the password itself.
     pub password_from: PasswordFrom,
+}
+
+/// The monitoring login: VIEW DATABASE STATE (VIEW DATABASE PERFORMANCE
+/// STATE on SQL Server 2022) in the source database, and SELECT on
+/// msdb.dbo.cdc_jobs, msdb.dbo.sysjobs and msdb.dbo.sysjobactivity.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitoringSpec {
+    /// The monitoring login and where its password is read from.
+    pub credentials: CredentialsSpec,
 }
 
 /// Where the password is read from: exactly one of the three keys.
@@ -295,7 +317,10 @@ pub struct TriggerSpec {
     /// a macro such as `@hourly`) on which the operator starts the worker as
     /// a CronJob. Ignored by `mssql-cdc run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), extend("x-kubernetes-validations" = [{
+        "rule": "self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*?,/-]+( +[0-9A-Za-z*?,/-]+){4})$')",
+        "message": "trigger.schedule: expected five cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly"
+    }]))]
     pub schedule: Option<String>,
 }
 
@@ -408,4 +433,13 @@ pub struct CdcStreamStatus {
     /// Purged changes the running worker met, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_loss: Option<DataLossStatus>,
+    /// The snapshot the worker runs or ran last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStatus>,
+    /// Capture's health, read with `spec.source.monitoring`'s login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureStatus>,
+    /// The worker's own last word: running, or why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerStatus>,
 }

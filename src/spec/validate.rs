@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::alerts::{AlertLimits, parse_duration};
 use super::credentials::PasswordSource;
+use super::schedule::check_schedule;
 use super::types::{
     CdcStreamSpec, Encrypt, FinalizationSpec, HeartbeatSpec, OnDataLoss, SilverDeletes, SilverSpec,
     SnapshotMode, TableSpec,
@@ -178,6 +179,17 @@ pub struct SourceConfig {
     pub source_time_zone: Option<chrono_tz::Tz>,
     /// Sessions that read at once (1 to [`MAX_READERS`]).
     pub readers: usize,
+    /// The monitoring login (`spec.source.monitoring`), when given.
+    pub monitoring: Option<MonitoringLogin>,
+}
+
+/// A login that may read capture's health, never the reader's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonitoringLogin {
+    /// SQL login.
+    pub username: String,
+    /// Where its password is.
+    pub password: PasswordSource,
 }
 
 /// The validated heartbeat.
@@ -349,14 +361,21 @@ impl Checker {
     }
 
     fn trigger(&mut self, spec: &super::types::TriggerSpec) -> Trigger {
-        if let Some(schedule) = &spec.schedule
-            && spec.available_now != Some(true)
-        {
-            self.0.push(SpecError::Invalid {
-                field: "spec.trigger.schedule".into(),
-                value: schedule.clone(),
-                reason: "needs availableNow: true".into(),
-            });
+        if let Some(schedule) = &spec.schedule {
+            if spec.available_now != Some(true) {
+                self.0.push(SpecError::Invalid {
+                    field: "spec.trigger.schedule".into(),
+                    value: schedule.clone(),
+                    reason: "needs availableNow: true".into(),
+                });
+            }
+            if let Err(reason) = check_schedule(schedule) {
+                self.0.push(SpecError::Invalid {
+                    field: "spec.trigger.schedule".into(),
+                    value: schedule.clone(),
+                    reason,
+                });
+            }
         }
         match (&spec.processing_time, spec.available_now) {
             (Some(_), Some(_)) => {
@@ -415,8 +434,37 @@ impl Checker {
             .ok()
     }
 
+    fn monitoring(
+        &mut self,
+        spec: Option<&super::types::MonitoringSpec>,
+        reader: &str,
+    ) -> Option<MonitoringLogin> {
+        let credentials = &spec?.credentials;
+        let field = "spec.source.monitoring.credentials";
+        let username = self.text(&format!("{field}.username"), &credentials.username);
+        if username.eq_ignore_ascii_case(reader) {
+            self.0.push(SpecError::Invalid {
+                field: format!("{field}.username"),
+                value: username.clone(),
+                reason: "must be a login of its own, not the reader's: the reader keeps least \
+                         privilege"
+                    .into(),
+            });
+        }
+        let password =
+            self.password_at(&format!("{field}.passwordFrom"), &credentials.password_from)?;
+        Some(MonitoringLogin { username, password })
+    }
+
     fn password(&mut self, spec: &super::types::PasswordFrom) -> Option<PasswordSource> {
-        let field = "spec.source.credentials.passwordFrom";
+        self.password_at("spec.source.credentials.passwordFrom", spec)
+    }
+
+    fn password_at(
+        &mut self,
+        field: &str,
+        spec: &super::types::PasswordFrom,
+    ) -> Option<PasswordSource> {
         let mut set = Vec::new();
         if let Some(name) = &spec.env {
             set.push((
@@ -438,7 +486,7 @@ impl Checker {
         }
         let got: Vec<&str> = set.iter().map(|(key, _)| *key).collect();
         self.0.push(SpecError::ExactlyOne {
-            field: field.into(),
+            field: field.to_string(),
             choices: "env, file, secretKeyRef",
             got: if got.is_empty() {
                 "none".into()
@@ -517,6 +565,7 @@ impl CdcStreamSpec {
         let columns = c.columns(&s.columns);
         let username = c.text("spec.source.credentials.username", &s.credentials.username);
         let password = c.password(&s.credentials.password_from);
+        let monitoring = c.monitoring(s.monitoring.as_ref(), &username);
         let target = c.table("spec.target", &self.target);
         let checkpoint = c.location("spec.checkpoint", &self.checkpoint);
         let facts = c.table("spec.facts", &self.facts);
@@ -557,6 +606,7 @@ impl CdcStreamSpec {
                         trust_server_certificate: s.trust_server_certificate,
                         source_time_zone,
                         readers: usize::try_from(readers).unwrap_or(1),
+                        monitoring,
                     },
                     target,
                     checkpoint,

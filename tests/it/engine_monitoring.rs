@@ -507,7 +507,8 @@ async fn the_metrics_endpoint_shows_the_stream_after_a_batch() {
     for series in [
         "mssql_cdc_read_bytes_total",
         "mssql_cdc_last_batch_timestamp_seconds",
-        "mssql_cdc_retention_headroom_hours",
+        "mssql_cdc_retention_headroom_seconds",
+        "mssql_cdc_live_capture_lag_seconds",
         "mssql_cdc_ingestion_lag_seconds",
         "mssql_cdc_capture_lag_seconds",
     ] {

@@ -202,12 +202,12 @@ async fn exercise(store: &dyn TestStore) {
             panic!("second plan of batch 0 on {where_}: expected AlreadyPlanned, got {other:?}")
         }
     }
+    // The very same plan again is what a retry of a write that succeeded
+    // but answered an error sends: it is taken as done, not refused, and
+    // the stored plan is unchanged.
     assert!(
-        matches!(
-            checkpoint.plan(&plan0).await,
-            Err(CheckpointError::AlreadyPlanned { .. })
-        ),
-        "{where_}: the same planner may not plan a batch twice either"
+        checkpoint.plan(&plan0).await.is_ok(),
+        "{where_}: the same plan again is an idempotent retry"
     );
     assert_eq!(
         checkpoint.planned(batch_id(0)).await.expect("read plan"),
@@ -266,12 +266,24 @@ async fn exercise(store: &dyn TestStore) {
         checkpoint.commit(&commit(0)).await.expect("commit batch 0"),
         "{where_}"
     );
+    // A different marker for the same batch does not replace the first;
+    // the very same one again is an idempotent retry.
+    let mut other_commit = commit(0);
+    other_commit.committed_at = commit(1).committed_at;
     assert!(
         !intruder
-            .commit(&commit(0))
+            .commit(&other_commit)
             .await
             .expect("commit batch 0 again"),
         "{where_}: a second commit marker must not replace the first"
+    );
+    assert_eq!(
+        checkpoint
+            .committed(batch_id(0))
+            .await
+            .expect("read marker"),
+        Some(commit(0)),
+        "{where_}"
     );
     let state = checkpoint.state().await.expect("state after batch 0");
     assert_eq!(state.latest_committed, Some(batch_id(0)), "{where_}");

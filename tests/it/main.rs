@@ -24,6 +24,7 @@ mod facts_maintenance;
 
 mod lake_stores;
 mod monitoring;
+mod operator_chart_alerts;
 mod operator_controller;
 mod operator_crd;
 mod operator_e2e;
@@ -31,6 +32,7 @@ mod operator_examples;
 mod operator_helm;
 mod operator_leader;
 mod operator_scale;
+mod operator_status;
 mod operator_worker;
 mod operator_yaml;
 mod sandbox_cdc_capture;

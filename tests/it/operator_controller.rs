@@ -86,7 +86,10 @@ async fn operator_runs_workers_for_streams_and_follows_suspend_and_delete() {
         }
     };
     let status = eventually("phase Pending", || phase_of("orders", Phase::Pending)).await;
-    assert_eq!(status.observed_generation, Some(1));
+    assert_eq!(
+        status.observed_generation, None,
+        "no worker reported that it runs generation 1"
+    );
 
     suspend(&kube, "orders").await;
     eventually("suspend scales the worker to zero", || {
@@ -266,4 +269,64 @@ async fn with_watch_namespaces_streams_elsewhere_are_ignored() {
     assert!(ignored.status.is_none(), "{:?}", ignored.status);
     let deployments: Api<Deployment> = Api::namespaced(client, "elsewhere");
     assert!(deployments.get_opt("orders").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn a_child_that_cannot_be_applied_is_a_reconcile_error_with_a_warning() {
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let _operator = start_operator(&kube, std::path::Path::new(env!("CARGO_BIN_EXE_mssql-cdc")));
+    // A scheduled stream whose name is too long for its CronJob.
+    let name = "a-scheduled-stream-whose-name-is-too-long-for-a-cronjob";
+    let manifest = stream_manifest(name, "{}").replace(
+        "trigger: {processingTime: 10s}",
+        "trigger: {availableNow: true, schedule: \"@hourly\"}",
+    );
+    let file = kube.write("long.yaml", &manifest);
+    kube.kubectl_ok(&["apply", "-f", &file]).await;
+    let client = kube.client().await;
+    let streams: Api<CdcStream> = Api::namespaced(client.clone(), "default");
+    let status = status_when(&streams, name, "Ready=False with ReconcileError", |s| {
+        condition(s, "Ready").is_some_and(|c| c.reason == "ReconcileError")
+    })
+    .await;
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert!(ready.message.contains("52 characters"), "{}", ready.message);
+    let events = eventually("a Warning Event", || async {
+        let events = events_of(&client, "default", name).await;
+        events
+            .iter()
+            .any(|(type_, reason, _)| type_ == "Warning" && reason == "ReconcileError")
+            .then_some(events)
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(_, _, note)| note.contains("shorter name")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_cron_schedule_is_refused_by_the_api_server_and_by_validate() {
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let manifest = stream_manifest("bad-schedule", "{}").replace(
+        "trigger: {processingTime: 10s}",
+        "trigger: {availableNow: true, schedule: \"every hour\"}",
+    );
+    let file = kube.write("bad.yaml", &manifest);
+    let refused = kube.kubectl_fails(&["apply", "-f", &file]).await;
+    assert!(refused.contains("trigger.schedule"), "{refused}");
+    // What CEL cannot tell (a minute past 59), validate() does.
+    let loaded =
+        mssql_cdc::spec::load_yaml(&manifest.replace("every hour", "61 * * * *")).expect("parses");
+    let errors = loaded
+        .stream
+        .spec
+        .validate()
+        .expect_err("invalid")
+        .to_string();
+    assert!(errors.contains("spec.trigger.schedule"), "{errors}");
 }

@@ -46,6 +46,7 @@ async fn examples_apply_and_get_shows_health_columns() {
             "NAME",
             "PHASE",
             "READY",
+            "REASON",
             "LAG",
             "HEADROOM",
             "FINALIZED",
@@ -58,11 +59,12 @@ async fn examples_apply_and_get_shows_health_columns() {
         .find(|l| l.starts_with("orders "))
         .unwrap_or_default();
     assert_eq!(
-        cells(orders)[..6],
+        cells(orders)[..7],
         [
             "orders",
             "Streaming",
             "True",
+            "Healthy",
             "1",
             "70",
             "2026-11-29T10:00:00Z"
@@ -275,7 +277,8 @@ async fn kubectl_applies_crds_then_a_stream_with_each_enum_value() {
     let base: serde_json::Value = serde_yaml::from_str(&stream(
         "base",
         "{processingTime: 5s}",
-        "  finalization: {name: ops.finalization, location: /lake/control}\n",
+        "  finalization: {name: ops.finalization, location: /lake/control}\n  \
+         silver: {name: silver.base, location: /lake/silver}\n",
     ))
     .expect("base stream");
     let enums = spec_enums();

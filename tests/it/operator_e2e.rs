@@ -25,19 +25,12 @@ use kube::Api;
 use kube::api::ListParams;
 use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
 
-use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
 use crate::support::chart::ChartIdentity;
-use crate::support::cluster::{count_rows_in_pod, sandbox_endpoint_for_pods, start_sandbox_pod};
-use crate::support::kube::{KubeEnv, cells, eventually};
-use crate::support::operator::{
-    self, InProcessOperator, cluster_manifest, condition, orders_with_changes, start_operator_as,
-    suspend, wait_gone, worker_image,
-};
-use crate::support::server::{TestServer, run};
-use crate::support::stream::{StreamFixture, query_table};
-
-/// The worker pods' label.
-const WORKER_PODS: &str = "mssql-cdc.io/stream=orders";
+use crate::support::cluster::count_rows_in_pod;
+use crate::support::e2e::{E2e, E2eOptions, WORKER_PODS, start_e2e};
+use crate::support::kube::{cells, eventually};
+use crate::support::operator::{self, condition, suspend, wait_gone};
+use crate::support::stream::query_table;
 
 /// The status of the e2e's stream once `wanted` holds.
 async fn status_when(
@@ -86,117 +79,13 @@ fn minutes_since_batch(live: &Condition) -> Option<u64> {
     minutes.parse().ok()
 }
 
-/// A stream on the sandbox, run by the operator and its worker under the
-/// chart's identities (as `edit` leaves them).
-struct E2e {
-    kube: KubeEnv,
-    _server: TestServer,
-    fixture: StreamFixture,
-    _forward: Option<tokio::process::Child>,
-    _operator: InProcessOperator,
-    chart: ChartIdentity,
-}
-
-/// Sets up [`E2e`]; `None` when Helm (Python) is missing and allowed to be.
-async fn start(edit: impl FnOnce(ChartIdentity) -> ChartIdentity) -> Option<E2e> {
-    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
-    let kube = KubeEnv::for_e2e(binary).await;
-    let ns = kube.namespace.clone();
-    // On a real cluster the release is named after the namespace, so that
-    // its ClusterRole does not meet another run's.
-    let release = match &kube.cluster {
-        Some(_) => ns.replace("mssql-cdc-", ""),
-        None => "cdc".to_string(),
-    };
-    let chart = edit(ChartIdentity::render(&release, &ns).await?);
-    // On a real cluster the sandbox runs as a pod, reached through a
-    // port-forward; on the test API server, in this process.
-    let (forward, server) = match &kube.cluster {
-        Some(cluster) => {
-            let (forward, server) = start_sandbox_pod(&kube, cluster).await;
-            (Some(forward), server)
-        }
-        None => (None, TestServer::start().await),
-    };
-    let (mut client, db) = orders_with_changes(&server, 2).await;
-    if server.is_sandbox() {
-        // Two days of kept changes before the third: a retention headroom
-        // of about 48 hours, as on a database CDC has run on for a while
-        // (a younger one would rightly fail the 24-hour headroom limit).
-        advance_clock(&mut client, 2 * 86_400).await;
-    }
-    let before = max_lsn(&mut client).await;
-    run(&mut client, "INSERT INTO dbo.orders VALUES (3, N'n3', 3)")
-        .await
-        .expect("insert");
-    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
-
-    kube.install_crd().await;
-    let extra = "  snapshot: {mode: never}\n";
-    // The worker reaches the API server in-cluster only. On a real cluster
-    // it reaches the sandbox by its Service; here all pods share the host's
-    // network, so its metrics port must be a free one.
-    let (fixture, worker_env) = match &kube.cluster {
-        Some(_) => (
-            StreamFixture::with_endpoint(sandbox_endpoint_for_pods(&ns), &db, extra),
-            String::new(),
-        ),
-        None => (
-            StreamFixture::new(&server, &db, extra),
-            "  worker:\n    env:\n    - {name: MSSQL_CDC_LISTEN, value: \"127.0.0.1:0\"}\n"
-                .to_string(),
-        ),
-    };
-    let manifest = cluster_manifest(&fixture).replace(
-        "trigger: {availableNow: true}",
-        "trigger: {processingTime: 1s}",
-    ) + &worker_env;
-    let secret = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: sql, namespace: {ns}}}\nstringData: {{password: \"{}\"}}\n",
-        fixture.password
-    );
-    kube.kubectl_ok(&["apply", "-f", &kube.write("secret.yaml", &secret)])
-        .await;
-    chart.apply(&kube).await;
-    let token = chart.operator_token(&kube).await;
-    let operator_client = kube.client_with_token(&token).await;
-    let operator = start_operator_as(
-        &kube,
-        Duration::from_secs(1),
-        operator_client,
-        chart.worker_defaults(worker_image(&kube)),
-    )
-    .await;
-    kube.kubectl_ok(&[
-        "apply",
-        "-n",
-        &ns,
-        "-f",
-        &kube.write("orders.yaml", &manifest),
-    ])
-    .await;
-    Some(E2e {
-        kube,
-        _server: server,
-        fixture,
-        _forward: forward,
-        _operator: operator,
-        chart,
+/// The e2e with the chart as `edit` leaves it.
+async fn start(edit: impl FnOnce(ChartIdentity) -> ChartIdentity + 'static) -> Option<E2e> {
+    start_e2e(E2eOptions {
+        chart: Box::new(edit),
+        ..E2eOptions::default()
     })
-}
-
-impl Drop for E2e {
-    fn drop(&mut self) {
-        // A real cluster keeps cluster-scoped objects after the namespace.
-        if self.kube.cluster.is_some() {
-            for (kind, name) in self.chart.cluster_scoped() {
-                let _ = std::process::Command::new("kubectl")
-                    .env("KUBECONFIG", &self.kube.kubeconfig)
-                    .args(["delete", &kind, &name, "--wait=false"])
-                    .output();
-            }
-        }
-    }
+    .await
 }
 
 /// The rows of the worker pod's bronze table: through `kubectl exec` on a

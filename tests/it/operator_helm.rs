@@ -186,6 +186,7 @@ async fn worker_namespaces_make_the_operator_watch_only_them_with_roles() {
         "cdcstreams/status",
         "deployments",
         "cronjobs",
+        "pods",
         "events",
     ] {
         assert!(resources.contains(&needed.to_string()), "{resources:?}");

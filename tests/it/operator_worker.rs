@@ -75,7 +75,7 @@ async fn worker_streams_and_reports_progress_into_status() {
         .expect("status.progress after the run");
     assert_eq!(
         vec![vec![
-            progress.batch_id.to_string(),
+            progress.batch_id.map(|b| b.to_string()).unwrap_or_default(),
             progress.end_lsn.clone().unwrap_or_default()
         ]],
         last,

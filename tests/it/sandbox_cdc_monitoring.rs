@@ -427,3 +427,48 @@ async fn a_login_sees_only_its_own_session_without_view_server_state() {
     .await;
     assert!(waits.is_some(), "with the grant, wait stats are readable");
 }
+
+#[tokio::test]
+async fn a_failed_log_scan_shows_in_the_errors_view_and_agent_shows_the_job_state() {
+    let server = TestServer::start().await;
+    if !server.is_sandbox() {
+        return; // the failure is the sandbox's own procedure
+    }
+    let (mut client, _db) = orders_with_cdc(&server, ORDERS, false).await;
+    let running = "SELECT COUNT(*) FROM msdb.dbo.sysjobactivity AS a \
+                   JOIN msdb.dbo.cdc_jobs AS j ON j.job_id = a.job_id \
+                   WHERE j.database_id = DB_ID() AND j.job_type = N'capture' \
+                   AND a.start_execution_date IS NOT NULL AND a.stop_execution_date IS NULL";
+    assert_eq!(scalar::<i32>(&mut client, running).await, Some(1));
+    run(
+        &mut client,
+        "EXEC sandbox.sp_cdc_fail_next_scan @error_number = 22859",
+    )
+    .await
+    .expect("a failure for the next scan");
+    advance_clock(&mut client, 10).await;
+    let errors: Option<i32> = scalar(
+        &mut client,
+        "SELECT COUNT(*) FROM sys.dm_cdc_errors WHERE error_number = 22859",
+    )
+    .await;
+    assert_eq!(errors, Some(1));
+    let failed: Option<i32> = scalar(
+        &mut client,
+        "SELECT failed_sessions_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id = 0",
+    )
+    .await;
+    assert_eq!(failed, Some(1));
+    // The next scan goes on where the failed one stopped.
+    run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'new')")
+        .await
+        .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders", None, 1).await;
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_stop_job @job_type = N'capture'",
+    )
+    .await
+    .expect("stop");
+    assert_eq!(scalar::<i32>(&mut client, running).await, Some(0));
+}

@@ -465,5 +465,9 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
         dry_run: dry,
         precondition_uid: s("/preconditions/uid"),
         precondition_rv: s("/preconditions/resourceVersion"),
+        grace_period_seconds: q
+            .get("gracePeriodSeconds")
+            .and_then(|g| g.parse().ok())
+            .or_else(|| b.get("gracePeriodSeconds").and_then(Value::as_i64)),
     }
 }

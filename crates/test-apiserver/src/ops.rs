@@ -363,6 +363,17 @@ pub fn delete(st: &State, t: &Target, o: &DeleteOpts) -> ApiResult<Value> {
         {
             finalizers.push(json!(f));
         }
+        // A pod a kubelet runs goes gracefully: it stays, terminating,
+        // until the kubelet has stopped its containers and deletes it.
+        if let Some(grace) = pod_grace(t, old, o) {
+            if md.get("deletionTimestamp").is_some() {
+                return Ok(Mutation::Keep);
+            }
+            let mut new = old.clone();
+            new["metadata"]["deletionTimestamp"] = json!(now);
+            new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            return Ok(Mutation::Put(new));
+        }
         if finalizers.is_empty() {
             deleted = true;
             return Ok(Mutation::Delete);
@@ -383,6 +394,22 @@ pub fn delete(st: &State, t: &Target, o: &DeleteOpts) -> ApiResult<Value> {
         after_delete(st, t, &out);
     }
     Ok(out)
+}
+
+/// The grace period of a pod bound to a node (the harness kubelet's), as
+/// kube-apiserver gives it: the request's, else the pod's
+/// `terminationGracePeriodSeconds`, else 30; `None` for any other object,
+/// a pod no kubelet runs, and a grace period of 0.
+fn pod_grace(t: &Target, pod: &Value, o: &DeleteOpts) -> Option<i64> {
+    if !t.rt.group.is_empty() || t.rt.kind != "Pod" || pod.pointer("/spec/nodeName").is_none() {
+        return None;
+    }
+    let grace = o.grace_period_seconds.unwrap_or_else(|| {
+        pod.pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+    });
+    (grace > 0).then_some(grace)
 }
 
 /// Side effects of a stored write: CRDs (re)register their served type.

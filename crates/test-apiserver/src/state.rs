@@ -100,4 +100,6 @@ pub struct DeleteOpts {
     pub dry_run: bool,
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
+    /// `gracePeriodSeconds`: 0 deletes a running pod at once.
+    pub grace_period_seconds: Option<i64>,
 }

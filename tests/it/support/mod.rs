@@ -5,6 +5,7 @@ pub mod chart;
 pub mod cluster;
 pub mod control;
 pub mod duckdb;
+pub mod e2e;
 pub mod examples;
 pub mod http;
 pub mod kube;

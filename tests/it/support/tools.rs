@@ -44,6 +44,14 @@ pub const AZURITE: Tool = Tool {
     what: "azurite-blob (Azure Blob Storage emulator)",
 };
 
+/// Prometheus's `promtool` (Debian package `prometheus`), which checks
+/// the chart's alerting rules.
+pub const PROMTOOL: Tool = Tool {
+    var: "MSSQL_CDC_TEST_PROMTOOL",
+    default: "/usr/bin/promtool",
+    what: "promtool (Prometheus's rule checker)",
+};
+
 impl Tool {
     /// The program's path. `None` only when it is missing and
     /// [`ALLOW_MISSING_VAR`] is set (the caller then returns early);

@@ -52,13 +52,15 @@ impl Kubelet {
             .filter(|p| meta(p, "deletionTimestamp").is_empty())
             .map(|p| (meta(p, "uid").to_string(), p))
             .collect();
+        // A deleted pod's task is stopped (SIGTERM, then SIGKILL after the
+        // grace period) and kept until its container is gone.
         self.running.retain(|uid, r| {
             if !live.contains_key(uid) {
                 r.kill.send_replace(true);
-                return false;
             }
             !r.task.is_finished()
         });
+        self.finish_terminating(&pods);
         for (uid, p) in &live {
             let terminal = matches!(super::phase(p), "Succeeded" | "Failed");
             let started = p.pointer("/status/startTime").is_some();
@@ -78,6 +80,29 @@ impl Kubelet {
             self.running.insert(uid.clone(), Running { kill, task });
         }
         self.sweep(&live);
+    }
+
+    /// Deletes the terminating pods whose containers have stopped, as a
+    /// kubelet does once the grace period's work is done.
+    fn finish_terminating(&self, pods: &[Value]) {
+        for p in pods {
+            let uid = meta(p, "uid");
+            if meta(p, "deletionTimestamp").is_empty() || self.running.contains_key(uid) {
+                continue;
+            }
+            let Some(t) = super::target(&self.st, "", "Pod", meta(p, "namespace"), meta(p, "name"))
+            else {
+                continue;
+            };
+            let now = crate::state::DeleteOpts {
+                precondition_uid: Some(uid.to_string()),
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            if let Err(e) = crate::ops::delete(&self.st, &t, &now) {
+                tracing::debug!(error = %e, pod = %meta(p, "name"), "deleting a terminated pod");
+            }
+        }
     }
 
     /// Removes the state of pods that are gone (their emptyDirs, projected

@@ -196,6 +196,9 @@ pub fn scan(
     limits: ScanLimits,
     idle_secs: i64,
 ) -> usize {
+    if super::errors::fail_pending_scan(db, now_utc, offset) {
+        return 0;
+    }
     let first = db.cdc.next_sequence;
     let start_index = db.log.records.partition_point(|r| r.sequence < first);
     let budget = (limits.maxtrans.max(1) as usize).saturating_mul(limits.maxscans.max(1) as usize);

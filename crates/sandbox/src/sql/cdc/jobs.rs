@@ -46,6 +46,8 @@ pub fn ensure_jobs(db: &mut Database, now: NaiveDateTime, offset: i32) -> bool {
         pollinginterval: 5,
         running: true,
         next_run: now,
+        started_at: Some(now),
+        stopped_at: None,
     });
     db.cdc.cleanup_job = Some(CleanupJob {
         job_id: Uuid::new_v4(),
@@ -57,7 +59,7 @@ pub fn ensure_jobs(db: &mut Database, now: NaiveDateTime, offset: i32) -> bool {
     true
 }
 
-fn current_mut<'a>(w: &'a mut WriteCtx<'_>) -> SqlResult<&'a mut Database> {
+pub(super) fn current_mut<'a>(w: &'a mut WriteCtx<'_>) -> SqlResult<&'a mut Database> {
     let id = w.info.db_id;
     {
         let ctx = w.read();
@@ -292,6 +294,10 @@ fn set_running(
             };
             if running && !j.running {
                 j.next_run = now;
+                (j.started_at, j.stopped_at) = (Some(now), None);
+            }
+            if !running && j.running {
+                j.stopped_at = Some(now);
             }
             j.running = running;
         } else {

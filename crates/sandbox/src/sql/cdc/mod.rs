@@ -20,10 +20,12 @@ use uuid::Uuid;
 
 use super::types::DataType;
 
+pub mod agent;
 pub mod capture;
 pub mod changes;
 pub mod cleanup;
 pub mod enable;
+pub mod errors;
 pub mod functions;
 mod help;
 pub mod jobs;
@@ -113,6 +115,9 @@ pub struct CaptureJob {
     pub running: bool,
     /// Next scan, server UTC.
     pub next_run: NaiveDateTime,
+    /// When it last started and stopped, server UTC (msdb.dbo.sysjobactivity).
+    pub started_at: Option<NaiveDateTime>,
+    pub stopped_at: Option<NaiveDateTime>,
 }
 
 /// The cleanup job's settings: retention in minutes, delete threshold.
@@ -171,6 +176,9 @@ pub struct CdcDatabase {
     pub aggregate: ScanSession,
     pub sessions: VecDeque<ScanSession>,
     pub next_session_id: i32,
+    /// sys.dm_cdc_errors, and a failure the next scan meets.
+    pub errors: Vec<errors::CaptureError>,
+    pub pending_failure: Option<errors::PendingFailure>,
 }
 
 impl CdcDatabase {
@@ -196,7 +204,8 @@ pub fn register(
 ) {
     enable::register(procs);
     jobs::register(procs);
-    for v in views::cdc_views() {
+    errors::register(procs);
+    for v in views::cdc_views().into_iter().chain(agent::views()) {
         views.register(v);
     }
     tvfs.register(changes::resolve);

@@ -387,8 +387,8 @@ fn errors_cols() -> Vec<Column> {
     ]
 }
 
-/// The sandbox's capture never fails, so the view is always empty.
+/// The errors of the recent failed scans (`errors`).
 fn errors_rows(ctx: &Ctx<'_>, db: &Database) -> Rows {
     require_database_state(ctx, db)?;
-    Ok(Vec::new())
+    Ok(super::errors::rows(db))
 }

@@ -1,0 +1,196 @@
+//! Why a worker stopped, in the words of its status: a stable reason (the
+//! error's kind, CamelCase as Kubernetes reasons are) and one line that
+//! says what to do. Messages name logins, tables and fields, never a
+//! password or a storage key: they travel into the CdcStream's status and
+//! the pod's termination message.
+
+use crate::engine::EngineError;
+use crate::source::SourceError;
+use crate::spec::StreamConfig;
+
+/// The longest message a status or termination message carries.
+const MAX_MESSAGE: usize = 1024;
+
+/// A worker's failure, ready for `status.worker`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The kind of error.
+    pub reason: &'static str,
+    /// What happened and what to do, on one line.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure with `message` made one bounded line.
+    pub fn new(reason: &'static str, message: impl AsRef<str>) -> Self {
+        Failure {
+            reason,
+            message: one_line(message.as_ref()),
+        }
+    }
+}
+
+/// SQL Server's "Login failed for user".
+const LOGIN_FAILED: u32 = 18456;
+/// Permission errors: SELECT denied, no permission, permission denied, no
+/// access to the database.
+const DENIED: [u32; 4] = [229, 297, 300, 916];
+
+/// The failure `error` stopped the engine of `config` with.
+pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
+    let source = &config.source;
+    let said = error.to_string();
+    match error {
+        EngineError::Credentials(_) => Failure::new(
+            "PasswordUnavailable",
+            format!(
+                "{said}; check spec.source.credentials.passwordFrom and that the Secret exists"
+            ),
+        ),
+        EngineError::Source(e) => source_failure(e, config),
+        EngineError::DataLoss(_) => Failure::new("DataLoss", said),
+        EngineError::Lease(_) => Failure::new(
+            "CheckpointInUse",
+            format!(
+                "{said}; make sure one stream only runs on checkpoint {}",
+                config.checkpoint
+            ),
+        ),
+        EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => {
+            Failure::new("IdentityMismatch", said)
+        }
+        EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
+        EngineError::Bronze(_)
+        | EngineError::Facts(_)
+        | EngineError::Finalization(_)
+        | EngineError::Silver(_)
+        | EngineError::Checkpoint(_) => Failure::new(
+            "LakeError",
+            format!(
+                "{said}; check that the worker may write {} and its storageOptions",
+                config.target.location
+            ),
+        ),
+        EngineError::Inconsistent(_) => Failure::new("Inconsistent", said),
+    }
+    .with_login_named(&source.username)
+}
+
+fn source_failure(error: &SourceError, config: &StreamConfig) -> Failure {
+    let source = &config.source;
+    let said = error.to_string();
+    match error {
+        _ if error.server_code() == Some(LOGIN_FAILED) => Failure::new(
+            "LoginFailed",
+            format!(
+                "SQL Server refused login {} to {}:{}: check spec.source.credentials.username and \
+                 the password in its Secret",
+                source.username, source.host, source.port
+            ),
+        ),
+        _ if error.server_code().is_some_and(|c| DENIED.contains(&c)) => Failure::new(
+            "PermissionDenied",
+            format!(
+                "{said}; grant login {} what docs/user-guide.md lists for a reader",
+                source.username
+            ),
+        ),
+        SourceError::NotCaptured(_) => Failure::new(
+            "CaptureInstanceNotFound",
+            format!(
+                "{said}; enable CDC on {} (sys.sp_cdc_enable_table) or fix spec.source.captureInstance",
+                source.table
+            ),
+        ),
+        SourceError::UnknownColumn { .. } => Failure::new("ColumnNotCaptured", said),
+        SourceError::UnsupportedType { .. } => Failure::new(
+            "UnsupportedType",
+            format!("{said}; leave the column out with spec.source.columns"),
+        ),
+        SourceError::Connect { .. } | SourceError::ConnectTimeout { .. } => Failure::new(
+            "SourceUnreachable",
+            format!("{said}; check spec.source.host and port, and the network path"),
+        ),
+        _ => Failure::new("SourceError", said),
+    }
+}
+
+impl Failure {
+    /// Makes sure a login failure names the login even when SQL Server's
+    /// text did not.
+    fn with_login_named(self, username: &str) -> Self {
+        if self.reason == "LoginFailed" && !self.message.contains(username) {
+            return Failure::new(self.reason, format!("login {username}: {}", self.message));
+        }
+        self
+    }
+}
+
+/// `text` on one line, at most [`MAX_MESSAGE`] bytes (cut on a character).
+pub fn one_line(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.len() <= MAX_MESSAGE {
+        return line;
+    }
+    let mut end = MAX_MESSAGE;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::test_fixtures::stream;
+
+    fn config() -> StreamConfig {
+        crate::operator::children::worker_config(&stream(serde_json::json!({})))
+            .expect("valid fixture")
+    }
+
+    #[test]
+    fn each_kind_of_error_has_its_reason_and_says_what_to_do() {
+        let config = config();
+        let cases = [
+            (
+                EngineError::Source(SourceError::NotCaptured(
+                    "dbo.orders is not captured".into(),
+                )),
+                "CaptureInstanceNotFound",
+                "sys.sp_cdc_enable_table",
+            ),
+            (
+                EngineError::Source(SourceError::UnsupportedType {
+                    column: "shape".into(),
+                    sql_type: "geometry".into(),
+                    reason: "spatial".into(),
+                }),
+                "UnsupportedType",
+                "spec.source.columns",
+            ),
+            (
+                EngineError::Source(SourceError::ConnectTimeout {
+                    address: "sql:1433".into(),
+                    seconds: 30,
+                }),
+                "SourceUnreachable",
+                "spec.source.host",
+            ),
+        ];
+        for (error, reason, todo) in cases {
+            let failure = engine_failure(&error, &config);
+            assert_eq!(failure.reason, reason);
+            assert!(failure.message.contains(todo), "{}", failure.message);
+            assert!(!failure.message.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn messages_are_one_bounded_line() {
+        let long = "word\n".repeat(1000);
+        let line = one_line(&long);
+        assert!(!line.contains('\n'));
+        assert!(line.len() <= MAX_MESSAGE + '…'.len_utf8());
+    }
+}

@@ -1,0 +1,62 @@
+//! The hash of what a worker runs: every spec field the engine reads, so
+//! that an edit of any of them changes the pod template (the Deployment
+//! rolls, a CronJob's next run takes it) and the worker can report which
+//! spec it runs. `alerts` (the operator's limits), `suspend` (the
+//! replicas) and `worker` (the pod itself) are left out.
+
+use sha2::{Digest, Sha256};
+
+use crate::spec::CdcStreamSpec;
+
+/// The pod template annotation carrying [`spec_hash`].
+pub const SPEC_HASH_ANNOTATION: &str = "mssql-cdc.io/spec-hash";
+
+/// The spec fields that do not reach the engine.
+const NOT_RUN: [&str; 3] = ["alerts", "suspend", "worker"];
+
+/// 16 hex digits of the SHA-256 of the engine's part of `spec`, as
+/// canonical JSON (keys sorted).
+pub fn spec_hash(spec: &CdcStreamSpec) -> String {
+    let mut value = serde_json::to_value(spec).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        for field in NOT_RUN {
+            fields.remove(field);
+        }
+    }
+    let digest = Sha256::digest(value.to_string().as_bytes());
+    digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spec_hash;
+    use crate::operator::test_fixtures::stream;
+
+    #[test]
+    fn only_what_the_engine_reads_changes_the_hash() {
+        let base = stream(serde_json::json!({})).spec;
+        let hash = spec_hash(&base);
+        assert_eq!(hash.len(), 16);
+        let mut alerts = base.clone();
+        alerts.alerts = Some(crate::spec::AlertsSpec {
+            silence: Some("1h".into()),
+            ..Default::default()
+        });
+        let mut suspended = base.clone();
+        suspended.suspend = true;
+        for same in [alerts, suspended] {
+            assert_eq!(spec_hash(&same), hash);
+        }
+        let mut trigger = base.clone();
+        trigger.trigger.processing_time = Some("2s".into());
+        let mut chunks = base.clone();
+        chunks.snapshot.chunk_rows = 5;
+        for changed in [trigger, chunks] {
+            assert_ne!(spec_hash(&changed), hash);
+        }
+    }
+}

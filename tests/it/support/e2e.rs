@@ -1,0 +1,205 @@
+//! One stream run the whole way: the chart's ServiceAccounts and RBAC
+//! (rendered by Helm), the operator in the test (on the API server's fake
+//! clock, with a token of the chart's operator account), a Secret and a
+//! CdcStream applied with kubectl, the worker run by the harness kubelet
+//! (or a real cluster's, with `KUBECONFIG`) against the sandbox or a real
+//! SQL Server. [`E2eOptions`] says what differs between scenarios.
+
+use std::time::Duration;
+
+use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
+use crate::support::chart::ChartIdentity;
+use crate::support::cluster::{sandbox_endpoint_for_pods, start_sandbox_pod};
+use crate::support::kube::KubeEnv;
+use crate::support::operator::{
+    InProcessOperator, cluster_manifest, orders_with_changes, start_operator_as, worker_image,
+};
+use crate::support::server::{Client, TestServer, run};
+use crate::support::stream::StreamFixture;
+
+/// The worker pods' label.
+pub const WORKER_PODS: &str = "mssql-cdc.io/stream=orders";
+
+/// What a scenario changes.
+pub struct E2eOptions {
+    /// The chart identity as the scenario wants it.
+    pub chart: Box<dyn FnOnce(ChartIdentity) -> ChartIdentity>,
+    /// Move the sandbox's clock two days on before the last change, as a
+    /// database CDC has run on for a while (sandbox only).
+    pub age_database: bool,
+    /// Lines appended to the spec (indented two spaces).
+    pub extra: String,
+    /// The trigger, as a flow mapping.
+    pub trigger: String,
+    /// The password the Secret holds instead of the right one.
+    pub secret_password: Option<String>,
+    /// Statements run in the scratch database before the stream is applied.
+    pub seed: Vec<String>,
+    /// A monitoring login (name, password) for `spec.source.monitoring`,
+    /// its password in the Secret's key `monitoring`.
+    pub monitoring: Option<(String, String)>,
+    /// Seconds of quiet after which capture writes an idle entry, for a
+    /// sandbox in this process; such a scenario does not run on a real
+    /// server or cluster (`start_e2e` returns `None`).
+    pub idle_interval_secs: Option<i64>,
+}
+
+impl Default for E2eOptions {
+    fn default() -> Self {
+        E2eOptions {
+            chart: Box::new(|chart| chart),
+            age_database: true,
+            extra: "  snapshot: {mode: never}\n".into(),
+            trigger: "{processingTime: 1s}".into(),
+            secret_password: None,
+            seed: Vec::new(),
+            monitoring: None,
+            idle_interval_secs: None,
+        }
+    }
+}
+
+/// A stream on the sandbox, run by the operator and its worker under the
+/// chart's identities.
+pub struct E2e {
+    pub kube: KubeEnv,
+    pub server: TestServer,
+    pub fixture: StreamFixture,
+    pub database: String,
+    _forward: Option<tokio::process::Child>,
+    _operator: InProcessOperator,
+    pub chart: ChartIdentity,
+}
+
+/// Sets up [`E2e`]; `None` when Helm (Python) is missing and allowed to be.
+pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
+    let kube = KubeEnv::for_e2e(binary).await;
+    let ns = kube.namespace.clone();
+    // On a real cluster the release is named after the namespace, so that
+    // its ClusterRole does not meet another run's.
+    let release = match &kube.cluster {
+        Some(_) => ns.replace("mssql-cdc-", ""),
+        None => "cdc".to_string(),
+    };
+    let chart = (options.chart)(ChartIdentity::render(&release, &ns).await?);
+    // On a real cluster the sandbox runs as a pod, reached through a
+    // port-forward; here, in this process.
+    let (forward, server) = match (&kube.cluster, options.idle_interval_secs) {
+        (Some(_), Some(_)) => {
+            eprintln!("skipped: the scenario needs a sandbox with its own idle interval");
+            return None;
+        }
+        (Some(cluster), None) => {
+            let (forward, server) = start_sandbox_pod(&kube, cluster).await;
+            (Some(forward), server)
+        }
+        (None, Some(seconds)) => {
+            let Some(server) =
+                TestServer::sandbox_with(|o| o.cdc_idle_interval_secs = seconds).await
+            else {
+                eprintln!("skipped: the scenario needs a sandbox with its own idle interval");
+                return None;
+            };
+            (None, server)
+        }
+        (None, None) => (None, TestServer::start().await),
+    };
+    let (mut client, db) = orders_with_changes(&server, 2).await;
+    if server.is_sandbox() && options.age_database {
+        // Two days of kept changes before the third.
+        advance_clock(&mut client, 2 * 86_400).await;
+    }
+    let before = max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.orders VALUES (3, N'n3', 3)")
+        .await
+        .expect("insert");
+    wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
+    seed(&mut client, &options.seed).await;
+
+    kube.install_crd().await;
+    // The worker reaches the API server in-cluster only. On a real cluster
+    // it reaches the sandbox by its Service; here all pods share the host's
+    // network, so its metrics port must be a free one.
+    let (fixture, worker_env) = match &kube.cluster {
+        Some(_) => (
+            StreamFixture::with_endpoint(sandbox_endpoint_for_pods(&ns), &db, &options.extra),
+            String::new(),
+        ),
+        None => (
+            StreamFixture::new(&server, &db, &options.extra),
+            "  worker:\n    env:\n    - {name: MSSQL_CDC_LISTEN, value: \"127.0.0.1:0\"}\n"
+                .to_string(),
+        ),
+    };
+    let mut manifest = cluster_manifest(&fixture).replace(
+        "trigger: {availableNow: true}",
+        &format!("trigger: {}", options.trigger),
+    ) + &worker_env;
+    let mut monitoring_key = String::new();
+    if let Some((user, password)) = &options.monitoring {
+        manifest = manifest.replace(
+            "    encrypt: required",
+            &format!(
+                "    monitoring:\n      credentials:\n        username: \"{user}\"\n        \
+                 passwordFrom: {{secretKeyRef: {{name: sql, key: monitoring}}}}\n    encrypt: required"
+            ),
+        );
+        monitoring_key = format!(", monitoring: \"{password}\"");
+    }
+    let password = options
+        .secret_password
+        .unwrap_or_else(|| fixture.password.clone());
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: sql, namespace: {ns}}}\nstringData: {{password: \"{password}\"{monitoring_key}}}\n",
+    );
+    kube.kubectl_ok(&["apply", "-f", &kube.write("secret.yaml", &secret)])
+        .await;
+    chart.apply(&kube).await;
+    let token = chart.operator_token(&kube).await;
+    let operator_client = kube.client_with_token(&token).await;
+    let operator = start_operator_as(
+        &kube,
+        Duration::from_secs(1),
+        operator_client,
+        chart.worker_defaults(worker_image(&kube)),
+    )
+    .await;
+    kube.kubectl_ok(&[
+        "apply",
+        "-n",
+        &ns,
+        "-f",
+        &kube.write("orders.yaml", &manifest),
+    ])
+    .await;
+    Some(E2e {
+        kube,
+        server,
+        fixture,
+        database: db,
+        _forward: forward,
+        _operator: operator,
+        chart,
+    })
+}
+
+async fn seed(client: &mut Client, statements: &[String]) {
+    for sql in statements {
+        run(client, sql).await.expect("seed statement");
+    }
+}
+
+impl Drop for E2e {
+    fn drop(&mut self) {
+        // A real cluster keeps cluster-scoped objects after the namespace.
+        if self.kube.cluster.is_some() {
+            for (kind, name) in self.chart.cluster_scoped() {
+                let _ = std::process::Command::new("kubectl")
+                    .env("KUBECONFIG", &self.kube.kubeconfig)
+                    .args(["delete", &kind, &name, "--wait=false"])
+                    .output();
+            }
+        }
+    }
+}
