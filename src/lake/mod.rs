@@ -19,6 +19,7 @@ pub mod finalization;
 pub mod lease;
 pub mod maintenance;
 pub mod records;
+mod s3;
 pub mod schema;
 pub mod silver;
 pub mod storage;

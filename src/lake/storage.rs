@@ -219,11 +219,12 @@ pub fn unsafe_rename_source(
     }
 }
 
-/// Registers deltalake's S3 and Azure handlers (idempotent, once per process).
+/// Registers the S3 and Azure handlers with deltalake (idempotent, once
+/// per process).
 pub fn register_handlers() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        deltalake::aws::register_handlers(None);
+        super::s3::register();
         deltalake::azure::register_handlers(None);
     });
 }
