@@ -1,16 +1,16 @@
 //! Runs one planned micro-batch to its commit marker: read the planned
-//! range into staged Parquet files, commit them to bronze with the batch's
-//! facts rows in the same commit, append those rows to the facts table,
-//! move the verdict, mark the batch done. A replay after a crash resumes
+//! range (in the plan's parts, at once, when it has them) into staged
+//! Parquet files, commit them to bronze with the batch's facts rows in the
+//! same commit, append those rows to the facts table, move the verdict,
+//! mark the batch done. A replay after a crash resumes
 //! where the first run stopped (`plan::resume`); see
 //! docs/adr/0002-exactly-once.md.
 
 use std::time::Instant;
 
 use chrono::Utc;
-use deltalake::arrow::record_batch::RecordBatch;
-use tiberius::ColumnData;
 
+use super::changes_read::read_changes;
 use super::context::Run;
 use super::data_loss::{self, PurgeTimes};
 use super::error::EngineError;
@@ -18,7 +18,7 @@ use super::facts_row::{self, BatchMeasures};
 use super::plan::{self, BronzeHolds, Resume, Watermarks};
 use super::session::SourceSession;
 use super::sink::Sink;
-use super::source_changes::{read_schema, switch_failpoint};
+use super::source_changes::switch_failpoint;
 use crate::domain::{FactRow, Lsn};
 use crate::failpoint;
 use crate::lake::bronze::BronzeOutcome;
@@ -26,9 +26,6 @@ use crate::lake::checkpoint::{CommittedBatch, PlannedBatch, PlannedEvent};
 use crate::lake::facts::{AppendOutcome, FactsKey};
 use crate::lake::records::{BatchRecord, LsnRange};
 use crate::lake::txn::{FactSequence, Txn};
-use crate::source::SourceError;
-use crate::source::cdc;
-use crate::source::reader::{ReadRequest, ReadStats, RowShape};
 
 /// Runs (or replays) `plan`. `marks` are the source's watermarks when it
 /// was planned (or replayed), for its facts row.
@@ -80,15 +77,9 @@ async fn read_and_commit(
         }
         None => plan.start_lsn,
     };
-    let probe = session.probe_before_read(&mut run.warnings).await?;
-    let (staged, read) = loop {
-        if read_from > plan.end_lsn {
-            let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
-            break (sink.bronze.stage(nothing).await?, ReadStats::default());
-        }
-        let request = changes_request(run, session, sink, plan, read_from)?;
-        run.observer().batch_started(plan.batch_id);
-        match session.read_into(&mut sink.bronze, request).await {
+    let waits = session.may_read_waits(&mut run.warnings).await?;
+    let read = loop {
+        match read_changes(run, session, sink, plan, read_from, waits).await {
             Ok(read) => break read,
             // Cleanup passed the start after it was checked (error 313):
             // the policy decides, and under skip the read starts again at
@@ -106,17 +97,18 @@ async fn read_and_commit(
             Err(error) => return Err(error),
         }
     };
-    let measured = session.probe_after_read(probe, &mut run.warnings).await?;
-    // This query, on the session that read, is also what tells a complete
-    // read from one cut off: a session killed mid-result may end the result
-    // with a DONE token that carries only an error flag, which the driver
-    // takes for its end. The server closes a killed session's connection,
-    // so the query fails and the batch is read again. Keep a query on the
-    // same session between the read and the bronze commit.
-    if let Some(min) = session
-        .purged_past(&plan.capture_instance, read_from)
-        .await?
-    {
+    // Each part asked for the low-water mark on the session that read it
+    // (`readers::Check`): that query is also what tells a complete read
+    // from one cut off, since a session killed mid-result may end the
+    // result with a DONE token that carries only an error flag, which the
+    // driver takes for its end; the server closes a killed session's
+    // connection, so the query fails and the batch is read again. Keep a
+    // query on each reading session between the read and the commit.
+    let min = match read.min_lsn {
+        Some(min) => min,
+        None => session.min_lsn(&plan.capture_instance).await?,
+    };
+    if min > read_from {
         purged_while_reading(run, session, plan, min, &mut events).await?;
     }
 
@@ -127,9 +119,9 @@ async fn read_and_commit(
     let measures = BatchMeasures {
         started_at,
         duration: clock.elapsed(),
-        read,
-        source_rtt_ms: measured.source_rtt_ms,
-        network_wait_ms: measured.network_wait_ms,
+        read: read.stats,
+        source_rtt_ms: read.round_trip.as_secs_f64() * 1000.0,
+        network_wait_ms: read.network_wait_ms,
     };
     let now = Utc::now();
     let record = BatchRecord {
@@ -149,7 +141,7 @@ async fn read_and_commit(
             end: plan.end_lsn,
         }),
     };
-    let outcome = sink.commit_to_bronze(txn, staged, &record).await?;
+    let outcome = sink.commit_to_bronze(txn, read.staged, &record).await?;
     failpoint::hit("after_bronze_commit");
     switch_failpoint(plan, "after_bronze_commit");
     let version = match outcome {
@@ -160,36 +152,6 @@ async fn read_and_commit(
         BronzeOutcome::AlreadyCommitted | BronzeOutcome::Empty => None,
     };
     record_facts(run, sink, plan, version, record.rows()).await
-}
-
-/// The read of a batch's changes, from `from` to the plan's end.
-fn changes_request(
-    run: &Run<'_>,
-    session: &SourceSession,
-    sink: &Sink,
-    plan: &PlannedBatch,
-    from: Lsn,
-) -> Result<ReadRequest, EngineError> {
-    let info = session.info();
-    let observer = run.options.observer.clone();
-    let batch_id = plan.batch_id;
-    Ok(ReadRequest {
-        sql: cdc::changes_query(info),
-        params: vec![
-            ColumnData::Binary(Some(from.to_bytes().to_vec().into())),
-            ColumnData::Binary(Some(plan.end_lsn.to_bytes().to_vec().into())),
-        ],
-        columns: info.columns.clone(),
-        schema: read_schema(info, &sink.bronze.arrow_schema()?)?,
-        shape: RowShape::Changes {
-            utc_offset_minutes: session.utc_offset_minutes(),
-        },
-        batch_id: plan.batch_id.txn_version(),
-        on_batch: Some(Box::new(move |rows| {
-            failpoint::hit("mid_read");
-            observer.batch_reading(batch_id, rows);
-        })),
-    })
 }
 
 /// Cleanup passed the batch's start (`min` is the new low-water mark): the

@@ -9,6 +9,7 @@
 //! `retention` reads the cleanup job's retention the headroom is
 //! measured with; `run` drives the loop with `retry`'s backoff; `step` is one step of it;
 //! `batch` runs a planned batch, `snapshot` the bootstrap and re-snapshots,
+//! both reading through `readers` (one session, or several at once),
 //! `source_changes` moves to a newer capture instance; `identity` makes sure
 //! the checkpoint and the target belong together; `heartbeat` is the
 //! optional write that keeps a quiet database's max LSN moving; `observer`
@@ -16,6 +17,7 @@
 //! The exactly-once protocol is docs/adr/0002-exactly-once.md.
 
 mod batch;
+mod changes_read;
 mod context;
 mod data_loss;
 mod error;
@@ -25,12 +27,15 @@ mod identity;
 mod observer;
 mod options;
 mod plan;
+mod readers;
 mod retention;
 mod retry;
 mod run;
 mod session;
 mod sink;
 mod snapshot;
+mod snapshot_copy;
+mod snapshot_ranges;
 mod source_changes;
 mod step;
 mod time_zone;

@@ -8,22 +8,22 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use secrecy::SecretString;
-use tiberius::ColumnData;
 use tokio::sync::Mutex;
 
 use super::error::EngineError;
 use super::plan::{
     self, InstanceMarks, NewerInstance, PlanOptions, Position, SourceMarks, Watermarks,
 };
+use super::readers::Session;
 use super::retention;
 use super::time_zone::{offset_warning, zone_offset_minutes};
 use super::warnings::Warnings;
 use crate::domain::{CaptureInstance, Lsn};
-use crate::lake::bronze::{BronzeTable, StagedFiles};
 use crate::source::cdc::{self, CaptureInfo};
-use crate::source::reader::{ReadRequest, ReadStats, spawn_read};
+use crate::source::key_ranges::{bounds, sample_for, sample_keys};
+use crate::source::lsn_parts::{CommitChanges, change_counts};
 use crate::source::session_stats::{self, NetworkWait};
-use crate::source::snapshot::{estimated_rows, has_rows_after};
+use crate::source::snapshot::estimated_rows;
 use crate::source::{SourceError, SqlClient, connect, heartbeat};
 use crate::spec::{HeartbeatConfig, SourceConfig};
 
@@ -31,6 +31,11 @@ use crate::spec::{HeartbeatConfig, SourceConfig};
 pub struct SourceSession {
     /// The session, lent to a read task while a batch reads.
     client: Arc<Mutex<SqlClient>>,
+    /// More sessions for parallel reads (`spec.source.readers`), opened the
+    /// first time a read needs them and kept for the next ones.
+    extra: Vec<Arc<Mutex<SqlClient>>>,
+    /// To open them.
+    password: SecretString,
     /// The capture instance read and its columns.
     info: CaptureInfo,
     source: SourceConfig,
@@ -52,20 +57,6 @@ enum WaitAccess {
     Granted,
     /// Refused; the warning was raised, the session stops asking.
     Denied,
-}
-
-/// What was measured before a read.
-pub struct ReadProbe {
-    round_trip: Duration,
-    wait_before_ms: Option<i64>,
-}
-
-/// The session's measures of one batch.
-pub struct SessionMeasures {
-    /// `source_rtt_ms`.
-    pub source_rtt_ms: f64,
-    /// `network_wait_ms`: `None` without permission.
-    pub network_wait_ms: Option<i64>,
 }
 
 impl SourceSession {
@@ -100,6 +91,8 @@ impl SourceSession {
         };
         let mut session = SourceSession {
             client: Arc::new(Mutex::new(client)),
+            extra: Vec::new(),
+            password: password.clone(),
             info,
             source: source.clone(),
             utc_offset: previous.map_or(0, |p| p.utc_offset),
@@ -359,48 +352,29 @@ impl SourceSession {
         Ok(Some(NewerInstance { start_lsn, marks }))
     }
 
-    /// Measures a round trip and reads the wait counter before a read.
-    pub async fn probe_before_read(
-        &mut self,
-        warnings: &mut Warnings,
-    ) -> Result<ReadProbe, EngineError> {
-        let round_trip = session_stats::round_trip(&mut *self.client.lock().await).await?;
-        let wait_before_ms = self.network_wait(warnings).await?;
-        Ok(ReadProbe {
-            round_trip,
-            wait_before_ms,
-        })
+    /// A round trip to the server on this session.
+    pub async fn round_trip(&mut self) -> Result<Duration, EngineError> {
+        Ok(session_stats::round_trip(&mut *self.client.lock().await).await?)
     }
 
-    /// Reads the wait counter again after the read: the difference is what
-    /// the server waited for this client during the batch.
-    pub async fn probe_after_read(
-        &mut self,
-        probe: ReadProbe,
-        warnings: &mut Warnings,
-    ) -> Result<SessionMeasures, EngineError> {
-        let network_wait_ms = match probe.wait_before_ms {
-            Some(before) => self
-                .network_wait(warnings)
-                .await?
-                // Counters only grow within a session; never report less than 0.
-                .map(|after| (after - before).max(0)),
-            None => None,
-        };
-        Ok(SessionMeasures {
-            source_rtt_ms: probe.round_trip.as_secs_f64() * 1000.0,
-            network_wait_ms,
-        })
+    /// Whether the login may read its sessions' wait counters: asked once
+    /// per session (raising the warning when it may not), so the readers
+    /// of a batch measure `network_wait_ms` only when they can.
+    pub async fn may_read_waits(&mut self, warnings: &mut Warnings) -> Result<bool, EngineError> {
+        if self.wait_access == WaitAccess::Unknown {
+            self.network_wait(warnings).await?;
+        }
+        Ok(self.wait_access == WaitAccess::Granted)
     }
 
-    async fn network_wait(&mut self, warnings: &mut Warnings) -> Result<Option<i64>, EngineError> {
+    async fn network_wait(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
         if self.wait_access == WaitAccess::Denied {
-            return Ok(None);
+            return Ok(());
         }
         match session_stats::network_wait(&mut *self.client.lock().await).await? {
-            NetworkWait::Millis(ms) => {
+            NetworkWait::Millis(_) => {
                 self.wait_access = WaitAccess::Granted;
-                Ok(Some(ms))
+                Ok(())
             }
             NetworkWait::Denied(message) => {
                 self.wait_access = WaitAccess::Denied;
@@ -410,38 +384,50 @@ impl SourceSession {
                      STATE before); SQL Server said: {message}",
                     self.source.username
                 ));
-                Ok(None)
+                Ok(())
             }
         }
     }
 
-    /// Runs `request` on a read task while `bronze` stages what it yields.
-    /// A read error wins over the writer's (which only says the stream
-    /// broke).
-    pub async fn read_into(
-        &mut self,
-        bronze: &mut BronzeTable,
-        request: ReadRequest,
-    ) -> Result<(StagedFiles, ReadStats), EngineError> {
-        let client = self.client.clone().lock_owned().await;
-        let (batches, task) = spawn_read(client, request);
-        let staged = bronze.stage(batches).await;
-        let (_client, stats) = task
-            .await
-            .map_err(|e| EngineError::Inconsistent(format!("the read task failed: {e}")))?;
-        let stats = stats?;
-        Ok((staged?, stats))
+    /// `n` sessions (at least one) for a parallel read: this one first,
+    /// then others of the same login, opened the first time they are
+    /// needed.
+    pub async fn sessions(&mut self, n: usize) -> Result<Vec<Session>, EngineError> {
+        let wanted = n.max(1) - 1;
+        while self.extra.len() < wanted {
+            let client = connect(&self.source, &self.password).await?;
+            self.extra.push(Arc::new(Mutex::new(client)));
+        }
+        Ok(std::iter::once(self.client.clone())
+            .chain(self.extra.iter().take(wanted).cloned())
+            .collect())
     }
 
-    /// Whether the table has a row after key `after` (see
-    /// [`crate::source::snapshot::has_rows_after`]).
-    pub async fn has_rows_after(
+    /// The read instance's change rows per commit in `[from, to]`, to split
+    /// a batch into parts.
+    pub async fn change_counts(
+        &mut self,
+        from: Lsn,
+        to: Lsn,
+    ) -> Result<Vec<CommitChanges>, EngineError> {
+        let info = self.info.clone();
+        Ok(change_counts(&mut *self.client.lock().await, &info, from, to).await?)
+    }
+
+    /// The keys that split the table (paged by `paged`'s key) into at most
+    /// `ranges` ranges of about equal size, from a sample of the key; empty
+    /// when the table cannot be split (too small, or of unknown size).
+    pub async fn key_bounds(
         &mut self,
         paged: &CaptureInfo,
-        after: Option<&[ColumnData<'static>]>,
-    ) -> Result<bool, EngineError> {
+        ranges: usize,
+    ) -> Result<Vec<Vec<serde_json::Value>>, EngineError> {
+        let Some(sample) = sample_for(self.estimated_rows().await) else {
+            return Ok(Vec::new());
+        };
         let table = self.source.table.clone();
-        Ok(has_rows_after(&mut *self.client.lock().await, &table, paged, after).await?)
+        let keys = sample_keys(&mut *self.client.lock().await, &table, paged, sample).await?;
+        Ok(bounds(&keys, ranges))
     }
 
     /// The table's row count, as the catalog estimates it (for progress).

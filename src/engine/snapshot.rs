@@ -6,30 +6,29 @@
 //! Each chunk commits under its own `txn` (`lake::txn::Txn::snapshot_chunk`)
 //! and records how far the snapshot got (`lake::records::ChunkProgress`); a
 //! restarted run reads that back and continues after the last key copied.
-//! Tables whose key cannot be resumed from are copied in one commit
-//! (`source::snapshot::paging`).
-
-use std::time::{Duration, Instant};
+//! With `spec.source.readers` above 1 the plan splits the table into key
+//! ranges copied at once (`snapshot_copy`), each resumed on its own
+//! (`snapshot_ranges`). Tables whose key cannot be resumed from are copied
+//! in one commit (`source::snapshot::paging`).
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 
 use super::context::Run;
 use super::error::EngineError;
 use super::facts_row::{self, SnapshotMeasures};
-use super::observer::SnapshotProgress;
 use super::plan::{Position, Start};
 use super::session::SourceSession;
 use super::sink::Sink;
+use super::snapshot_copy::{SnapshotCopy, copy_ranges};
+use super::snapshot_ranges::SnapshotRanges;
 use super::source_changes::read_schema;
-use crate::domain::{BatchId, Lsn};
+use crate::domain::Lsn;
 use crate::failpoint;
 use crate::lake::checkpoint::{CompletedSnapshot, PlannedSnapshot};
 use crate::lake::facts::FactsKey;
 use crate::lake::records::{ChunkProgress, ChunkRecord};
 use crate::lake::txn::{FactSequence, Txn};
-use crate::source::reader::{ReadRequest, RowShape};
-use crate::source::snapshot::{Paging, chunk_query, key_from_json, key_to_json, paging};
+use crate::source::snapshot::{Paging, paging};
 
 /// The bootstrap is snapshot number 0.
 const BOOTSTRAP: u64 = 0;
@@ -46,7 +45,8 @@ pub async fn position(
         Start::After(position) => Ok(position),
         Start::Snapshot(plan) => take(run, session, sink, plan).await,
         Start::Bootstrap => {
-            let plan = plan_snapshot(session, sink, BOOTSTRAP, None, None).await?;
+            let readers = run.config.source.readers;
+            let plan = plan_snapshot(session, sink, BOOTSTRAP, readers, None).await?;
             take(run, session, sink, plan).await
         }
         Start::OldestKept => {
@@ -75,24 +75,36 @@ pub async fn resnapshot(
         .latest_snapshot()
         .await?
         .map_or(BOOTSTRAP + 1, |n| n + 1);
-    let plan = plan_snapshot(session, sink, n, lost_from_ts, lost_to_ts).await?;
+    let lost = Some((lost_from_ts, lost_to_ts));
+    let plan = plan_snapshot(session, sink, n, run.config.source.readers, lost).await?;
     take(run, session, sink, plan).await
 }
 
-/// Fixes snapshot `n`'s LSN (the source's max LSN now) before it reads.
+/// Commit times around the changes a re-snapshot replaces: of the last one
+/// read, of the oldest one CDC still kept.
+type Lost = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// Fixes snapshot `n`'s LSN (the source's max LSN now) and, for `readers`
+/// above 1, the key bounds of its ranges before it reads.
 async fn plan_snapshot(
     session: &mut SourceSession,
     sink: &mut Sink,
     n: u64,
-    lost_from_ts: Option<DateTime<Utc>>,
-    lost_to_ts: Option<DateTime<Utc>>,
+    readers: usize,
+    lost: Option<Lost>,
 ) -> Result<PlannedSnapshot, EngineError> {
+    let (lost_from_ts, lost_to_ts) = lost.unwrap_or_default();
     let instance = session.info().instance.clone();
     let max = session.max_lsn().await?;
     let min = session.min_lsn(&instance).await?;
     // A capture instance newer than the last change starts after it:
     // nothing before its start was ever captured.
     let lsn = max.max(min.checked_prev().unwrap_or(Lsn::ZERO));
+    let info = session.info().clone();
+    let key_bounds = match paging(&info) {
+        Paging::ByKey(_) if readers > 1 => session.key_bounds(&info, readers).await?,
+        _ => Vec::new(),
+    };
     let plan = PlannedSnapshot {
         snapshot: n,
         lsn,
@@ -101,7 +113,7 @@ async fn plan_snapshot(
         started_at: Utc::now(),
         lost_from_ts,
         lost_to_ts,
-        key_bounds: Vec::new(),
+        key_bounds,
     };
     sink.plan_snapshot(&plan).await?;
     Ok(plan)
@@ -142,26 +154,26 @@ async fn take(
     let estimated = session.estimated_rows().await;
     let schema = read_schema(&info, &sink.bronze.arrow_schema()?)?;
 
-    let (mut chunk, mut after, mut rows, mut finished) = match &resumed {
-        Some((progress, after)) => (
-            progress.chunk + 1,
-            after.clone(),
-            progress.rows,
-            progress.finished,
-        ),
-        None => (0, None, 0, false),
-    };
+    let target = run.config.target.location.to_string();
+    let mut ranges = SnapshotRanges::new(&plan, !paged.key_columns.is_empty(), resumed.as_ref())
+        .map_err(|why| {
+            EngineError::Inconsistent(format!(
+                "bronze table {target}: snapshot {n}: {why}; move the checkpoint and target \
+                 aside to re-snapshot"
+            ))
+        })?;
+    let first_chunk = resumed.as_ref().map_or(0, |progress| progress.chunk + 1);
     if resumed.is_some() {
         tracing::info!(
-            rows,
-            chunk,
+            rows = ranges.rows(),
+            chunk = first_chunk,
             "resuming the snapshot after its last committed chunk"
         );
         // Silver applies the chunks a crash left in bronze only.
         if sink.has_silver() {
             let applied = sink.silver_applied(&Txn::silver_chunks(app_id, n)).await?;
             let first = applied.map_or(0, |v| u64::try_from(v).unwrap_or(0) + 1);
-            for done in first..chunk {
+            for done in first..first_chunk {
                 sink.apply_to_silver(
                     &Txn::snapshot_chunk(app_id, n, done),
                     &Txn::silver_chunk(app_id, n, done),
@@ -170,94 +182,21 @@ async fn take(
             }
         }
     }
-    let resumed_rows = rows;
-    let clock = Instant::now();
-    let mut read_time = Duration::ZERO;
-    let mut read_bytes = 0u64;
-    while !finished {
-        let request = ReadRequest {
-            sql: chunk_query(
-                &run.config.source.table,
-                &paged,
-                chunk_rows,
-                after.as_deref(),
-            ),
-            params: after.clone().unwrap_or_default(),
-            columns: info.columns.clone(),
-            schema: schema.clone(),
-            shape: RowShape::Snapshot {
-                lsn: plan.lsn,
-                commit_ts: plan.commit_ts,
-                key_positions: key_positions.clone(),
-            },
-            batch_id: BatchId::SNAPSHOT.txn_version(),
-            on_batch: Some(reading_observer(run, rows)),
-        };
-        let (staged, stats) = session.read_into(&mut sink.bronze, request).await?;
-        read_time += stats.read_time;
-        read_bytes += stats.bytes;
-        rows += stats.rows;
-        finished = paged.key_columns.is_empty() || stats.rows < chunk_rows;
-        if finished && !paged.key_columns.is_empty() {
-            // A short chunk ends the snapshot only once the table confirms
-            // it has nothing past the last key read: a result cut off
-            // mid-way, or rows inserted since, are read by another chunk.
-            // (On a session that was cut off, the check itself fails.)
-            let last = stats.last_key.as_deref().or(after.as_deref());
-            finished = !session.has_rows_after(&paged, last).await?;
-        }
-        let record = ChunkRecord {
-            progress: ChunkProgress {
-                snapshot: n,
-                chunk,
-                rows,
-                finished,
-                last_key: stats.last_key.as_ref().map(|key| {
-                    key.iter()
-                        .map(|v| key_to_json(v).unwrap_or(Value::Null))
-                        .collect()
-                }),
-                checkpoint: Some(sink.identity.id.clone()),
-                plan: Some(plan.clone()),
-                range: None,
-                ranges: Vec::new(),
-            },
-        };
-        sink.commit_to_bronze(&Txn::snapshot_chunk(app_id, n, chunk), staged, &record)
-            .await?;
-        sink.apply_to_silver(
-            &Txn::snapshot_chunk(app_id, n, chunk),
-            &Txn::silver_chunk(app_id, n, chunk),
-        )
-        .await?;
-        failpoint::hit("mid_snapshot");
-        let elapsed = clock.elapsed().as_secs_f64().max(1e-3);
-        let rate = (rows - resumed_rows) as f64 / elapsed;
-        let eta = estimated
-            .filter(|_| rate > 0.0)
-            .map(|total| Duration::from_secs_f64(total.saturating_sub(rows) as f64 / rate));
-        run.observer().snapshot_progress(&SnapshotProgress {
-            rows,
-            estimated_rows: estimated,
-            rows_per_second: rate,
-            eta,
-            chunks: chunk + 1,
-            started_at: plan.started_at,
-        });
-        tracing::debug!(
-            rows,
-            estimated_rows = estimated,
-            rows_per_second = rate.round(),
-            "snapshot progress"
-        );
-        after = stats.last_key;
-        chunk += 1;
-    }
-
+    let copy = SnapshotCopy {
+        plan: &plan,
+        first_chunk,
+        estimated,
+        paged,
+        key_positions,
+        schema,
+        chunk_rows,
+    };
+    let copied = copy_ranges(run, session, sink, &mut ranges, &copy).await?;
+    let rows = ranges.rows();
     let measures = SnapshotMeasures {
         rows,
-        read_time,
-        read_bytes,
+        read_time: copied.read_time,
+        read_bytes: copied.read_bytes,
     };
     if n != BOOTSTRAP {
         // Keys the new snapshot did not see are gone from the source.
@@ -285,13 +224,6 @@ async fn take(
     Ok(position)
 }
 
-/// Tells the observer how many rows the snapshot holds while a chunk
-/// reads, `before` being the rows of the chunks committed before it.
-fn reading_observer(run: &Run<'_>, before: u64) -> Box<dyn FnMut(u64) + Send> {
-    let observer = run.options.observer.clone();
-    Box::new(move |rows| observer.snapshot_reading(before + rows))
-}
-
 /// Where the planned snapshot's committed chunks got to, from bronze, with
 /// the key to resume after. The chunks must be this checkpoint's, of this
 /// snapshot: another's would be resumed as if they were.
@@ -300,7 +232,7 @@ async fn resumed_progress(
     app_id: &str,
     plan: &PlannedSnapshot,
     target: &str,
-) -> Result<Option<(ChunkProgress, Option<Vec<tiberius::ColumnData<'static>>>)>, EngineError> {
+) -> Result<Option<ChunkProgress>, EngineError> {
     let n = plan.snapshot;
     let Some(chunk) = sink
         .bronze
@@ -345,16 +277,7 @@ async fn resumed_progress(
             plan.lsn
         )));
     }
-    let after = match &record.progress.last_key {
-        Some(keys) => Some(
-            keys.iter()
-                .map(key_from_json)
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(unreadable)?,
-        ),
-        None => None,
-    };
     let mut progress = record.progress;
     progress.chunk = chunk;
-    Ok(Some((progress, after)))
+    Ok(Some(progress))
 }

@@ -12,8 +12,11 @@ use super::session::SourceSession;
 use super::sink::Sink;
 use super::snapshot;
 use super::source_changes::{adopt_instance, schema_change_event, switch_event, switch_failpoint};
+use crate::domain::Lsn;
 use crate::failpoint;
 use crate::lake::checkpoint::PlannedBatch;
+use crate::lake::records::LsnRange;
+use crate::source::lsn_parts;
 
 /// The outcome of one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +153,7 @@ async fn complete(
         Some(ts) => Some(ts),
         None => session.lsn_time(draft.end_lsn).await?,
     };
+    let parts = parts(run, session, draft.start_lsn, draft.end_lsn).await?;
     Ok(PlannedBatch {
         batch_id: draft.batch_id,
         start_lsn: draft.start_lsn,
@@ -158,8 +162,31 @@ async fn complete(
         end_commit_ts,
         planned_at: chrono::Utc::now(),
         events,
-        parts: Vec::new(),
+        parts,
     })
+}
+
+/// With `spec.source.readers` above 1, the parts a batch over `[start,
+/// end]` is read in: cut after commits so each holds about as many
+/// changes (`source::lsn_parts`). Recorded in the plan, so a replay reads
+/// the same parts. None when cleanup already passed the start: the read
+/// then decides what `onDataLoss` makes of it.
+async fn parts(
+    run: &Run<'_>,
+    session: &mut SourceSession,
+    start: Lsn,
+    end: Lsn,
+) -> Result<Vec<LsnRange>, EngineError> {
+    let readers = run.config.source.readers;
+    if readers < 2 || start >= end {
+        return Ok(Vec::new());
+    }
+    let counts = match session.change_counts(start, end).await {
+        Ok(counts) => counts,
+        Err(EngineError::Source(error)) if error.is_purged_range() => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    Ok(lsn_parts::split(start, end, &counts, readers))
 }
 
 /// Whether the manifest names silver's keys (else they are the capture

@@ -144,11 +144,17 @@ pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 * 1024 * 1024;
 /// let memory grow with batches up to that size.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 
+/// Encoded bytes at which a row group is closed before it reaches
+/// [`ROW_GROUP_ROWS`]: wide rows (long strings, binaries) would otherwise
+/// hold many times what narrow ones do, so memory follows bytes, not rows.
+pub const ROW_GROUP_BYTES: usize = 32 * 1024 * 1024;
+
 fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
         .set_created_by(format!("mssql-cdc {}", env!("CARGO_PKG_VERSION")))
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
         .build()
 }
 

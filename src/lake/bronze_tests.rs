@@ -315,3 +315,119 @@ fn cdc_columns_follow_the_captured_ones() {
         matches!(bronze_schema(&clash), Err(BronzeError::ReservedColumn(name)) if name == "_LSN")
     );
 }
+
+#[tokio::test]
+async fn parts_staged_on_their_own_tasks_commit_as_one_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bronze, location, schema) = open(&dir).await;
+    let mut tasks = Vec::new();
+    for (first, n) in [(1, 3), (4, 2), (6, 4)] {
+        let stager = bronze.stager().unwrap();
+        let rows = vec![changes(&schema, 3, first, n)];
+        tasks.push(tokio::spawn(async move {
+            let mut staged = stager.stage(ok_stream(rows)).await?;
+            staged.seal().await?;
+            Ok::<_, BronzeError>(staged)
+        }));
+    }
+    let mut parts = Vec::new();
+    for task in tasks {
+        parts.push(task.await.unwrap().unwrap());
+    }
+    let staged = StagedFiles::join(parts).expect("three parts");
+    assert_eq!(staged.rows(), 9);
+    let record = BatchRecord {
+        facts: facts(3, 9),
+        events: Vec::new(),
+        checkpoint: None,
+        range: None,
+    };
+    let txn = Txn::bronze_batch("orders-v1", id(3));
+    let outcome = bronze.commit_batch(&txn, staged, &record).await.unwrap();
+    assert_eq!(
+        outcome,
+        BronzeOutcome::Committed {
+            version: 1,
+            rows: 9
+        }
+    );
+    assert_eq!(
+        count(&location).await,
+        vec![vec!["3".to_string(), "9".into(), "450.45".into()]]
+    );
+    assert_eq!(StagedFiles::join(Vec::new()).map(|s| s.rows()), None);
+}
+
+/// `len` hex digits that Snappy cannot shorten (xorshift from `seed`).
+fn incompressible(seed: u64, len: usize) -> String {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = String::with_capacity(len);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push_str(&format!("{x:016x}"));
+    }
+    out.truncate(len);
+    out
+}
+
+#[tokio::test]
+async fn wide_rows_close_row_groups_by_bytes_before_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = StorageLocation::parse(dir.path().join("wide").to_str().unwrap()).unwrap();
+    let captured = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("payload", DataType::Utf8, true),
+    ]);
+    let schema = bronze_schema(&captured).unwrap();
+    let mut bronze = BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema)
+        .await
+        .unwrap();
+    // 48 Ki rows of 2 KiB each: 96 MiB, far under ROW_GROUP_ROWS rows but
+    // several times ROW_GROUP_BYTES.
+    let rows_per_batch = 4096i64;
+    let batches: Vec<RecordBatch> = (0..12)
+        .map(|b| {
+            let ids: Vec<i64> = (b * rows_per_batch..(b + 1) * rows_per_batch).collect();
+            let lsn = |i: &i64| format!("0x0000002A{:010X}", i);
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(StringArray::from_iter_values(
+                    ids.iter().map(|i| incompressible(*i as u64, 2048)),
+                )),
+                Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),
+                Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),
+                Arc::new(StringArray::from_iter_values(
+                    ids.iter().map(|_| Operation::Insert.as_str()),
+                )),
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    1_790_000_000_000_000;
+                    ids.len()
+                ])),
+                Arc::new(Int64Array::from(vec![0i64; ids.len()])),
+            ];
+            RecordBatch::try_new(schema.clone(), columns).unwrap()
+        })
+        .collect();
+    let rows = 12 * rows_per_batch as u64;
+    write(&mut bronze, id(0), ok_stream(batches), &facts(0, rows))
+        .await
+        .unwrap();
+    let mut groups = Vec::new();
+    for entry in std::fs::read_dir(dir.path().join("wide")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "parquet") {
+            use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+            let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+            for group in reader.metadata().row_groups() {
+                groups.push(group.num_rows());
+            }
+        }
+    }
+    assert_eq!(groups.iter().sum::<i64>(), rows as i64);
+    assert!(
+        groups.len() >= 3,
+        "96 MiB of rows in row groups of at most {ROW_GROUP_BYTES} bytes: {groups:?}"
+    );
+}

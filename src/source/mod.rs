@@ -1,8 +1,9 @@
 //! The SQL Server side of a stream: the tiberius session, the CDC queries,
 //! the snapshot reader, the session's own read metrics (`session_stats`),
 //! the CDC jobs (`jobs`: retention, the capture job's state), capture's
-//! health as a monitoring login reads it (`capture_health`), and the
-//! mapping of SQL Server types to Arrow.
+//! health as a monitoring login reads it (`capture_health`), where a
+//! parallel read splits a batch (`lsn_parts`) or a table (`key_ranges`),
+//! and the mapping of SQL Server types to Arrow.
 
 mod arrow_rows;
 pub mod capture_health;
@@ -11,6 +12,8 @@ mod connection;
 mod error;
 pub mod heartbeat;
 pub mod jobs;
+pub mod key_ranges;
+pub mod lsn_parts;
 pub mod reader;
 pub mod session_stats;
 pub mod snapshot;

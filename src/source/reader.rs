@@ -28,6 +28,11 @@ use crate::domain::change::{CDC_COLUMNS, Operation};
 /// Rows per Arrow record batch handed to the writer.
 pub const ROWS_PER_RECORD_BATCH: usize = 8192;
 
+/// Bytes of values at which a record batch is handed over before it holds
+/// [`ROWS_PER_RECORD_BATCH`] rows, so wide rows (long strings, binaries)
+/// hold no more memory in flight than narrow ones.
+pub const RECORD_BATCH_BYTES: u64 = 4 * 1024 * 1024;
+
 /// What the result rows look like.
 #[derive(Debug, Clone)]
 pub enum RowShape {
@@ -84,6 +89,27 @@ pub struct ReadStats {
     pub max_commit_ts: Option<DateTime<Utc>>,
     /// Key values of the last row (snapshots only).
     pub last_key: Option<Vec<ColumnData<'static>>>,
+}
+
+impl ReadStats {
+    /// Adds what another reader of the same batch or snapshot saw: counts,
+    /// bytes and read time sum (task-seconds), the LSN and commit-time
+    /// ranges widen. `last_key` stays this reader's.
+    pub fn absorb(&mut self, other: &ReadStats) {
+        fn widen<T: Copy + Ord>(a: Option<T>, b: Option<T>, pick: fn(T, T) -> T) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(pick(a, b)),
+                (a, b) => a.or(b),
+            }
+        }
+        self.rows += other.rows;
+        self.bytes += other.bytes;
+        self.read_time += other.read_time;
+        self.min_lsn = widen(self.min_lsn, other.min_lsn, Ord::min);
+        self.max_lsn = widen(self.max_lsn, other.max_lsn, Ord::max);
+        self.min_commit_ts = widen(self.min_commit_ts, other.min_commit_ts, Ord::min);
+        self.max_commit_ts = widen(self.max_commit_ts, other.max_commit_ts, Ord::max);
+    }
 }
 
 /// A running read: the batches, then the session back with the stats.
@@ -161,13 +187,17 @@ async fn read_rows(
         .into_row_stream();
     stats.read_time += started.elapsed();
     let mut batch = BatchBuilder::new(&request)?;
+    let mut batch_started_at = stats.bytes;
     loop {
         let waited = Instant::now();
         let next = rows.try_next().await.map_err(SourceError::sql(context))?;
         stats.read_time += waited.elapsed();
         let Some(row) = next else { break };
         batch.push(row, &request, &mut stats)?;
-        if batch.len >= ROWS_PER_RECORD_BATCH {
+        if batch.len >= ROWS_PER_RECORD_BATCH
+            || stats.bytes - batch_started_at >= RECORD_BATCH_BYTES
+        {
+            batch_started_at = stats.bytes;
             let record_batch = batch.finish(&request)?;
             if sender.send(Ok(Chunk::Rows(record_batch))).await.is_err() {
                 // The writer stopped; it reports why.

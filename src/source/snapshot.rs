@@ -50,13 +50,34 @@ pub fn paging(info: &CaptureInfo) -> Paging {
     }
 }
 
-/// The query of one chunk: up to `rows` rows after `after` (all key columns),
-/// or from the start. Without key columns the whole table is one chunk.
+/// Where a chunk reads in key order: after a key (the last one read, or its
+/// range's lower bound; from the start when `None`) and up to a key (its
+/// range's upper bound; to the end when `None`), each a value per key
+/// column.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyWindow<'a> {
+    /// Keys greater than this.
+    pub after: Option<&'a [ColumnData<'static>]>,
+    /// Keys up to and including this.
+    pub upto: Option<&'a [ColumnData<'static>]>,
+}
+
+impl KeyWindow<'_> {
+    /// The query parameters, in the order [`chunk_query`] numbers them.
+    pub fn params(&self) -> Vec<ColumnData<'static>> {
+        let after = self.after.unwrap_or_default();
+        let upto = self.upto.unwrap_or_default();
+        after.iter().chain(upto).cloned().collect()
+    }
+}
+
+/// The query of one chunk: up to `rows` rows within `window`, in key order.
+/// Without key columns the whole table is one chunk.
 pub fn chunk_query(
     table: &TableName,
     info: &CaptureInfo,
     rows: u64,
-    after: Option<&[ColumnData<'static>]>,
+    window: KeyWindow<'_>,
 ) -> String {
     let columns: Vec<String> = info.columns.iter().map(|c| c.select_expr(None)).collect();
     let from = format!(
@@ -68,23 +89,36 @@ pub fn chunk_query(
         return format!("SELECT {} FROM {from}", columns.join(", "));
     }
     let keys: Vec<String> = info.key_columns.iter().map(|k| quote_ident(k)).collect();
-    let predicate = match after {
-        Some(values) if !values.is_empty() => {
-            let parameters: Vec<String> = info
-                .key_columns
-                .iter()
-                .enumerate()
-                .map(|(i, key)| {
-                    let parameter = format!("@P{}", i + 1);
-                    info.columns
-                        .iter()
-                        .find(|c| c.name.eq_ignore_ascii_case(key))
-                        .map_or_else(|| parameter.clone(), |c| c.parameter_expr(&parameter))
-                })
-                .collect();
-            format!(" WHERE {}", after_predicate(&keys, &parameters))
-        }
-        _ => String::new(),
+    let parameters = |first: usize| -> Vec<String> {
+        info.key_columns
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let parameter = format!("@P{}", first + i);
+                info.columns
+                    .iter()
+                    .find(|c| c.name.eq_ignore_ascii_case(key))
+                    .map_or_else(|| parameter.clone(), |c| c.parameter_expr(&parameter))
+            })
+            .collect()
+    };
+    let mut terms = Vec::new();
+    let mut next = 1;
+    if window.after.is_some_and(|values| !values.is_empty()) {
+        terms.push(format!("({})", after_predicate(&keys, &parameters(next))));
+        next += keys.len();
+    }
+    if window.upto.is_some_and(|values| !values.is_empty()) {
+        // Keys are never NULL where they page, so "not after" is "up to".
+        terms.push(format!(
+            "NOT ({})",
+            after_predicate(&keys, &parameters(next))
+        ));
+    }
+    let predicate = if terms.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", terms.join(" AND "))
     };
     format!(
         "SELECT TOP ({rows}) {} FROM {from}{predicate} ORDER BY {}",
@@ -109,24 +143,23 @@ fn after_predicate(keys: &[String], parameters: &[String]) -> String {
     terms.join(" OR ")
 }
 
-/// Whether the table has a row after key `after` (from its start when
-/// `None`), on the same session that read the chunk. A chunk shorter than
-/// asked for ends the snapshot, so the end is confirmed rather than taken
-/// from the row count: a session killed mid-result may end it with a DONE
-/// token carrying only an error flag, which the driver takes for the end.
-/// A killed session's connection is closed, so this query then fails too.
-pub async fn has_rows_after(
+/// Whether the table has a row within `window` (the keys after the last
+/// one read, up to the range's end), on the same session that read the
+/// chunk. A chunk shorter than asked for ends its range, so the end is
+/// confirmed rather than taken from the row count: a session killed
+/// mid-result may end it with a DONE token carrying only an error flag,
+/// which the driver takes for the end. A killed session's connection is
+/// closed, so this query then fails too.
+pub async fn has_rows_within(
     client: &mut SqlClient,
     table: &TableName,
     info: &CaptureInfo,
-    after: Option<&[ColumnData<'static>]>,
+    window: KeyWindow<'_>,
 ) -> Result<bool, SourceError> {
-    let sql = chunk_query(table, info, 1, after);
-    let params: Vec<&dyn tiberius::ToSql> = after
-        .unwrap_or_default()
-        .iter()
-        .map(|p| p as &dyn tiberius::ToSql)
-        .collect();
+    let sql = chunk_query(table, info, 1, window);
+    let values = window.params();
+    let params: Vec<&dyn tiberius::ToSql> =
+        values.iter().map(|p| p as &dyn tiberius::ToSql).collect();
     let context = "confirming the end of the snapshot";
     let row = client
         .query(sql.as_str(), &params)
@@ -239,16 +272,46 @@ mod tests {
             ColumnData::I64(Some(7)),
             ColumnData::String(Some("x".into())),
         ];
-        let sql = chunk_query(&table, &info, 100, Some(&after));
+        let window = KeyWindow {
+            after: Some(&after),
+            upto: None,
+        };
+        let sql = chunk_query(&table, &info, 100, window);
         assert!(
             sql.ends_with(
-                "WHERE ([id] > @P1) OR ([id] = @P1 AND [code] > CAST(@P2 AS varchar(8))) \
+                "WHERE (([id] > @P1) OR ([id] = @P1 AND [code] > CAST(@P2 AS varchar(8)))) \
                  ORDER BY [id], [code]"
             ),
             "{sql}"
         );
-        let first = chunk_query(&table, &info, 100, None);
+        let first = chunk_query(&table, &info, 100, KeyWindow::default());
         assert!(!first.contains("WHERE"), "{first}");
+    }
+
+    #[test]
+    fn a_range_reads_after_its_lower_bound_up_to_its_upper_one() {
+        let info = info(&["id"]);
+        let table = TableName::parse("dbo.t").unwrap();
+        let (low, high) = ([ColumnData::I64(Some(10))], [ColumnData::I64(Some(20))]);
+        let both = KeyWindow {
+            after: Some(&low),
+            upto: Some(&high),
+        };
+        let sql = chunk_query(&table, &info, 5, both);
+        assert!(
+            sql.ends_with("WHERE (([id] > @P1)) AND NOT (([id] > @P2)) ORDER BY [id]"),
+            "{sql}"
+        );
+        assert_eq!(both.params().len(), 2);
+        let first_range = KeyWindow {
+            after: None,
+            upto: Some(&high),
+        };
+        let sql = chunk_query(&table, &info, 5, first_range);
+        assert!(
+            sql.ends_with("WHERE NOT (([id] > @P1)) ORDER BY [id]"),
+            "{sql}"
+        );
     }
 
     #[test]

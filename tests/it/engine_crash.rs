@@ -25,6 +25,18 @@ async fn crash_at(point: &str, bootstrap_first: bool) {
 /// [`crash_at`] with the lake on `store` (a local temporary one when
 /// `None`).
 async fn crash_on(point: &str, bootstrap_first: bool, store: Option<&dyn TestStore>) {
+    crash_with_readers(point, bootstrap_first, store, 1).await;
+}
+
+/// [`crash_on`] with `readers` sessions reading at once: batches are read
+/// in parts, the snapshot in key ranges of chunks of 4 rows (so ranges
+/// take more than one chunk).
+pub async fn crash_with_readers(
+    point: &str,
+    bootstrap_first: bool,
+    store: Option<&dyn TestStore>,
+    readers: u32,
+) {
     let server = TestServer::start().await;
     let (mut client, db) = server.scratch_database().await;
     run(&mut client, "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)")
@@ -47,6 +59,13 @@ async fn crash_on(point: &str, bootstrap_first: bool, store: Option<&dyn TestSto
     let stream = match store {
         Some(store) => crate::engine_faults::on_store(stream, store),
         None => stream,
+    };
+    let stream = if readers == 1 {
+        stream
+    } else {
+        let mut stream = crate::engine_parallel::with_readers(stream, readers);
+        stream.manifest = stream.manifest.replace("chunkRows: 10", "chunkRows: 4");
+        stream
     };
     let lake = Lake {
         stream: &stream,
@@ -117,6 +136,9 @@ async fn crash_on(point: &str, bootstrap_first: bool, store: Option<&dyn TestSto
         vec!["1".to_string(), SEED_ROWS.to_string()],
         "{point}"
     );
+    if readers > 1 && store.is_none() {
+        crate::engine_parallel_crash::read_in_parallel(&stream, readers, point, bootstrap_first);
+    }
 }
 
 /// Where a crash test reads its lake back.

@@ -271,6 +271,20 @@ fn workload_seed() -> u64 {
 
 #[tokio::test]
 async fn silver_is_the_source_row_for_row_after_kills_at_random_points() {
+    silver_row_for_row_through_kills(1).await;
+}
+
+#[tokio::test]
+async fn silver_read_by_four_sessions_is_the_source_row_for_row_after_kills() {
+    silver_row_for_row_through_kills(4).await;
+}
+
+/// A silver stream reading with `readers` sessions, killed in its bootstrap
+/// and then in batches at random points, restarted each time: silver is
+/// the source row for row after each restart. With several readers the
+/// snapshot's chunks of different key ranges commit in the order their
+/// reads end, and a batch's parts are staged apart.
+async fn silver_row_for_row_through_kills(readers: u32) {
     let server = TestServer::start().await;
     let seed = workload_seed();
     let mut workload = Workload::new(seed, []);
@@ -281,6 +295,11 @@ async fn silver_is_the_source_row_for_row_after_kills_at_random_points() {
         "  maxCommitsPerBatch: 5\n  snapshot: {mode: initial, chunkRows: 7}\n",
     )
     .await;
+    let stream = if readers == 1 {
+        stream
+    } else {
+        crate::engine_parallel::with_readers(stream, readers)
+    };
     run(
         &mut client,
         "CREATE TABLE dbo.marker (id int NOT NULL PRIMARY KEY)",
@@ -291,11 +310,15 @@ async fn silver_is_the_source_row_for_row_after_kills_at_random_points() {
 
     // The bootstrap is killed in its snapshot, at a chunk's silver commit.
     let mut rng = fastrand::Rng::with_seed(seed);
-    let snapshot_point = [
+    let mut snapshot_points = vec![
         "mid_snapshot",
         "before_silver_commit",
         "after_silver_commit",
-    ][rng.usize(..3)];
+    ];
+    if readers > 1 {
+        snapshot_points.extend(["after_part_staged", "after_snapshot_range_done"]);
+    }
+    let snapshot_point = snapshot_points[rng.usize(..snapshot_points.len())];
     run_until_killed(&stream, snapshot_point).await;
     stream.run_once().await.expect("the bootstrap resumes");
     assert_eq!(
@@ -305,6 +328,9 @@ async fn silver_is_the_source_row_for_row_after_kills_at_random_points() {
     );
 
     let mut points: Vec<&str> = CRASH_POINTS[..7].to_vec();
+    if readers > 1 {
+        points.push("after_part_staged");
+    }
     rng.shuffle(&mut points);
     for (round, point) in points.into_iter().enumerate() {
         let transactions = workload.round(14);

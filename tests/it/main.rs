@@ -14,6 +14,9 @@ mod engine_crash;
 #[cfg(feature = "failpoints")]
 mod engine_faults;
 mod engine_monitoring;
+mod engine_parallel;
+#[cfg(feature = "failpoints")]
+mod engine_parallel_crash;
 mod engine_safety;
 mod engine_silver;
 mod engine_source_changes;

@@ -97,19 +97,19 @@ pub const COLUMNS: [Column; 25] = [
         "read_mb",
         Double,
         true,
-        "Megabytes received from SQL Server for the batch.",
+        "Megabytes received from SQL Server for the batch, summed over the read tasks.",
     ),
     col(
         "source_rtt_ms",
         Double,
         true,
-        "A measured client-to-SQL Server round trip in milliseconds.",
+        "A measured client-to-SQL Server round trip in milliseconds; with parallel reads, the slowest reading session's.",
     ),
     col(
         "network_wait_ms",
         Long,
         true,
-        "Milliseconds SQL Server waited on the client to consume results (ASYNC_NETWORK_IO of the reading session); NULL when the login may not see session waits.",
+        "Milliseconds SQL Server waited on the client to consume results (ASYNC_NETWORK_IO of the reading sessions, summed); NULL when the login may not see session waits.",
     ),
     col(
         "retention_headroom_hours",
