@@ -123,18 +123,23 @@ fn run(
     if from < ci.start_lsn || to > max || from > to {
         return Err(msg313(kind));
     }
-    let mut rows: Vec<Vec<Value>> = db
+    let mut rows: Vec<&[Value]> = db
         .tables
         .get(&ci.object_id)
         .map(|t| {
             t.data
                 .iter()
-                .filter(|(_, r)| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to))
-                .map(|(_, r)| r.to_vec())
+                .map(|(_, r)| &r[..])
+                .filter(|r| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to))
                 .collect()
         })
         .unwrap_or_default();
-    rows.sort_by_key(|r| (lsn_at(r, 0), lsn_at(r, 2), op_of(r)));
+    // The change table is kept in capture order, which is already
+    // (start_lsn, seqval, operation) order: the check is one pass.
+    let key = |r: &&[Value]| (lsn_at(r, 0), lsn_at(r, 2), op_of(r));
+    if !rows.is_sorted_by_key(key) {
+        rows.sort_by_key(key);
+    }
     if net {
         net_changes(ci, rows, &option).ok_or_else(|| msg313(kind))
     } else {
@@ -163,15 +168,14 @@ fn captured_columns(ci: &CaptureInstance) -> Vec<Column> {
         .collect()
 }
 
-fn captured_values(ci: &CaptureInstance, r: &[Value]) -> Vec<Value> {
-    (0..ci.captured.len())
-        .map(|i| r.get(5 + i).cloned().unwrap_or(Value::Null))
-        .collect()
+/// Appends the captured columns' values of change-table row `r`.
+fn push_captured(out: &mut Vec<Value>, ci: &CaptureInstance, r: &[Value]) {
+    out.extend((0..ci.captured.len()).map(|i| r.get(5 + i).cloned().unwrap_or(Value::Null)));
 }
 
 fn all_changes(
     ci: &CaptureInstance,
-    rows: Vec<Vec<Value>>,
+    rows: Vec<&[Value]>,
     option: &str,
 ) -> Option<(Vec<Column>, Vec<Vec<Value>>)> {
     let keep_old = match option {
@@ -194,8 +198,9 @@ fn all_changes(
         .into_iter()
         .filter(|r| keep_old || op_of(r) != 3)
         .map(|r| {
-            let mut o = vec![r[0].clone(), r[2].clone(), r[3].clone(), r[4].clone()];
-            o.extend(captured_values(ci, &r));
+            let mut o = Vec::with_capacity(4 + ci.captured.len());
+            o.extend([0, 2, 3, 4].map(|i| r.get(i).cloned().unwrap_or(Value::Null)));
+            push_captured(&mut o, ci, r);
             o
         })
         .collect();
@@ -224,15 +229,15 @@ fn or_masks(a: &[u8], b: &[u8]) -> Vec<u8> {
 }
 
 /// One source row's changes in the window, in order.
-struct NetRow {
+struct NetRow<'r> {
     first_op: i32,
-    last: Vec<Value>,
+    last: &'r [Value],
     mask: Vec<u8>,
 }
 
 fn net_changes(
     ci: &CaptureInstance,
-    rows: Vec<Vec<Value>>,
+    rows: Vec<&[Value]>,
     option: &str,
 ) -> Option<(Vec<Column>, Vec<Vec<Value>>)> {
     let (with_mask, merge) = match option {
@@ -254,7 +259,7 @@ fn net_changes(
             .iter()
             .map(|p| KeyPart::from_value(r.get(*p).unwrap_or(&Value::Null)))
             .collect();
-        let op = op_of(&r);
+        let op = op_of(r);
         let mask = match r.get(4) {
             Some(Value::Binary(b)) if op == 4 => b.clone(),
             _ => Vec::new(),
@@ -295,7 +300,7 @@ fn net_changes(
         // The row existed before the window unless its first change was
         // an insert.
         let existed = n.first_op != 2;
-        let last_op = op_of(&n.last);
+        let last_op = op_of(n.last);
         let op = match (last_op, existed) {
             (1, true) => 1,
             (1, false) => continue,
@@ -308,8 +313,13 @@ fn net_changes(
         } else {
             Value::Null
         };
-        let mut o = vec![n.last[0].clone(), Value::Int(op), mask];
-        o.extend(captured_values(ci, &n.last));
+        let mut o = Vec::with_capacity(3 + ci.captured.len());
+        o.extend([
+            n.last.first().cloned().unwrap_or(Value::Null),
+            Value::Int(op),
+            mask,
+        ]);
+        push_captured(&mut o, ci, n.last);
         out.push(o);
     }
     out.sort_by_key(|r| lsn_at(r, 0));

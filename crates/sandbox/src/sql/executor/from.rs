@@ -145,7 +145,7 @@ impl<'c> FromBuilder<'c> {
             c.nullable |= right_nullable;
             c
         }));
-        let mut rows = Vec::new();
+        let mut rows = Vec::with_capacity(left.rows.len());
         let mut right_matched = vec![false; right.rows.len()];
         let equi = on.and_then(|e| equi_join_columns(e, &cols, left.cols.len()));
         let right_index = equi.map(|(_, r)| hash_index(&right.rows, r));
@@ -154,9 +154,11 @@ impl<'c> FromBuilder<'c> {
         } else {
             (0..right.rows.len()).collect()
         };
-        for l in &left.rows {
+        // A hash join's ON is exactly the key equality, which the index
+        // lookup has already decided: no need to evaluate it per pair.
+        let on = if right_index.is_some() { None } else { on };
+        for l in left.rows {
             self.ctx.cancel.check()?;
-            let mut matched = false;
             let candidates: &[usize] = match (&right_index, equi) {
                 (Some(index), Some((lcol, _))) => l
                     .get(lcol)
@@ -165,30 +167,40 @@ impl<'c> FromBuilder<'c> {
                     .map_or(&[], Vec::as_slice),
                 _ => &all_right,
             };
+            let mut kept: Option<usize> = None;
+            let mut matched = false;
             for &ri in candidates {
                 let Some(r) = right.rows.get(ri) else {
                     continue;
                 };
-                let mut combined = Vec::with_capacity(cols.len());
-                combined.extend_from_slice(l);
-                combined.extend_from_slice(r);
-                let keep = match on {
-                    Some(e) => is_true(
-                        &expr::eval(e, &RowScope::new(self.ctx, &cols, &combined, self.outer))?
-                            .value,
-                    ),
-                    None => true,
-                };
-                if keep {
-                    matched = true;
-                    right_matched[ri] = true;
-                    rows.push(combined);
+                match on {
+                    Some(e) => {
+                        let combined = concat(&l, r);
+                        let scope = RowScope::new(self.ctx, &cols, &combined, self.outer);
+                        if is_true(&expr::eval(e, &scope)?.value) {
+                            matched = true;
+                            right_matched[ri] = true;
+                            rows.push(combined);
+                        }
+                    }
+                    None => {
+                        right_matched[ri] = true;
+                        // Each match but the last gets a copy of the left
+                        // row; the last one takes it.
+                        if let Some(prev) = kept.replace(ri) {
+                            rows.push(concat(&l, &right.rows[prev]));
+                        }
+                    }
                 }
             }
-            if !matched && right_nullable {
-                let mut combined = l.clone();
-                combined.extend(std::iter::repeat_n(Value::Null, right.cols.len()));
-                rows.push(combined);
+            match kept {
+                Some(ri) => rows.push(joined(l, &right.rows[ri])),
+                None if right_nullable && !matched => {
+                    let mut combined = l;
+                    combined.extend(std::iter::repeat_n(Value::Null, right.cols.len()));
+                    rows.push(combined);
+                }
+                None => {}
             }
         }
         if left_nullable {
@@ -424,6 +436,21 @@ impl<'c> FromBuilder<'c> {
         }
         Ok(Relation { cols, rows })
     }
+}
+
+/// A left row extended with a copy of a right row.
+fn joined(mut left: Vec<Value>, right: &[Value]) -> Vec<Value> {
+    left.reserve_exact(right.len());
+    left.extend_from_slice(right);
+    left
+}
+
+/// Copies of a left and a right row, joined.
+fn concat(left: &[Value], right: &[Value]) -> Vec<Value> {
+    let mut row = Vec::with_capacity(left.len() + right.len());
+    row.extend_from_slice(left);
+    row.extend_from_slice(right);
+    row
 }
 
 enum JoinKind {

@@ -15,7 +15,7 @@ use sqlparser::ast::{
 use super::context::Ctx;
 use super::from::FromBuilder;
 use super::relation::{ColMeta, Relation};
-use super::scope::{RowScope, contains_aggregate};
+use super::scope::{RowScope, contains_aggregate, find_column};
 use crate::sql::catalog::same_name;
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::{self, Scope, Typed, is_true};
@@ -200,9 +200,11 @@ fn item_nullable(item: &Item<'_>, cols: &[ColMeta]) -> bool {
     }
 }
 
-/// A sort key: an output column, or an expression over the source row.
+/// A sort key: an output column, a source column, or an expression over
+/// the source row.
 enum SortKey<'q> {
     Output(usize),
+    Source(usize),
     Expr(&'q Expr),
 }
 
@@ -255,7 +257,132 @@ fn sort_keys<'q>(
 /// One evaluated output row with its sort values.
 struct OutRow {
     values: Vec<Typed>,
+    /// The values of the ORDER BY keys that are not output columns, in
+    /// key order.
     sort: Vec<Typed>,
+}
+
+/// The column a plain column reference names among `cols`, if it names
+/// exactly one of them.
+fn bound_column(e: &Expr, cols: &[ColMeta]) -> Option<usize> {
+    let parts = match e {
+        Expr::Identifier(id) => std::slice::from_ref(id),
+        Expr::CompoundIdentifier(parts) => parts.as_slice(),
+        _ => return None,
+    };
+    find_column(cols, parts).ok().flatten()
+}
+
+/// Resolves the SELECT items that are plain column references to their
+/// source position once per query, rather than by name for every row.
+/// References that name no column (outer ones) or several stay
+/// expressions, so they fail or resolve as before.
+fn bind_items(items: &mut [(Item<'_>, String)], cols: &[ColMeta]) {
+    for (item, _) in items.iter_mut() {
+        if let Item::Expr(e) = item
+            && let Some(i) = bound_column(e, cols)
+        {
+            *item = Item::Source(i);
+        }
+    }
+}
+
+/// Resolves ORDER BY keys that are plain column references: to the output
+/// column showing that source column when there is one (no copy needed),
+/// else to the source column.
+fn bind_sort_keys(
+    keys: &mut [(SortKey<'_>, bool)],
+    items: &[(Item<'_>, String)],
+    cols: &[ColMeta],
+) {
+    for (key, _) in keys.iter_mut() {
+        let SortKey::Expr(e) = key else { continue };
+        let Some(i) = bound_column(e, cols) else {
+            continue;
+        };
+        *key = match items
+            .iter()
+            .position(|(item, _)| matches!(item, Item::Source(s) if *s == i))
+        {
+            Some(k) => SortKey::Output(k),
+            None => SortKey::Source(i),
+        };
+    }
+}
+
+/// The values of the ORDER BY keys that are not output columns.
+fn extra_sort_values(
+    keys: &[(SortKey<'_>, bool)],
+    cols: &[ColMeta],
+    scope: &RowScope<'_>,
+    row: &[Value],
+) -> SqlResult<Vec<Typed>> {
+    keys.iter()
+        .filter_map(|(k, _)| match k {
+            SortKey::Output(_) => None,
+            SortKey::Source(i) => Some(Ok(Typed::new(
+                row.get(*i).cloned().unwrap_or(Value::Null),
+                cols.get(*i).map_or(DataType::Int, |c| c.ty),
+            ))),
+            SortKey::Expr(e) => Some(expr::eval(e, scope)),
+        })
+        .collect()
+}
+
+/// How an ungrouped SELECT turns a source row it owns into an output row:
+/// expressions are evaluated first, then source columns are moved out of
+/// the row (copied only when shown more than once).
+struct RowPlan {
+    /// Per SELECT item: a source column shown for the last time.
+    take: Vec<bool>,
+}
+
+impl RowPlan {
+    fn new(items: &[(Item<'_>, String)]) -> Self {
+        let take = items
+            .iter()
+            .enumerate()
+            .map(|(k, (item, _))| match item {
+                Item::Source(i) => !items[k + 1..]
+                    .iter()
+                    .any(|(later, _)| matches!(later, Item::Source(j) if j == i)),
+                Item::Expr(_) => false,
+            })
+            .collect();
+        Self { take }
+    }
+
+    fn eval_owned(
+        &self,
+        ctx: &Ctx<'_>,
+        items: &[(Item<'_>, String)],
+        keys: &[(SortKey<'_>, bool)],
+        cols: &[ColMeta],
+        mut row: Vec<Value>,
+        outer: Option<&dyn Scope>,
+    ) -> SqlResult<OutRow> {
+        let mut values = Vec::with_capacity(items.len());
+        let sort = {
+            let scope = RowScope::new(ctx, cols, &row, outer);
+            for (item, _) in items {
+                values.push(match item {
+                    Item::Source(_) => Typed::new(Value::Null, DataType::Int),
+                    Item::Expr(e) => expr::eval(e, &scope)?,
+                });
+            }
+            extra_sort_values(keys, cols, &scope, &row)?
+        };
+        for (k, (item, _)) in items.iter().enumerate() {
+            let Item::Source(i) = item else { continue };
+            let value = match row.get_mut(*i) {
+                Some(slot) if self.take[k] => std::mem::replace(slot, Value::Null),
+                Some(slot) => slot.clone(),
+                None => Value::Null,
+            };
+            values[k] = Typed::new(value, cols.get(*i).map_or(DataType::Int, |c| c.ty));
+        }
+        Ok(OutRow { values, sort })
+    }
 }
 
 fn run_select(
@@ -273,10 +400,10 @@ fn run_select(
     };
     let mut builder = FromBuilder::new(ctx, outer);
     let src = builder.build(&sel.from, sel.selection.as_ref())?;
-    let items = expand(sel, &src.cols)?;
+    let mut items = expand(sel, &src.cols)?;
     let names: Vec<String> = items.iter().map(|(_, n)| n.clone()).collect();
     let order = order_exprs(order_by)?;
-    let keys = sort_keys(order, &names)?;
+    let mut keys = sort_keys(order, &names)?;
     let grouped = !group_exprs.is_empty()
         || sel.having.is_some()
         || items
@@ -285,6 +412,9 @@ fn run_select(
         || keys
             .iter()
             .any(|(k, _)| matches!(k, SortKey::Expr(e) if contains_aggregate(e)));
+    bind_items(&mut items, &src.cols);
+    bind_sort_keys(&mut keys, &items, &src.cols);
+    let plan = RowPlan::new(&items);
 
     let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<OutRow> {
         let values = items
@@ -297,13 +427,7 @@ fn run_select(
                 Item::Expr(e) => expr::eval(e, scope),
             })
             .collect::<SqlResult<Vec<_>>>()?;
-        let sort = keys
-            .iter()
-            .map(|(k, _)| match k {
-                SortKey::Output(i) => Ok(values[*i].clone()),
-                SortKey::Expr(e) => expr::eval(e, scope),
-            })
-            .collect::<SqlResult<Vec<_>>>()?;
+        let sort = extra_sort_values(&keys, &src.cols, scope, row)?;
         Ok(OutRow { values, sort })
     };
 
@@ -342,20 +466,39 @@ fn run_select(
             };
             probe_types = probe(eval_row(&scope, &null_row))?;
         }
+    } else if src.rows.is_empty() {
+        let scope = RowScope::new(ctx, &src.cols, &null_row, outer);
+        probe_types = probe(eval_row(&scope, &null_row))?;
     } else {
-        for (n, row) in src.rows.iter().enumerate() {
+        out.reserve(src.rows.len());
+        let Relation {
+            cols: src_cols,
+            rows: src_rows,
+        } = src;
+        for (n, row) in src_rows.into_iter().enumerate() {
             if n % 1024 == 0 {
                 ctx.cancel.check()?;
             }
-            let scope = RowScope::new(ctx, &src.cols, row, outer);
-            out.push(eval_row(&scope, row)?);
+            out.push(plan.eval_owned(ctx, &items, &keys, &src_cols, row, outer)?);
         }
-        if out.is_empty() {
-            let scope = RowScope::new(ctx, &src.cols, &null_row, outer);
-            probe_types = probe(eval_row(&scope, &null_row))?;
-        }
+        return finish_select(ctx, sel, &items, &keys, &src_cols, out, None, outer);
     }
+    finish_select(ctx, sel, &items, &keys, &src.cols, out, probe_types, outer)
+}
 
+/// DISTINCT, ORDER BY, TOP and the output columns' types, over the
+/// evaluated rows.
+#[allow(clippy::too_many_arguments)]
+fn finish_select(
+    ctx: &Ctx<'_>,
+    sel: &Select,
+    items: &[(Item<'_>, String)],
+    keys: &[(SortKey<'_>, bool)],
+    src_cols: &[ColMeta],
+    mut out: Vec<OutRow>,
+    probe_types: Option<Vec<DataType>>,
+    outer: Option<&dyn Scope>,
+) -> SqlResult<Relation> {
     let types: Vec<DataType> = match out.first() {
         Some(r) => r.values.iter().map(|t| t.ty).collect(),
         None => probe_types.unwrap_or_else(|| vec![DataType::Int; items.len()]),
@@ -363,7 +506,7 @@ fn run_select(
     let cols: Vec<ColMeta> = items
         .iter()
         .zip(&types)
-        .map(|((item, name), ty)| ColMeta::new(name.clone(), *ty, item_nullable(item, &src.cols)))
+        .map(|((item, name), ty)| ColMeta::new(name.clone(), *ty, item_nullable(item, src_cols)))
         .collect();
 
     if matches!(sel.distinct, Some(Distinct::Distinct)) {
@@ -380,8 +523,8 @@ fn run_select(
         return Err(SqlError::unsupported("DISTINCT ON"));
     }
     if !keys.is_empty() {
-        let dirs: Vec<bool> = keys.iter().map(|(_, asc)| *asc).collect();
-        sort_rows(&mut out, &dirs)?;
+        let refs = key_refs(keys);
+        sort_rows(&mut out, &refs)?;
     }
     if let Some(top) = &sel.top {
         let n = top_count(ctx, top, outer, out.len())?;
@@ -432,31 +575,92 @@ fn group_rows(
     Ok(groups)
 }
 
-fn sort_rows(out: &mut [OutRow], asc: &[bool]) -> SqlResult<()> {
-    let mut err = None;
-    out.sort_by(|a, b| {
-        for (i, dir) in asc.iter().enumerate() {
-            let (x, y) = (&a.sort[i], &b.sort[i]);
-            let ord = match (x.value.is_null(), y.value.is_null()) {
-                (true, true) => Ordering::Equal,
-                (true, false) => Ordering::Less,
-                (false, true) => Ordering::Greater,
-                _ => match expr::compare(x, y) {
-                    Ok(o) => o.unwrap_or(Ordering::Equal),
-                    Err(e) => {
-                        err.get_or_insert(e);
-                        Ordering::Equal
-                    }
-                },
-            };
-            let ord = if *dir { ord } else { ord.reverse() };
-            if ord != Ordering::Equal {
-                return ord;
+/// Where a row's value for one ORDER BY key is: one of its output
+/// values, or one of the extra sort values; and the direction.
+#[derive(Debug, Clone, Copy)]
+struct KeyRef {
+    output: bool,
+    index: usize,
+    asc: bool,
+}
+
+fn key_refs(keys: &[(SortKey<'_>, bool)]) -> Vec<KeyRef> {
+    let mut extra = 0;
+    keys.iter()
+        .map(|(k, asc)| match k {
+            SortKey::Output(i) => KeyRef {
+                output: true,
+                index: *i,
+                asc: *asc,
+            },
+            SortKey::Source(_) | SortKey::Expr(_) => {
+                extra += 1;
+                KeyRef {
+                    output: false,
+                    index: extra - 1,
+                    asc: *asc,
+                }
             }
+        })
+        .collect()
+}
+
+impl OutRow {
+    fn key(&self, k: &KeyRef) -> Option<&Typed> {
+        if k.output {
+            self.values.get(k.index)
+        } else {
+            self.sort.get(k.index)
         }
-        Ordering::Equal
+    }
+}
+
+/// The ORDER BY comparison of two rows, NULLs first.
+fn compare_rows(a: &OutRow, b: &OutRow, keys: &[KeyRef]) -> SqlResult<Ordering> {
+    for k in keys {
+        let (Some(x), Some(y)) = (a.key(k), b.key(k)) else {
+            continue;
+        };
+        let ord = match (x.value.is_null(), y.value.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Less,
+            (false, true) => Ordering::Greater,
+            _ => expr::compare(x, y)?.unwrap_or(Ordering::Equal),
+        };
+        let ord = if k.asc { ord } else { ord.reverse() };
+        if ord != Ordering::Equal {
+            return Ok(ord);
+        }
+    }
+    Ok(Ordering::Equal)
+}
+
+/// Sorts stably by `keys`. Rows that already arrive in order (the change
+/// functions return theirs in (start_lsn, seqval, operation) order) are
+/// recognised in one pass and left as they are.
+fn sort_rows(out: &mut [OutRow], keys: &[KeyRef]) -> SqlResult<()> {
+    if already_sorted(out, keys)? {
+        return Ok(());
+    }
+    let mut err = None;
+    out.sort_by(|a, b| match compare_rows(a, b, keys) {
+        Ok(o) => o,
+        Err(e) => {
+            err.get_or_insert(e);
+            Ordering::Equal
+        }
     });
     err.map_or(Ok(()), Err)
+}
+
+/// Whether every row sorts at or after the one before it.
+fn already_sorted(out: &[OutRow], keys: &[KeyRef]) -> SqlResult<bool> {
+    for pair in out.windows(2) {
+        if compare_rows(&pair[0], &pair[1], keys)? == Ordering::Greater {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// ORDER BY over a set operation's output columns (by name or ordinal).
@@ -477,18 +681,18 @@ fn sort_output(
             .collect();
         let sort = keys
             .iter()
-            .map(|(k, _)| match k {
-                SortKey::Output(i) => Ok(values[*i].clone()),
+            .filter_map(|(k, _)| match k {
+                SortKey::Output(_) => None,
+                SortKey::Source(i) => Some(Ok(values[*i].clone())),
                 SortKey::Expr(e) => {
                     let plain: Vec<Value> = values.iter().map(|t| t.value.clone()).collect();
-                    expr::eval(e, &RowScope::new(ctx, &rel.cols, &plain, outer))
+                    Some(expr::eval(e, &RowScope::new(ctx, &rel.cols, &plain, outer)))
                 }
             })
             .collect::<SqlResult<Vec<_>>>()?;
         out.push(OutRow { values, sort });
     }
-    let dirs: Vec<bool> = keys.iter().map(|(_, a)| *a).collect();
-    sort_rows(&mut out, &dirs)?;
+    sort_rows(&mut out, &key_refs(&keys))?;
     rel.rows = out
         .into_iter()
         .map(|r| r.values.into_iter().map(|t| t.value).collect())

@@ -116,3 +116,73 @@ fn queries_join_group_order_top_distinct_subqueries() {
     );
     assert_eq!(r.len(), 3);
 }
+
+#[test]
+fn order_by_sorts_input_that_is_not_in_order_and_keeps_input_that_is() {
+    let (_e, mut s) = shop();
+    // A heap keeps insertion order, so the scan's order is the order below.
+    ok(
+        &mut s,
+        "CREATE TABLE h (a int NULL, b varchar(5), c int);
+         INSERT INTO h VALUES (3, 'x', 1), (1, 'y', 2), (NULL, 'z', 3), (2, 'w', 4), (1, 'v', 5);
+         CREATE TABLE sorted (a int, b int);
+         INSERT INTO sorted VALUES (1, 10), (1, 20), (2, 30), (3, 40);",
+    );
+    let col = |r: Vec<Vec<Value>>, i: usize| -> Vec<Value> {
+        r.into_iter().map(|row| row[i].clone()).collect()
+    };
+    // Key bound to an output column, qualified, and shown twice.
+    let r = rows(
+        &mut s,
+        "SELECT h.a, h.c, h.a AS again FROM h ORDER BY h.a, h.c",
+    );
+    assert_eq!(
+        col(r.clone(), 1),
+        vec![int(3), int(2), int(5), int(4), int(1)]
+    );
+    assert_eq!(col(r, 2), vec![Value::Null, int(1), int(1), int(2), int(3)]);
+    // Key bound to a source column that is not shown, descending.
+    let r = rows(&mut s, "SELECT c FROM h ORDER BY h.b DESC");
+    assert_eq!(col(r, 0), vec![int(3), int(2), int(1), int(4), int(5)]);
+    // Rows already in order stay as they are (stable), unsorted ones sort.
+    let r = rows(&mut s, "SELECT b FROM sorted ORDER BY a");
+    assert_eq!(col(r, 0), vec![int(10), int(20), int(30), int(40)]);
+    let r = rows(&mut s, "SELECT b FROM sorted ORDER BY sorted.a DESC");
+    assert_eq!(col(r, 0), vec![int(40), int(30), int(10), int(20)]);
+    // Expressions and an outer reference still evaluate per row.
+    let r = rows(
+        &mut s,
+        "SELECT c, a * 2 AS d FROM h WHERE a IS NOT NULL ORDER BY -c",
+    );
+    assert_eq!(col(r, 0), vec![int(5), int(4), int(2), int(1)]);
+    let r = rows(
+        &mut s,
+        "SELECT (SELECT TOP (1) x.c FROM h AS x WHERE x.a = h.a ORDER BY x.c DESC) FROM h WHERE h.a = 1",
+    );
+    assert_eq!(col(r, 0), vec![int(5), int(5)]);
+}
+
+#[test]
+fn unknown_and_ambiguous_columns_still_fail_with_their_errors() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE p (k int, v int); CREATE TABLE q (k int, w int);
+         INSERT INTO p VALUES (1, 2); INSERT INTO q VALUES (1, 3);",
+    );
+    let numbers = |s: &mut crate::sql::Session, sql: &str| {
+        crate::sql::test_support::error_numbers(&crate::sql::test_support::run(s, sql))
+    };
+    assert_eq!(
+        numbers(&mut s, "SELECT k FROM p JOIN q ON p.k = q.k"),
+        vec![209]
+    );
+    assert_eq!(numbers(&mut s, "SELECT nope FROM p"), vec![207]);
+    assert_eq!(numbers(&mut s, "SELECT v FROM p ORDER BY q.k"), vec![4104]);
+    // The same through a join that hashes on the key.
+    let r = rows(
+        &mut s,
+        "SELECT p.v, q.w FROM p JOIN q ON p.k = q.k ORDER BY q.w",
+    );
+    assert_eq!(r, vec![vec![int(2), int(3)]]);
+}
