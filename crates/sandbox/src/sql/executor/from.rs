@@ -7,13 +7,12 @@
 //! For UPDATE and DELETE the target table's scan also carries a hidden
 //! column locating each row, so changes can be applied after evaluation.
 
-use std::collections::HashMap;
-
 use sqlparser::ast::{
     BinaryOperator, Expr, Join, JoinConstraint, JoinOperator, TableFactor, TableWithJoins,
 };
 
 use super::context::{Ctx, blocked};
+use super::join_index::JoinIndex;
 use super::relation::{ColMeta, Relation};
 use super::resolve::{Resolved, check_table_permission, database_for, names_table, resolve};
 use super::scope::{RowScope, check_names, find_column};
@@ -21,7 +20,7 @@ use crate::sql::catalog::QualifiedName;
 use crate::sql::catalog::Table;
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::{self, Scope, is_true};
-use crate::sql::storage::{KeyPart, RowKey};
+use crate::sql::storage::RowKey;
 use crate::sql::types::{DataType, Value};
 
 /// The table an UPDATE/DELETE changes, found while building FROM.
@@ -148,7 +147,7 @@ impl<'c> FromBuilder<'c> {
         let mut rows = Vec::with_capacity(left.rows.len());
         let mut right_matched = vec![false; right.rows.len()];
         let equi = on.and_then(|e| equi_join_columns(e, &cols, left.cols.len()));
-        let right_index = equi.map(|(_, r)| hash_index(&right.rows, r));
+        let right_index = equi.map(|(_, r)| JoinIndex::build(&right.rows, r));
         let all_right: Vec<usize> = if right_index.is_some() {
             Vec::new()
         } else {
@@ -160,11 +159,7 @@ impl<'c> FromBuilder<'c> {
         for l in left.rows {
             self.ctx.cancel.check()?;
             let candidates: &[usize] = match (&right_index, equi) {
-                (Some(index), Some((lcol, _))) => l
-                    .get(lcol)
-                    .filter(|v| !v.is_null())
-                    .and_then(|v| index.get(&KeyPart::from_value(v)))
-                    .map_or(&[], Vec::as_slice),
+                (Some(index), Some((lcol, _))) => l.get(lcol).map_or(&[], |v| index.get(v)),
                 _ => &all_right,
             };
             let mut kept: Option<usize> = None;
@@ -463,7 +458,7 @@ enum JoinKind {
 
 /// The two columns of an ON clause that is a single equality between a
 /// left-side and a right-side column whose types compare exactly by
-/// [`KeyPart`] (integers, binary, uniqueidentifier), as (left, right
+/// `KeyPart` (integers, binary, uniqueidentifier), as (left, right
 /// index within its side). Anything else runs as a nested loop.
 fn equi_join_columns(on: &Expr, cols: &[ColMeta], left_len: usize) -> Option<(usize, usize)> {
     let Expr::BinaryOp {
@@ -501,7 +496,7 @@ fn column_index(e: &Expr, cols: &[ColMeta]) -> Option<usize> {
     find_column(cols, parts).ok().flatten()
 }
 
-/// Types whose SQL equality is exactly [`KeyPart`] equality.
+/// Types whose SQL equality is exactly `KeyPart` equality.
 fn key_family(ty: DataType) -> Option<u8> {
     match ty {
         DataType::Bit
@@ -513,15 +508,4 @@ fn key_family(ty: DataType) -> Option<u8> {
         DataType::UniqueIdentifier => Some(2),
         _ => None,
     }
-}
-
-/// Right-side row positions by join key; NULL keys match nothing.
-fn hash_index(rows: &[Vec<Value>], col: usize) -> HashMap<KeyPart, Vec<usize>> {
-    let mut index: HashMap<KeyPart, Vec<usize>> = HashMap::new();
-    for (i, row) in rows.iter().enumerate() {
-        if let Some(v) = row.get(col).filter(|v| !v.is_null()) {
-            index.entry(KeyPart::from_value(v)).or_default().push(i);
-        }
-    }
-    index
 }

@@ -8,6 +8,8 @@ pub mod ddl;
 pub mod dml;
 pub mod from;
 pub mod insert;
+mod join_index;
+mod output_rows;
 pub mod query;
 pub mod relation;
 pub mod resolve;

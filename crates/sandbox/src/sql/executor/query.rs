@@ -3,7 +3,6 @@
 //! [`Relation`]. Semantics follow
 //! <https://learn.microsoft.com/en-us/sql/t-sql/queries/select-transact-sql>.
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use sqlparser::ast::{
@@ -14,8 +13,12 @@ use sqlparser::ast::{
 
 use super::context::Ctx;
 use super::from::FromBuilder;
+use super::output_rows::{
+    Item, Layout, OutRow, RowPlan, SortKey, bind_items, bind_sort_keys, extra_sort_values,
+    key_refs, sort_rows,
+};
 use super::relation::{ColMeta, Relation};
-use super::scope::{RowScope, contains_aggregate, find_column};
+use super::scope::{RowScope, contains_aggregate};
 use crate::sql::catalog::same_name;
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::{self, Scope, Typed, is_true};
@@ -119,12 +122,6 @@ fn dedupe(rows: &mut Vec<Vec<Value>>) {
     rows.retain(|r| seen.insert(row_key(r)));
 }
 
-/// One output column of a SELECT list.
-enum Item<'q> {
-    Source(usize),
-    Expr(&'q Expr),
-}
-
 /// Expands the SELECT list: `*`, `t.*`, expressions with their names.
 fn expand<'q>(sel: &'q Select, cols: &[ColMeta]) -> SqlResult<Vec<(Item<'q>, String)>> {
     let mut out = Vec::new();
@@ -200,14 +197,6 @@ fn item_nullable(item: &Item<'_>, cols: &[ColMeta]) -> bool {
     }
 }
 
-/// A sort key: an output column, a source column, or an expression over
-/// the source row.
-enum SortKey<'q> {
-    Output(usize),
-    Source(usize),
-    Expr(&'q Expr),
-}
-
 fn order_exprs(ob: Option<&OrderBy>) -> SqlResult<&[OrderByExpr]> {
     match ob.map(|o| &o.kind) {
         None => Ok(&[]),
@@ -254,137 +243,6 @@ fn sort_keys<'q>(
         .collect()
 }
 
-/// One evaluated output row with its sort values.
-struct OutRow {
-    values: Vec<Typed>,
-    /// The values of the ORDER BY keys that are not output columns, in
-    /// key order.
-    sort: Vec<Typed>,
-}
-
-/// The column a plain column reference names among `cols`, if it names
-/// exactly one of them.
-fn bound_column(e: &Expr, cols: &[ColMeta]) -> Option<usize> {
-    let parts = match e {
-        Expr::Identifier(id) => std::slice::from_ref(id),
-        Expr::CompoundIdentifier(parts) => parts.as_slice(),
-        _ => return None,
-    };
-    find_column(cols, parts).ok().flatten()
-}
-
-/// Resolves the SELECT items that are plain column references to their
-/// source position once per query, rather than by name for every row.
-/// References that name no column (outer ones) or several stay
-/// expressions, so they fail or resolve as before.
-fn bind_items(items: &mut [(Item<'_>, String)], cols: &[ColMeta]) {
-    for (item, _) in items.iter_mut() {
-        if let Item::Expr(e) = item
-            && let Some(i) = bound_column(e, cols)
-        {
-            *item = Item::Source(i);
-        }
-    }
-}
-
-/// Resolves ORDER BY keys that are plain column references: to the output
-/// column showing that source column when there is one (no copy needed),
-/// else to the source column.
-fn bind_sort_keys(
-    keys: &mut [(SortKey<'_>, bool)],
-    items: &[(Item<'_>, String)],
-    cols: &[ColMeta],
-) {
-    for (key, _) in keys.iter_mut() {
-        let SortKey::Expr(e) = key else { continue };
-        let Some(i) = bound_column(e, cols) else {
-            continue;
-        };
-        *key = match items
-            .iter()
-            .position(|(item, _)| matches!(item, Item::Source(s) if *s == i))
-        {
-            Some(k) => SortKey::Output(k),
-            None => SortKey::Source(i),
-        };
-    }
-}
-
-/// The values of the ORDER BY keys that are not output columns.
-fn extra_sort_values(
-    keys: &[(SortKey<'_>, bool)],
-    cols: &[ColMeta],
-    scope: &RowScope<'_>,
-    row: &[Value],
-) -> SqlResult<Vec<Typed>> {
-    keys.iter()
-        .filter_map(|(k, _)| match k {
-            SortKey::Output(_) => None,
-            SortKey::Source(i) => Some(Ok(Typed::new(
-                row.get(*i).cloned().unwrap_or(Value::Null),
-                cols.get(*i).map_or(DataType::Int, |c| c.ty),
-            ))),
-            SortKey::Expr(e) => Some(expr::eval(e, scope)),
-        })
-        .collect()
-}
-
-/// How an ungrouped SELECT turns a source row it owns into an output row:
-/// expressions are evaluated first, then source columns are moved out of
-/// the row (copied only when shown more than once).
-struct RowPlan {
-    /// Per SELECT item: a source column shown for the last time.
-    take: Vec<bool>,
-}
-
-impl RowPlan {
-    fn new(items: &[(Item<'_>, String)]) -> Self {
-        let take = items
-            .iter()
-            .enumerate()
-            .map(|(k, (item, _))| match item {
-                Item::Source(i) => !items[k + 1..]
-                    .iter()
-                    .any(|(later, _)| matches!(later, Item::Source(j) if j == i)),
-                Item::Expr(_) => false,
-            })
-            .collect();
-        Self { take }
-    }
-
-    fn eval_owned(
-        &self,
-        ctx: &Ctx<'_>,
-        items: &[(Item<'_>, String)],
-        keys: &[(SortKey<'_>, bool)],
-        cols: &[ColMeta],
-        mut row: Vec<Value>,
-        outer: Option<&dyn Scope>,
-    ) -> SqlResult<OutRow> {
-        let mut values = Vec::with_capacity(items.len());
-        let sort = {
-            let scope = RowScope::new(ctx, cols, &row, outer);
-            for (item, _) in items {
-                values.push(match item {
-                    Item::Source(_) => Typed::new(Value::Null, DataType::Int),
-                    Item::Expr(e) => expr::eval(e, &scope)?,
-                });
-            }
-            extra_sort_values(keys, cols, &scope, &row)?
-        };
-        for (k, (item, _)) in items.iter().enumerate() {
-            let Item::Source(i) = item else { continue };
-            let value = match row.get_mut(*i) {
-                Some(slot) if self.take[k] => std::mem::replace(slot, Value::Null),
-                Some(slot) => slot.clone(),
-                None => Value::Null,
-            };
-            values[k] = Typed::new(value, cols.get(*i).map_or(DataType::Int, |c| c.ty));
-        }
-        Ok(OutRow { values, sort })
-    }
-}
-
 fn run_select(
     ctx: &Ctx<'_>,
     sel: &Select,
@@ -415,8 +273,9 @@ fn run_select(
     bind_items(&mut items, &src.cols);
     bind_sort_keys(&mut keys, &items, &src.cols);
     let plan = RowPlan::new(&items);
+    let layout = Layout::for_items(&items, &src.cols);
 
-    let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<OutRow> {
+    let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<(Vec<Typed>, Vec<Typed>)> {
         let values = items
             .iter()
             .map(|(item, _)| match item {
@@ -428,7 +287,7 @@ fn run_select(
             })
             .collect::<SqlResult<Vec<_>>>()?;
         let sort = extra_sort_values(&keys, &src.cols, scope, row)?;
-        Ok(OutRow { values, sort })
+        Ok((values, sort))
     };
 
     let null_row = vec![Value::Null; src.cols.len()];
@@ -454,7 +313,8 @@ fn run_select(
             {
                 continue;
             }
-            out.push(eval_row(&scope, rep)?);
+            let (values, sort) = eval_row(&scope, rep)?;
+            out.push(layout.row(values, sort));
         }
         if out.is_empty() {
             let scope = RowScope {
@@ -481,26 +341,49 @@ fn run_select(
             }
             out.push(plan.eval_owned(ctx, &items, &keys, &src_cols, row, outer)?);
         }
-        return finish_select(ctx, sel, &items, &keys, &src_cols, out, None, outer);
+        let shape = Shape {
+            items: &items,
+            keys: &keys,
+            src_cols: &src_cols,
+            layout: &layout,
+        };
+        return finish_select(ctx, sel, &shape, out, None, outer);
     }
-    finish_select(ctx, sel, &items, &keys, &src.cols, out, probe_types, outer)
+    let shape = Shape {
+        items: &items,
+        keys: &keys,
+        src_cols: &src.cols,
+        layout: &layout,
+    };
+    finish_select(ctx, sel, &shape, out, probe_types, outer)
+}
+
+/// What a SELECT's rows are made of.
+struct Shape<'s, 'q> {
+    items: &'s [(Item<'q>, String)],
+    keys: &'s [(SortKey<'q>, bool)],
+    src_cols: &'s [ColMeta],
+    layout: &'s Layout,
 }
 
 /// DISTINCT, ORDER BY, TOP and the output columns' types, over the
 /// evaluated rows.
-#[allow(clippy::too_many_arguments)]
 fn finish_select(
     ctx: &Ctx<'_>,
     sel: &Select,
-    items: &[(Item<'_>, String)],
-    keys: &[(SortKey<'_>, bool)],
-    src_cols: &[ColMeta],
+    shape: &Shape<'_, '_>,
     mut out: Vec<OutRow>,
     probe_types: Option<Vec<DataType>>,
     outer: Option<&dyn Scope>,
 ) -> SqlResult<Relation> {
+    let Shape {
+        items,
+        keys,
+        src_cols,
+        layout,
+    } = *shape;
     let types: Vec<DataType> = match out.first() {
-        Some(r) => r.values.iter().map(|t| t.ty).collect(),
+        Some(r) => layout.types_of(r),
         None => probe_types.unwrap_or_else(|| vec![DataType::Int; items.len()]),
     };
     let cols: Vec<ColMeta> = items
@@ -511,37 +394,18 @@ fn finish_select(
 
     if matches!(sel.distinct, Some(Distinct::Distinct)) {
         let mut seen = std::collections::HashSet::new();
-        out.retain(|r| {
-            seen.insert(
-                r.values
-                    .iter()
-                    .map(|t| KeyPart::from_value(&t.value))
-                    .collect::<Vec<_>>(),
-            )
-        });
+        out.retain(|r| seen.insert(r.values.iter().map(KeyPart::from_value).collect::<Vec<_>>()));
     } else if matches!(sel.distinct, Some(Distinct::On(_))) {
         return Err(SqlError::unsupported("DISTINCT ON"));
     }
     if !keys.is_empty() {
-        let refs = key_refs(keys);
-        sort_rows(&mut out, &refs)?;
+        sort_rows(&mut out, layout, &key_refs(keys))?;
     }
     if let Some(top) = &sel.top {
         let n = top_count(ctx, top, outer, out.len())?;
         out.truncate(n);
     }
-    let mut rows = Vec::with_capacity(out.len());
-    for r in out {
-        let mut values = Vec::with_capacity(r.values.len());
-        for (t, ty) in r.values.into_iter().zip(&types) {
-            if t.ty != *ty && !t.value.is_null() {
-                values.push(expr::convert(&t, *ty)?);
-            } else {
-                values.push(t.value);
-            }
-        }
-        rows.push(values);
-    }
+    let rows = layout.result_rows(out, &types)?;
     Ok(Relation { cols, rows })
 }
 
@@ -575,94 +439,6 @@ fn group_rows(
     Ok(groups)
 }
 
-/// Where a row's value for one ORDER BY key is: one of its output
-/// values, or one of the extra sort values; and the direction.
-#[derive(Debug, Clone, Copy)]
-struct KeyRef {
-    output: bool,
-    index: usize,
-    asc: bool,
-}
-
-fn key_refs(keys: &[(SortKey<'_>, bool)]) -> Vec<KeyRef> {
-    let mut extra = 0;
-    keys.iter()
-        .map(|(k, asc)| match k {
-            SortKey::Output(i) => KeyRef {
-                output: true,
-                index: *i,
-                asc: *asc,
-            },
-            SortKey::Source(_) | SortKey::Expr(_) => {
-                extra += 1;
-                KeyRef {
-                    output: false,
-                    index: extra - 1,
-                    asc: *asc,
-                }
-            }
-        })
-        .collect()
-}
-
-impl OutRow {
-    fn key(&self, k: &KeyRef) -> Option<&Typed> {
-        if k.output {
-            self.values.get(k.index)
-        } else {
-            self.sort.get(k.index)
-        }
-    }
-}
-
-/// The ORDER BY comparison of two rows, NULLs first.
-fn compare_rows(a: &OutRow, b: &OutRow, keys: &[KeyRef]) -> SqlResult<Ordering> {
-    for k in keys {
-        let (Some(x), Some(y)) = (a.key(k), b.key(k)) else {
-            continue;
-        };
-        let ord = match (x.value.is_null(), y.value.is_null()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Less,
-            (false, true) => Ordering::Greater,
-            _ => expr::compare(x, y)?.unwrap_or(Ordering::Equal),
-        };
-        let ord = if k.asc { ord } else { ord.reverse() };
-        if ord != Ordering::Equal {
-            return Ok(ord);
-        }
-    }
-    Ok(Ordering::Equal)
-}
-
-/// Sorts stably by `keys`. Rows that already arrive in order (the change
-/// functions return theirs in (start_lsn, seqval, operation) order) are
-/// recognised in one pass and left as they are.
-fn sort_rows(out: &mut [OutRow], keys: &[KeyRef]) -> SqlResult<()> {
-    if already_sorted(out, keys)? {
-        return Ok(());
-    }
-    let mut err = None;
-    out.sort_by(|a, b| match compare_rows(a, b, keys) {
-        Ok(o) => o,
-        Err(e) => {
-            err.get_or_insert(e);
-            Ordering::Equal
-        }
-    });
-    err.map_or(Ok(()), Err)
-}
-
-/// Whether every row sorts at or after the one before it.
-fn already_sorted(out: &[OutRow], keys: &[KeyRef]) -> SqlResult<bool> {
-    for pair in out.windows(2) {
-        if compare_rows(&pair[0], &pair[1], keys)? == Ordering::Greater {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
 /// ORDER BY over a set operation's output columns (by name or ordinal).
 fn sort_output(
     ctx: &Ctx<'_>,
@@ -672,6 +448,7 @@ fn sort_output(
 ) -> SqlResult<()> {
     let names: Vec<String> = rel.cols.iter().map(|c| c.name.clone()).collect();
     let keys = sort_keys(order_exprs(Some(ob))?, &names)?;
+    let layout = Layout::fixed(&rel.cols);
     let mut out = Vec::with_capacity(rel.rows.len());
     for row in std::mem::take(&mut rel.rows) {
         let values: Vec<Typed> = row
@@ -690,13 +467,10 @@ fn sort_output(
                 }
             })
             .collect::<SqlResult<Vec<_>>>()?;
-        out.push(OutRow { values, sort });
+        out.push(layout.row(values, sort));
     }
-    sort_rows(&mut out, &key_refs(&keys))?;
-    rel.rows = out
-        .into_iter()
-        .map(|r| r.values.into_iter().map(|t| t.value).collect())
-        .collect();
+    sort_rows(&mut out, &layout, &key_refs(&keys))?;
+    rel.rows = out.into_iter().map(|r| r.values).collect();
     Ok(())
 }
 
@@ -736,9 +510,9 @@ pub fn top_count(
 
 /// The column types of a query that returned no rows, from one evaluation
 /// over NULLs. Binding errors still fail the query, as in SQL Server.
-fn probe(row: SqlResult<OutRow>) -> SqlResult<Option<Vec<DataType>>> {
+fn probe(row: SqlResult<(Vec<Typed>, Vec<Typed>)>) -> SqlResult<Option<Vec<DataType>>> {
     match row {
-        Ok(r) => Ok(Some(r.values.iter().map(|t| t.ty).collect())),
+        Ok((values, _)) => Ok(Some(values.iter().map(|t| t.ty).collect())),
         Err(e) if e.is_binding() => Err(e),
         Err(_) => Ok(None),
     }
