@@ -20,7 +20,7 @@ use crate::sql::request::Column;
 use crate::sql::security::ROLE_DB_OWNER;
 use crate::sql::storage::KeyPart;
 use crate::sql::types::{DataType, Length, Value};
-use crate::sql::views::TableFnResult;
+use crate::sql::views::{TableFnResult, WantedColumns};
 
 const ALL: &str = "fn_cdc_get_all_changes_";
 const NET: &str = "fn_cdc_get_net_changes_";
@@ -80,6 +80,7 @@ pub fn resolve(
     schema: &str,
     name: &str,
     args: &[Typed],
+    wanted: WantedColumns<'_>,
 ) -> Option<TableFnResult> {
     if !same_name(schema, "cdc") || !db.is_cdc_enabled {
         return None;
@@ -96,7 +97,7 @@ pub fn resolve(
     if net && !ci.supports_net_changes {
         return None;
     }
-    Some(run(ctx, db, ci, net, name, args))
+    Some(run(ctx, db, ci, net, name, args, wanted))
 }
 
 fn run(
@@ -106,6 +107,7 @@ fn run(
     net: bool,
     function: &str,
     args: &[Typed],
+    wanted: WantedColumns<'_>,
 ) -> TableFnResult {
     may_call(ctx, db, ci, function)?;
     let kind = if net { NET } else { ALL };
@@ -123,17 +125,16 @@ fn run(
     if from < ci.start_lsn || to > max || from > to {
         return Err(msg313(kind));
     }
-    let mut rows: Vec<&[Value]> = db
-        .tables
-        .get(&ci.object_id)
-        .map(|t| {
+    let mut rows: Vec<&[Value]> = Vec::new();
+    if let Some(t) = db.tables.get(&ci.object_id) {
+        rows.reserve(t.data.len());
+        rows.extend(
             t.data
                 .iter()
                 .map(|(_, r)| &r[..])
-                .filter(|r| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to))
-                .collect()
-        })
-        .unwrap_or_default();
+                .filter(|r| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to)),
+        );
+    }
     // The change table is kept in capture order, which is already
     // (start_lsn, seqval, operation) order: the check is one pass.
     let key = |r: &&[Value]| (lsn_at(r, 0), lsn_at(r, 2), op_of(r));
@@ -143,7 +144,7 @@ fn run(
     if net {
         net_changes(ci, rows, &option).ok_or_else(|| msg313(kind))
     } else {
-        all_changes(ci, rows, &option).ok_or_else(|| msg313(kind))
+        all_changes(ci, rows, &option, wanted).ok_or_else(|| msg313(kind))
     }
 }
 
@@ -177,6 +178,7 @@ fn all_changes(
     ci: &CaptureInstance,
     rows: Vec<&[Value]>,
     option: &str,
+    wanted: WantedColumns<'_>,
 ) -> Option<(Vec<Column>, Vec<Vec<Value>>)> {
     let keep_old = match option {
         "all" => false,
@@ -194,14 +196,22 @@ fn all_changes(
         ),
     ];
     cols.extend(captured_columns(ci));
+    // Each output column's position in the change table, or None when
+    // the query does not read it.
+    let sources: Vec<Option<usize>> = [0, 2, 3, 4]
+        .into_iter()
+        .chain((0..ci.captured.len()).map(|i| 5 + i))
+        .zip(&cols)
+        .map(|(src, c)| wanted(&c.name).then_some(src))
+        .collect();
     let out = rows
         .into_iter()
         .filter(|r| keep_old || op_of(r) != 3)
         .map(|r| {
-            let mut o = Vec::with_capacity(4 + ci.captured.len());
-            o.extend([0, 2, 3, 4].map(|i| r.get(i).cloned().unwrap_or(Value::Null)));
-            push_captured(&mut o, ci, r);
-            o
+            sources
+                .iter()
+                .map(|src| src.and_then(|i| r.get(i)).cloned().unwrap_or(Value::Null))
+                .collect()
         })
         .collect();
     Some((cols, out))

@@ -582,3 +582,50 @@ fn map_time_to_lsn_with_each_relational_operator() {
     );
     assert_eq!(bytes(&back), first);
 }
+
+#[test]
+fn the_engines_change_query_reads_what_select_star_reads() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "BEGIN TRAN INSERT INTO orders VALUES (2, N'b', 2), (1, N'a', 1) COMMIT",
+    );
+    ok(&mut s, "UPDATE orders SET amount = 7 WHERE id = 2");
+    ok(&mut s, "DELETE FROM orders WHERE id = 1");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    // The reader's query: the change function joined with the mapping,
+    // ordered; it names only some columns, so the rest are not copied.
+    let narrow = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT c.__$start_lsn, c.__$seqval, c.__$operation, m.tran_end_time, c.[id], c.[amount] \
+             FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old') AS c \
+             JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn \
+             ORDER BY c.__$start_lsn, c.__$seqval, c.__$operation"
+        ),
+    );
+    let star = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old') AS c \
+             JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn \
+             ORDER BY c.__$start_lsn, c.__$seqval, c.__$operation"
+        ),
+    );
+    assert_eq!(narrow.len(), 5);
+    assert_eq!(star.len(), 5);
+    for (n, full) in narrow.iter().zip(&star) {
+        // star: start_lsn, seqval, operation, update_mask, id, customer,
+        // amount, then the mapping's start_lsn, tran_begin_time,
+        // tran_end_time, tran_id.
+        let picked = [&full[0], &full[1], &full[2], &full[9], &full[4], &full[6]];
+        assert_eq!(n.iter().collect::<Vec<_>>(), picked.to_vec());
+        assert!(
+            !full[3].is_null(),
+            "the update mask is there when asked for"
+        );
+        assert!(!full[10].is_null(), "so is tran_id");
+    }
+    let ops: Vec<i64> = narrow.iter().map(|r| int(&r[2])).collect();
+    assert_eq!(ops, vec![2, 2, 3, 4, 1]);
+}

@@ -13,6 +13,7 @@ use sqlparser::ast::{
 
 use super::context::{Ctx, blocked};
 use super::join_index::JoinIndex;
+use super::needed::NeededColumns;
 use super::relation::{ColMeta, Relation};
 use super::resolve::{Resolved, check_table_permission, database_for, names_table, resolve};
 use super::scope::{RowScope, check_names, find_column};
@@ -40,6 +41,8 @@ pub struct FromBuilder<'c> {
     pub ctx: &'c Ctx<'c>,
     pub outer: Option<&'c dyn Scope>,
     pub target: Option<DmlTarget>,
+    /// Columns the query can read; the others need not be copied.
+    pub needed: NeededColumns,
 }
 
 impl<'c> FromBuilder<'c> {
@@ -48,6 +51,7 @@ impl<'c> FromBuilder<'c> {
             ctx,
             outer,
             target: None,
+            needed: NeededColumns::all(),
         }
     }
 
@@ -154,8 +158,10 @@ impl<'c> FromBuilder<'c> {
             (0..right.rows.len()).collect()
         };
         // A hash join's ON is exactly the key equality, which the index
-        // lookup has already decided: no need to evaluate it per pair.
+        // lookup has already decided: no need to evaluate it per pair. Its
+        // matches copy only the right-side columns the query reads.
         let on = if right_index.is_some() { None } else { on };
+        let right_wanted = self.needed.mask(right.cols.iter().map(|c| c.name.as_str()));
         for l in left.rows {
             self.ctx.cancel.check()?;
             let candidates: &[usize] = match (&right_index, equi) {
@@ -183,13 +189,13 @@ impl<'c> FromBuilder<'c> {
                         // Each match but the last gets a copy of the left
                         // row; the last one takes it.
                         if let Some(prev) = kept.replace(ri) {
-                            rows.push(concat(&l, &right.rows[prev]));
+                            rows.push(joined(l.clone(), &right.rows[prev], &right_wanted));
                         }
                     }
                 }
             }
             match kept {
-                Some(ri) => rows.push(joined(l, &right.rows[ri])),
+                Some(ri) => rows.push(joined(l, &right.rows[ri], &right_wanted)),
                 None if right_nullable && !matched => {
                     let mut combined = l;
                     combined.extend(std::iter::repeat_n(Value::Null, right.cols.len()));
@@ -362,7 +368,9 @@ impl<'c> FromBuilder<'c> {
             .ctx
             .shared
             .table_functions
-            .call(self.ctx, db, &schema, &q.name, &values)
+            .call(self.ctx, db, &schema, &q.name, &values, &|c: &str| {
+                self.needed.wants(c)
+            })
             .unwrap_or_else(|| Err(SqlError::invalid_object(&q.display())))?;
         let qualifier = alias.unwrap_or_else(|| q.name.clone());
         let cols = columns
@@ -402,6 +410,8 @@ impl<'c> FromBuilder<'c> {
         let width = cols.len();
         let mut rows = Vec::new();
         let mut keys = Vec::new();
+        let wanted = self.needed.mask(cols.iter().map(|c| c.name.as_str()));
+        let copy_all = is_target || wanted.iter().all(|w| *w);
         for (n, (key, row)) in table.data.iter().enumerate() {
             if n % 1024 == 0 {
                 self.ctx.cancel.check()?;
@@ -413,7 +423,15 @@ impl<'c> FromBuilder<'c> {
                 }
             }
             let mut r = Vec::with_capacity(width + usize::from(is_target));
-            r.extend_from_slice(row);
+            if copy_all {
+                r.extend_from_slice(row);
+            } else {
+                r.extend(row.iter().zip(&wanted).map(
+                    |(v, w)| {
+                        if *w { v.clone() } else { Value::Null }
+                    },
+                ));
+            }
             if is_target {
                 r.push(Value::BigInt(keys.len() as i64));
                 keys.push(key.clone());
@@ -433,10 +451,17 @@ impl<'c> FromBuilder<'c> {
     }
 }
 
-/// A left row extended with a copy of a right row.
-fn joined(mut left: Vec<Value>, right: &[Value]) -> Vec<Value> {
+/// A left row extended with a copy of a right row's wanted columns (NULL
+/// in the others).
+fn joined(mut left: Vec<Value>, right: &[Value], wanted: &[bool]) -> Vec<Value> {
     left.reserve_exact(right.len());
-    left.extend_from_slice(right);
+    left.extend(right.iter().enumerate().map(|(i, v)| {
+        if wanted.get(i).copied().unwrap_or(true) {
+            v.clone()
+        } else {
+            Value::Null
+        }
+    }));
     left
 }
 

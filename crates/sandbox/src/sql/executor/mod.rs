@@ -9,6 +9,7 @@ pub mod dml;
 pub mod from;
 pub mod insert;
 mod join_index;
+pub mod needed;
 mod output_rows;
 pub mod query;
 pub mod relation;

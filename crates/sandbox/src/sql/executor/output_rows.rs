@@ -211,10 +211,13 @@ impl Layout {
 
 /// How an ungrouped SELECT turns a source row it owns into an output row:
 /// expressions are evaluated first, then source columns are moved out of
-/// the row (copied only when shown more than once).
+/// the row (copied only when shown more than once), and the output values
+/// go back into the source row's own allocation.
 pub(super) struct RowPlan {
     /// Per SELECT item: a source column shown for the last time.
     take: Vec<bool>,
+    /// The output values while the source row is being emptied.
+    scratch: Vec<Value>,
 }
 
 impl RowPlan {
@@ -229,11 +232,14 @@ impl RowPlan {
                 Item::Expr(_) => false,
             })
             .collect();
-        Self { take }
+        Self {
+            take,
+            scratch: Vec::with_capacity(items.len()),
+        }
     }
 
     pub(super) fn eval_owned(
-        &self,
+        &mut self,
         ctx: &Ctx<'_>,
         items: &[(Item<'_>, String)],
         keys: &[(SortKey<'_>, bool)],
@@ -241,7 +247,8 @@ impl RowPlan {
         mut row: Vec<Value>,
         outer: Option<&dyn Scope>,
     ) -> SqlResult<OutRow> {
-        let mut values = Vec::with_capacity(items.len());
+        let values = &mut self.scratch;
+        values.clear();
         let mut expr_types = Vec::new();
         let sort = {
             let scope = RowScope::new(ctx, cols, &row, outer);
@@ -255,7 +262,11 @@ impl RowPlan {
                     }
                 });
             }
-            extra_sort_values(keys, cols, &scope, &row)?
+            if keys.is_empty() {
+                Vec::new()
+            } else {
+                extra_sort_values(keys, cols, &scope, &row)?
+            }
         };
         for (k, (item, _)) in items.iter().enumerate() {
             let Item::Source(i) = item else { continue };
@@ -265,8 +276,10 @@ impl RowPlan {
                 None => Value::Null,
             };
         }
+        row.clear();
+        row.append(values);
         Ok(OutRow {
-            values,
+            values: row,
             expr_types,
             sort,
         })

@@ -13,6 +13,7 @@ use sqlparser::ast::{
 
 use super::context::Ctx;
 use super::from::FromBuilder;
+use super::needed::NeededColumns;
 use super::output_rows::{
     Item, Layout, OutRow, RowPlan, SortKey, bind_items, bind_sort_keys, extra_sort_values,
     key_refs, sort_rows,
@@ -257,6 +258,7 @@ fn run_select(
         GroupByExpr::All(_) => return Err(SqlError::unsupported("GROUP BY ALL")),
     };
     let mut builder = FromBuilder::new(ctx, outer);
+    builder.needed = NeededColumns::for_select(sel, order_by);
     let src = builder.build(&sel.from, sel.selection.as_ref())?;
     let mut items = expand(sel, &src.cols)?;
     let names: Vec<String> = items.iter().map(|(_, n)| n.clone()).collect();
@@ -272,7 +274,7 @@ fn run_select(
             .any(|(k, _)| matches!(k, SortKey::Expr(e) if contains_aggregate(e)));
     bind_items(&mut items, &src.cols);
     bind_sort_keys(&mut keys, &items, &src.cols);
-    let plan = RowPlan::new(&items);
+    let mut plan = RowPlan::new(&items);
     let layout = Layout::for_items(&items, &src.cols);
 
     let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<(Vec<Typed>, Vec<Typed>)> {

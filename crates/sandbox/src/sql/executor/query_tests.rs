@@ -186,3 +186,39 @@ fn unknown_and_ambiguous_columns_still_fail_with_their_errors() {
     );
     assert_eq!(r, vec![vec![int(2), int(3)]]);
 }
+
+#[test]
+fn columns_named_only_in_order_by_on_or_subqueries_are_still_read() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE jl (k int, tag int);
+         CREATE TABLE jr (k int, extra varchar(10), rank_ int);
+         INSERT INTO jl VALUES (1, 10), (2, 20), (3, 30);
+         INSERT INTO jr VALUES (1, 'one', 3), (2, 'two', 1), (3, 'three', 2);",
+    );
+    let r = rows(
+        &mut s,
+        "SELECT jl.tag FROM jl JOIN jr ON jl.k = jr.k ORDER BY jr.rank_",
+    );
+    assert_eq!(r, vec![vec![int(20)], vec![int(30)], vec![int(10)]]);
+    let r = rows(
+        &mut s,
+        "SELECT jl.tag FROM jl JOIN jr ON jl.k = jr.k \
+         WHERE EXISTS (SELECT 1 FROM jr AS x WHERE x.extra = jr.EXTRA AND x.k > 1) ORDER BY 1",
+    );
+    assert_eq!(r, vec![vec![int(20)], vec![int(30)]]);
+    let r = rows(
+        &mut s,
+        "SELECT tag FROM jl WHERE k IN (SELECT k FROM jr WHERE extra LIKE 't%') ORDER BY tag DESC",
+    );
+    assert_eq!(r, vec![vec![int(30)], vec![int(20)]]);
+    let r = rows(
+        &mut s,
+        "SELECT jr.extra, jl.tag FROM jl JOIN jr ON jl.k = jr.k WHERE jl.tag > 15 ORDER BY jl.tag",
+    );
+    assert_eq!(
+        r,
+        vec![vec![text("two"), int(20)], vec![text("three"), int(30)]]
+    );
+}

@@ -83,11 +83,17 @@ impl ViewRegistry {
 /// A table-valued function's result: its columns and rows.
 pub type TableFnResult = SqlResult<(Vec<Column>, Vec<Vec<Value>>)>;
 
+/// Which of a table function's result columns, by name, the query reads:
+/// the function may return NULL in the others instead of copying values
+/// nobody sees.
+pub type WantedColumns<'w> = &'w dyn Fn(&str) -> bool;
+
 /// Resolves and runs a table-valued function `schema.name(args)` of a
 /// database; `None` when the name is not one of its functions. Names can
 /// be families (e.g. `cdc.fn_cdc_get_all_changes_<capture_instance>`), so a
 /// resolver decides by looking at the catalog.
-pub type TableFn = fn(&Ctx<'_>, &Database, &str, &str, &[Typed]) -> Option<TableFnResult>;
+pub type TableFn =
+    fn(&Ctx<'_>, &Database, &str, &str, &[Typed], WantedColumns<'_>) -> Option<TableFnResult>;
 
 /// The table-valued functions FROM can call, tried in order.
 #[derive(Default)]
@@ -108,10 +114,11 @@ impl TableFunctionRegistry {
         schema: &str,
         name: &str,
         args: &[Typed],
+        wanted: WantedColumns<'_>,
     ) -> Option<TableFnResult> {
         self.resolvers
             .iter()
-            .find_map(|f| f(ctx, db, schema, name, args))
+            .find_map(|f| f(ctx, db, schema, name, args, wanted))
     }
 }
 
