@@ -20,7 +20,7 @@ use crate::sql::request::Column;
 use crate::sql::security::ROLE_DB_OWNER;
 use crate::sql::storage::KeyPart;
 use crate::sql::types::{DataType, Length, Value};
-use crate::sql::views::{TableFnResult, WantedColumns};
+use crate::sql::views::{TableFnResult, TableFnRows, WantedColumns};
 
 const ALL: &str = "fn_cdc_get_all_changes_";
 const NET: &str = "fn_cdc_get_net_changes_";
@@ -135,16 +135,26 @@ fn run(
                 .filter(|r| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to)),
         );
     }
-    // The change table is kept in capture order, which is already
-    // (start_lsn, seqval, operation) order: the check is one pass.
-    let key = |r: &&[Value]| (lsn_at(r, 0), lsn_at(r, 2), op_of(r));
-    if !rows.is_sorted_by_key(key) {
-        rows.sort_by_key(key);
+    // (start_lsn, seqval, operation), binary compared bytewise as ORDER BY
+    // compares it. The change table is kept in capture order, which is
+    // already this order: the check is one pass.
+    let order = |a: &&[Value], b: &&[Value]| {
+        (bytes_at(a, 0), bytes_at(a, 2), op_of(a)).cmp(&(bytes_at(b, 0), bytes_at(b, 2), op_of(b)))
+    };
+    if !rows.is_sorted_by(|a, b| order(a, b).is_le()) {
+        rows.sort_by(order);
     }
     if net {
         net_changes(ci, rows, &option).ok_or_else(|| msg313(kind))
     } else {
         all_changes(ci, rows, &option, wanted).ok_or_else(|| msg313(kind))
+    }
+}
+
+fn bytes_at(r: &[Value], i: usize) -> Option<&[u8]> {
+    match r.get(i) {
+        Some(Value::Binary(b)) => Some(b),
+        _ => None,
     }
 }
 
@@ -174,12 +184,14 @@ fn push_captured(out: &mut Vec<Value>, ci: &CaptureInstance, r: &[Value]) {
     out.extend((0..ci.captured.len()).map(|i| r.get(5 + i).cloned().unwrap_or(Value::Null)));
 }
 
+/// The rows in (__$start_lsn, __$seqval, __$operation) order, which the
+/// result declares so that a reader's ORDER BY on them need not sort.
 fn all_changes(
     ci: &CaptureInstance,
     rows: Vec<&[Value]>,
     option: &str,
     wanted: WantedColumns<'_>,
-) -> Option<(Vec<Column>, Vec<Vec<Value>>)> {
+) -> Option<TableFnRows> {
     let keep_old = match option {
         "all" => false,
         "all update old" => true,
@@ -214,7 +226,11 @@ fn all_changes(
                 .collect()
         })
         .collect();
-    Some((cols, out))
+    Some(TableFnRows {
+        columns: cols,
+        rows: out,
+        ordered_by: vec![0, 1, 2],
+    })
 }
 
 fn or_masks(a: &[u8], b: &[u8]) -> Vec<u8> {
@@ -245,11 +261,7 @@ struct NetRow<'r> {
     mask: Vec<u8>,
 }
 
-fn net_changes(
-    ci: &CaptureInstance,
-    rows: Vec<&[Value]>,
-    option: &str,
-) -> Option<(Vec<Column>, Vec<Vec<Value>>)> {
+fn net_changes(ci: &CaptureInstance, rows: Vec<&[Value]>, option: &str) -> Option<TableFnRows> {
     let (with_mask, merge) = match option {
         "all" => (false, false),
         "all with mask" => (true, false),
@@ -333,5 +345,9 @@ fn net_changes(
         out.push(o);
     }
     out.sort_by_key(|r| lsn_at(r, 0));
-    Some((cols, out))
+    Some(TableFnRows {
+        columns: cols,
+        rows: out,
+        ordered_by: Vec::new(),
+    })
 }

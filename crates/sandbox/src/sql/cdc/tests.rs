@@ -629,3 +629,55 @@ fn the_engines_change_query_reads_what_select_star_reads() {
     let ops: Vec<i64> = narrow.iter().map(|r| int(&r[2])).collect();
     assert_eq!(ops, vec![2, 2, 3, 4, 1]);
 }
+
+#[test]
+fn order_by_the_change_functions_own_order_keeps_it_and_any_other_sorts() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "BEGIN TRAN INSERT INTO orders VALUES (5, N'e', 5), (3, N'c', 3) COMMIT",
+    );
+    ok(&mut s, "UPDATE orders SET amount = 1 WHERE id = 5");
+    ok(&mut s, "DELETE FROM orders WHERE id = 3");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let query = |order: &str| {
+        format!(
+            "{ALL} SELECT c.__$operation, c.id FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old') AS c \
+             JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn ORDER BY {order}"
+        )
+    };
+    let pairs = |s: &mut Session, order: &str| -> Vec<(i64, i64)> {
+        rows(s, &query(order))
+            .iter()
+            .map(|r| (int(&r[0]), int(&r[1])))
+            .collect()
+    };
+    let ascending = vec![(2, 5), (2, 3), (3, 5), (4, 5), (1, 3)];
+    assert_eq!(
+        pairs(&mut s, "c.__$start_lsn, c.__$seqval, c.__$operation"),
+        ascending
+    );
+    assert_eq!(pairs(&mut s, "c.__$start_lsn, c.__$seqval"), ascending);
+    let mut descending = ascending.clone();
+    descending.reverse();
+    assert_eq!(
+        pairs(
+            &mut s,
+            "c.__$start_lsn DESC, c.__$seqval DESC, c.__$operation DESC"
+        ),
+        descending
+    );
+    // Not a prefix of the function's order: sorted.
+    assert_eq!(
+        pairs(&mut s, "c.__$operation, c.id"),
+        vec![(1, 3), (2, 3), (2, 5), (3, 5), (4, 5)]
+    );
+    assert_eq!(
+        pairs(&mut s, "c.__$seqval, c.__$operation DESC"),
+        vec![(2, 5), (2, 3), (4, 5), (3, 5), (1, 3)]
+    );
+    assert_eq!(
+        pairs(&mut s, "c.id, c.__$operation"),
+        vec![(1, 3), (2, 3), (2, 5), (3, 5), (4, 5)]
+    );
+}

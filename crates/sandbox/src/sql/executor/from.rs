@@ -23,6 +23,7 @@ use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::{self, Scope, is_true};
 use crate::sql::storage::RowKey;
 use crate::sql::types::{DataType, Value};
+use crate::sql::views::TableFnRows;
 
 /// The table an UPDATE/DELETE changes, found while building FROM.
 #[derive(Debug, Default)]
@@ -150,6 +151,13 @@ impl<'c> FromBuilder<'c> {
         }));
         let mut rows = Vec::with_capacity(left.rows.len());
         let mut right_matched = vec![false; right.rows.len()];
+        // Left rows go out in their order, each with its matches: the
+        // left side's order holds unless unmatched right rows follow.
+        let ordered_by = if left_nullable {
+            Vec::new()
+        } else {
+            left.ordered_by.clone()
+        };
         let equi = on.and_then(|e| equi_join_columns(e, &cols, left.cols.len()));
         let right_index = equi.map(|(_, r)| JoinIndex::build(&right.rows, r));
         let all_right: Vec<usize> = if right_index.is_some() {
@@ -214,7 +222,11 @@ impl<'c> FromBuilder<'c> {
                 }
             }
         }
-        Ok(Relation { cols, rows })
+        Ok(Relation {
+            cols,
+            rows,
+            ordered_by,
+        })
     }
 
     fn factor(
@@ -284,6 +296,7 @@ impl<'c> FromBuilder<'c> {
                             Relation {
                                 cols,
                                 rows: (view.rows)(self.ctx, db)?,
+                                ordered_by: Vec::new(),
                             }
                         }
                     }
@@ -299,6 +312,7 @@ impl<'c> FromBuilder<'c> {
                     return Err(SqlError::unsupported("LATERAL"));
                 }
                 let mut rel = super::query::run_query(self.ctx, subquery, self.outer)?;
+                rel.ordered_by.clear();
                 let Some(alias) = alias else {
                     return Err(SqlError::syntax(")"));
                 };
@@ -364,7 +378,11 @@ impl<'c> FromBuilder<'c> {
             };
             values.push(expr::eval(e, &scope)?);
         }
-        let (columns, rows) = self
+        let TableFnRows {
+            columns,
+            rows,
+            ordered_by,
+        } = self
             .ctx
             .shared
             .table_functions
@@ -379,7 +397,11 @@ impl<'c> FromBuilder<'c> {
                 ColMeta::new(c.name, c.ty, c.nullable).qualified(Some(&qualifier), Some(&schema))
             })
             .collect();
-        Ok(Relation { cols, rows })
+        Ok(Relation {
+            cols,
+            rows,
+            ordered_by,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -447,7 +469,11 @@ impl<'c> FromBuilder<'c> {
                 t.keys = keys;
             }
         }
-        Ok(Relation { cols, rows })
+        Ok(Relation {
+            cols,
+            rows,
+            ordered_by: Vec::new(),
+        })
     }
 }
 

@@ -79,6 +79,28 @@ pub(super) fn bind_sort_keys(
     }
 }
 
+/// Whether rows in `order` (source columns, ascending) already satisfy
+/// ORDER BY `keys`: the keys are all ascending and name, in turn, the
+/// first columns of that order.
+pub(super) fn keys_follow(
+    keys: &[(SortKey<'_>, bool)],
+    items: &[(Item<'_>, String)],
+    order: &[usize],
+) -> bool {
+    keys.len() <= order.len()
+        && keys.iter().zip(order).all(|((key, asc), col)| {
+            let source = match key {
+                SortKey::Output(k) => match items.get(*k) {
+                    Some((Item::Source(i), _)) => Some(*i),
+                    _ => None,
+                },
+                SortKey::Source(i) => Some(*i),
+                SortKey::Expr(_) => None,
+            };
+            *asc && source == Some(*col)
+        })
+}
+
 /// The values of the ORDER BY keys that are not output columns.
 pub(super) fn extra_sort_values(
     keys: &[(SortKey<'_>, bool)],
@@ -413,6 +435,35 @@ mod tests {
             firsts(&out),
             vec![Value::Int(2), Value::Int(1), Value::Null]
         );
+    }
+
+    #[test]
+    fn keys_follow_only_an_ascending_prefix_of_the_input_order() {
+        let e = Expr::Identifier("x".into());
+        let items = [
+            (Item::Source(2), "c".to_string()),
+            (Item::Source(0), "a".to_string()),
+            (Item::Expr(&e), "e".to_string()),
+        ];
+        let order = [0, 1, 2];
+        let follow = |keys: &[(SortKey<'_>, bool)]| keys_follow(keys, &items, &order);
+        assert!(follow(&[]));
+        assert!(follow(&[(SortKey::Output(1), true)]));
+        assert!(follow(&[
+            (SortKey::Output(1), true),
+            (SortKey::Source(1), true)
+        ]));
+        assert!(follow(&[
+            (SortKey::Source(0), true),
+            (SortKey::Source(1), true),
+            (SortKey::Output(0), true)
+        ]));
+        assert!(!follow(&[(SortKey::Output(1), false)]));
+        assert!(!follow(&[(SortKey::Source(1), true)]));
+        assert!(!follow(&[(SortKey::Output(0), true)]));
+        assert!(!follow(&[(SortKey::Output(2), true)]));
+        assert!(!follow(&[(SortKey::Expr(&e), true)]));
+        assert!(!keys_follow(&[(SortKey::Source(0), true)], &items, &[]));
     }
 
     #[test]

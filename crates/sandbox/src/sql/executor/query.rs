@@ -16,7 +16,7 @@ use super::from::FromBuilder;
 use super::needed::NeededColumns;
 use super::output_rows::{
     Item, Layout, OutRow, RowPlan, SortKey, bind_items, bind_sort_keys, extra_sort_values,
-    key_refs, sort_rows,
+    key_refs, keys_follow, sort_rows,
 };
 use super::relation::{ColMeta, Relation};
 use super::scope::{RowScope, contains_aggregate};
@@ -276,6 +276,9 @@ fn run_select(
     bind_sort_keys(&mut keys, &items, &src.cols);
     let mut plan = RowPlan::new(&items);
     let layout = Layout::for_items(&items, &src.cols);
+    // Ungrouped rows keep the FROM clause's order, so an ORDER BY that
+    // order already satisfies needs no sort.
+    let presorted = !grouped && keys_follow(&keys, &items, &src.ordered_by);
 
     let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<(Vec<Typed>, Vec<Typed>)> {
         let values = items
@@ -336,6 +339,7 @@ fn run_select(
         let Relation {
             cols: src_cols,
             rows: src_rows,
+            ..
         } = src;
         for (n, row) in src_rows.into_iter().enumerate() {
             if n % 1024 == 0 {
@@ -348,6 +352,7 @@ fn run_select(
             keys: &keys,
             src_cols: &src_cols,
             layout: &layout,
+            presorted,
         };
         return finish_select(ctx, sel, &shape, out, None, outer);
     }
@@ -356,6 +361,7 @@ fn run_select(
         keys: &keys,
         src_cols: &src.cols,
         layout: &layout,
+        presorted,
     };
     finish_select(ctx, sel, &shape, out, probe_types, outer)
 }
@@ -366,6 +372,8 @@ struct Shape<'s, 'q> {
     keys: &'s [(SortKey<'q>, bool)],
     src_cols: &'s [ColMeta],
     layout: &'s Layout,
+    /// The rows arrive in ORDER BY order.
+    presorted: bool,
 }
 
 /// DISTINCT, ORDER BY, TOP and the output columns' types, over the
@@ -383,6 +391,7 @@ fn finish_select(
         keys,
         src_cols,
         layout,
+        presorted,
     } = *shape;
     let types: Vec<DataType> = match out.first() {
         Some(r) => layout.types_of(r),
@@ -400,7 +409,7 @@ fn finish_select(
     } else if matches!(sel.distinct, Some(Distinct::On(_))) {
         return Err(SqlError::unsupported("DISTINCT ON"));
     }
-    if !keys.is_empty() {
+    if !keys.is_empty() && !presorted {
         sort_rows(&mut out, layout, &key_refs(keys))?;
     }
     if let Some(top) = &sel.top {
@@ -408,7 +417,11 @@ fn finish_select(
         out.truncate(n);
     }
     let rows = layout.result_rows(out, &types)?;
-    Ok(Relation { cols, rows })
+    Ok(Relation {
+        cols,
+        rows,
+        ordered_by: Vec::new(),
+    })
 }
 
 /// Partitions source rows by the GROUP BY values, in first-seen order;

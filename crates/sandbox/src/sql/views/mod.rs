@@ -80,8 +80,18 @@ impl ViewRegistry {
     }
 }
 
-/// A table-valued function's result: its columns and rows.
-pub type TableFnResult = SqlResult<(Vec<Column>, Vec<Vec<Value>>)>;
+/// A table-valued function's rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableFnRows {
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<Value>>,
+    /// Columns the rows are in ascending order of, most significant first
+    /// (see `Relation::ordered_by`); empty when unordered.
+    pub ordered_by: Vec<usize>,
+}
+
+/// A table-valued function's result.
+pub type TableFnResult = SqlResult<TableFnRows>;
 
 /// Which of a table function's result columns, by name, the query reads:
 /// the function may return NULL in the others instead of copying values
