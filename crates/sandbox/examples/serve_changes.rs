@@ -57,9 +57,8 @@ fn main() -> Result<(), BoxError> {
         std::process::id()
     );
     for pass in 1..=passes {
-        let client = std::thread::Builder::new()
-            .name("client".into())
-            .spawn(move || -> Result<(u64, Duration, Duration), BoxError> {
+        let client = std::thread::Builder::new().name("client".into()).spawn(
+            move || -> Result<(u64, Duration, Duration), BoxError> {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
@@ -67,7 +66,8 @@ fn main() -> Result<(), BoxError> {
                 let started = Instant::now();
                 let read = rt.block_on(read_changes(addr))?;
                 Ok((read, started.elapsed(), thread_cpu().saturating_sub(cpu)))
-            })?;
+            },
+        )?;
         let process = process_cpu();
         let (read, wall, client_cpu) = client.join().map_err(|_| "the client panicked")??;
         let total = process_cpu().saturating_sub(process);
@@ -160,7 +160,9 @@ async fn read_changes(addr: SocketAddr) -> Result<u64, BoxError> {
         .await?
         .into_row()
         .await?)?;
-    let mut stream = client.query(CHANGES, &[&min.as_slice(), &max.as_slice()]).await?;
+    let mut stream = client
+        .query(CHANGES, &[&min.as_slice(), &max.as_slice()])
+        .await?;
     let mut rows = 0u64;
     let mut checksum = 0i64;
     while let Some(item) = stream.try_next().await? {
