@@ -20,7 +20,7 @@ use crate::sql::request::Column;
 use crate::sql::security::ROLE_DB_OWNER;
 use crate::sql::storage::KeyPart;
 use crate::sql::types::{DataType, Length, Value};
-use crate::sql::views::{TableFnResult, TableFnRows, WantedColumns};
+use crate::sql::views::{RowsWanted, TableFnResult, TableFnRows};
 
 const ALL: &str = "fn_cdc_get_all_changes_";
 const NET: &str = "fn_cdc_get_net_changes_";
@@ -80,7 +80,7 @@ pub fn resolve(
     schema: &str,
     name: &str,
     args: &[Typed],
-    wanted: WantedColumns<'_>,
+    wanted: &RowsWanted<'_>,
 ) -> Option<TableFnResult> {
     if !same_name(schema, "cdc") || !db.is_cdc_enabled {
         return None;
@@ -107,7 +107,7 @@ fn run(
     net: bool,
     function: &str,
     args: &[Typed],
-    wanted: WantedColumns<'_>,
+    wanted: &RowsWanted<'_>,
 ) -> TableFnResult {
     may_call(ctx, db, ci, function)?;
     let kind = if net { NET } else { ALL };
@@ -190,7 +190,7 @@ fn all_changes(
     ci: &CaptureInstance,
     rows: Vec<&[Value]>,
     option: &str,
-    wanted: WantedColumns<'_>,
+    wanted: &RowsWanted<'_>,
 ) -> Option<TableFnRows> {
     let keep_old = match option {
         "all" => false,
@@ -214,16 +214,19 @@ fn all_changes(
         .into_iter()
         .chain((0..ci.captured.len()).map(|i| 5 + i))
         .zip(&cols)
-        .map(|(src, c)| wanted(&c.name).then_some(src))
+        .map(|(src, c)| (wanted.column)(&c.name).then_some(src))
         .collect();
     let out = rows
         .into_iter()
         .filter(|r| keep_old || op_of(r) != 3)
         .map(|r| {
-            sources
-                .iter()
-                .map(|src| src.and_then(|i| r.get(i)).cloned().unwrap_or(Value::Null))
-                .collect()
+            let mut row = Vec::with_capacity(sources.len() + wanted.spare);
+            row.extend(
+                sources
+                    .iter()
+                    .map(|src| src.and_then(|i| r.get(i)).cloned().unwrap_or(Value::Null)),
+            );
+            row
         })
         .collect();
     Some(TableFnRows {

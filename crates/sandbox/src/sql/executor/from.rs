@@ -23,7 +23,7 @@ use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::{self, Scope, is_true};
 use crate::sql::storage::RowKey;
 use crate::sql::types::{DataType, Value};
-use crate::sql::views::TableFnRows;
+use crate::sql::views::{RowsWanted, TableFnRows};
 
 /// The table an UPDATE/DELETE changes, found while building FROM.
 #[derive(Debug, Default)]
@@ -44,6 +44,9 @@ pub struct FromBuilder<'c> {
     pub target: Option<DmlTarget>,
     /// Columns the query can read; the others need not be copied.
     pub needed: NeededColumns,
+    /// Room to leave in each row of the next relation built, for the
+    /// columns joins will append to it.
+    spare: usize,
 }
 
 impl<'c> FromBuilder<'c> {
@@ -53,6 +56,7 @@ impl<'c> FromBuilder<'c> {
             outer,
             target: None,
             needed: NeededColumns::all(),
+            spare: 0,
         }
     }
 
@@ -104,6 +108,19 @@ impl<'c> FromBuilder<'c> {
     }
 
     fn table_with_joins(&mut self, twj: &TableWithJoins, offset: usize) -> SqlResult<Relation> {
+        // A query (not a DML target, whose locator needs the columns'
+        // positions) builds the joined relations first, so the first
+        // relation's rows can be allocated with room for their columns.
+        if self.target.is_none()
+            && !twj.joins.is_empty()
+            && let Ok(kinds) = twj
+                .joins
+                .iter()
+                .map(join_kind)
+                .collect::<SqlResult<Vec<_>>>()
+        {
+            return self.joins_built_right_first(twj, &kinds, offset);
+        }
         let mut rel = self.factor(&twj.relation, None, offset)?;
         for join in &twj.joins {
             rel = self.join_one(rel, join, offset)?;
@@ -111,23 +128,36 @@ impl<'c> FromBuilder<'c> {
         Ok(rel)
     }
 
+    /// Builds the joined relations, then the first one with room for
+    /// their columns in each row, then joins. Errors still come left to
+    /// right: when a joined relation fails, the first one is built to
+    /// report its own error first.
+    fn joins_built_right_first(
+        &mut self,
+        twj: &TableWithJoins,
+        kinds: &[(JoinKind, Option<&Expr>)],
+        offset: usize,
+    ) -> SqlResult<Relation> {
+        let mut rights = Vec::with_capacity(twj.joins.len());
+        for join in &twj.joins {
+            match self.factor(&join.relation, None, offset) {
+                Ok(right) => rights.push(right),
+                Err(e) => {
+                    self.factor(&twj.relation, None, offset)?;
+                    return Err(e);
+                }
+            }
+        }
+        self.spare = rights.iter().map(|r| r.cols.len()).sum();
+        let mut rel = self.factor(&twj.relation, None, offset)?;
+        for (right, (kind, on)) in rights.into_iter().zip(kinds) {
+            rel = self.join(rel, right, kind, *on)?;
+        }
+        Ok(rel)
+    }
+
     fn join_one(&mut self, left: Relation, join: &Join, offset: usize) -> SqlResult<Relation> {
-        let (kind, constraint) = match &join.join_operator {
-            JoinOperator::Join(c) | JoinOperator::Inner(c) => (JoinKind::Inner, c),
-            JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
-            JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (JoinKind::Right, c),
-            JoinOperator::FullOuter(c) => (JoinKind::Full, c),
-            JoinOperator::CrossJoin(c) => (JoinKind::Cross, c),
-            JoinOperator::CrossApply => return Err(SqlError::unsupported("CROSS APPLY")),
-            JoinOperator::OuterApply => return Err(SqlError::unsupported("OUTER APPLY")),
-            _ => return Err(SqlError::unsupported("JOIN")),
-        };
-        let on = match constraint {
-            JoinConstraint::On(e) => Some(e),
-            JoinConstraint::None => None,
-            JoinConstraint::Using(_) => return Err(SqlError::unsupported("USING")),
-            JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL JOIN")),
-        };
+        let (kind, on) = join_kind(join)?;
         let right = self.factor(&join.relation, None, offset + left.cols.len())?;
         self.join(left, right, &kind, on)
     }
@@ -235,6 +265,7 @@ impl<'c> FromBuilder<'c> {
         filter: Option<&Expr>,
         offset: usize,
     ) -> SqlResult<Relation> {
+        let spare = std::mem::take(&mut self.spare);
         let mut rel = match tf {
             TableFactor::Table {
                 name,
@@ -252,7 +283,7 @@ impl<'c> FromBuilder<'c> {
                     if sample.is_some() {
                         return Err(super::tablesample::not_a_table());
                     }
-                    self.table_function(name, &args.args, alias_name)?
+                    self.table_function(name, &args.args, alias_name, spare)?
                 } else {
                     match resolve(self.ctx, name)? {
                         Resolved::Table { db, table } => {
@@ -275,6 +306,7 @@ impl<'c> FromBuilder<'c> {
                                 pushed,
                                 is_target,
                                 offset,
+                                spare,
                             )?;
                             let Some(sample) = sample else {
                                 return Ok(rel);
@@ -363,6 +395,7 @@ impl<'c> FromBuilder<'c> {
         name: &sqlparser::ast::ObjectName,
         args: &[sqlparser::ast::FunctionArg],
         alias: Option<String>,
+        spare: usize,
     ) -> SqlResult<Relation> {
         use sqlparser::ast::{FunctionArg, FunctionArgExpr};
         let q = QualifiedName::from_object_name(name)?;
@@ -386,9 +419,17 @@ impl<'c> FromBuilder<'c> {
             .ctx
             .shared
             .table_functions
-            .call(self.ctx, db, &schema, &q.name, &values, &|c: &str| {
-                self.needed.wants(c)
-            })
+            .call(
+                self.ctx,
+                db,
+                &schema,
+                &q.name,
+                &values,
+                &RowsWanted {
+                    column: &|c: &str| self.needed.wants(c),
+                    spare,
+                },
+            )
             .unwrap_or_else(|| Err(SqlError::invalid_object(&q.display())))?;
         let qualifier = alias.unwrap_or_else(|| q.name.clone());
         let cols = columns
@@ -414,6 +455,7 @@ impl<'c> FromBuilder<'c> {
         filter: Option<&Expr>,
         is_target: bool,
         offset: usize,
+        spare: usize,
     ) -> SqlResult<Relation> {
         if table.dirty_by.is_some_and(|s| s != self.ctx.info.spid) {
             return Err(blocked());
@@ -444,7 +486,7 @@ impl<'c> FromBuilder<'c> {
                     continue;
                 }
             }
-            let mut r = Vec::with_capacity(width + usize::from(is_target));
+            let mut r = Vec::with_capacity(width + usize::from(is_target) + spare);
             if copy_all {
                 r.extend_from_slice(row);
             } else {
@@ -497,6 +539,27 @@ fn concat(left: &[Value], right: &[Value]) -> Vec<Value> {
     row.extend_from_slice(left);
     row.extend_from_slice(right);
     row
+}
+
+/// A join's kind and ON condition; unsupported forms fail.
+fn join_kind(join: &Join) -> SqlResult<(JoinKind, Option<&Expr>)> {
+    let (kind, constraint) = match &join.join_operator {
+        JoinOperator::Join(c) | JoinOperator::Inner(c) => (JoinKind::Inner, c),
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
+        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (JoinKind::Right, c),
+        JoinOperator::FullOuter(c) => (JoinKind::Full, c),
+        JoinOperator::CrossJoin(c) => (JoinKind::Cross, c),
+        JoinOperator::CrossApply => return Err(SqlError::unsupported("CROSS APPLY")),
+        JoinOperator::OuterApply => return Err(SqlError::unsupported("OUTER APPLY")),
+        _ => return Err(SqlError::unsupported("JOIN")),
+    };
+    let on = match constraint {
+        JoinConstraint::On(e) => Some(e),
+        JoinConstraint::None => None,
+        JoinConstraint::Using(_) => return Err(SqlError::unsupported("USING")),
+        JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL JOIN")),
+    };
+    Ok((kind, on))
 }
 
 enum JoinKind {

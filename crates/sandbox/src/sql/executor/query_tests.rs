@@ -222,3 +222,37 @@ fn columns_named_only_in_order_by_on_or_subqueries_are_still_read() {
         vec![vec![text("two"), int(20)], vec![text("three"), int(30)]]
     );
 }
+
+#[test]
+fn a_join_reports_the_leftmost_missing_object_first() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE here (x int); INSERT INTO here VALUES (1);",
+    );
+    let first_error = |s: &mut crate::sql::Session, sql: &str| {
+        crate::sql::test_support::errors(&crate::sql::test_support::run(s, sql))
+            .first()
+            .map(|e| (e.number, e.message.clone()))
+    };
+    let (n, msg) = first_error(
+        &mut s,
+        "SELECT a.x FROM nope_left AS a JOIN nope_right AS b ON a.x = b.x",
+    )
+    .unwrap();
+    assert_eq!(n, 208);
+    assert!(msg.contains("nope_left"), "{msg}");
+    let (n, msg) = first_error(
+        &mut s,
+        "SELECT a.x FROM here AS a JOIN here AS b ON a.x = b.x JOIN nope_third AS c ON c.x = a.x",
+    )
+    .unwrap();
+    assert_eq!(n, 208);
+    assert!(msg.contains("nope_third"), "{msg}");
+    // Joined relations built first still join in order.
+    let r = rows(
+        &mut s,
+        "SELECT a.x, b.x, c.x FROM here AS a JOIN here AS b ON a.x = b.x LEFT JOIN here AS c ON c.x = b.x + 1",
+    );
+    assert_eq!(r, vec![vec![int(1), int(1), Value::Null]]);
+}

@@ -93,17 +93,22 @@ pub struct TableFnRows {
 /// A table-valued function's result.
 pub type TableFnResult = SqlResult<TableFnRows>;
 
-/// Which of a table function's result columns, by name, the query reads:
-/// the function may return NULL in the others instead of copying values
-/// nobody sees.
-pub type WantedColumns<'w> = &'w dyn Fn(&str) -> bool;
+/// What a query needs of a table function's rows.
+pub struct RowsWanted<'w> {
+    /// Which result columns, by name, the query reads: the function may
+    /// return NULL in the others instead of copying values nobody sees.
+    pub column: &'w dyn Fn(&str) -> bool,
+    /// How many values a join will append to each row: allocating rows
+    /// with that much room saves growing every one of them.
+    pub spare: usize,
+}
 
 /// Resolves and runs a table-valued function `schema.name(args)` of a
 /// database; `None` when the name is not one of its functions. Names can
 /// be families (e.g. `cdc.fn_cdc_get_all_changes_<capture_instance>`), so a
 /// resolver decides by looking at the catalog.
 pub type TableFn =
-    fn(&Ctx<'_>, &Database, &str, &str, &[Typed], WantedColumns<'_>) -> Option<TableFnResult>;
+    fn(&Ctx<'_>, &Database, &str, &str, &[Typed], &RowsWanted<'_>) -> Option<TableFnResult>;
 
 /// The table-valued functions FROM can call, tried in order.
 #[derive(Default)]
@@ -124,7 +129,7 @@ impl TableFunctionRegistry {
         schema: &str,
         name: &str,
         args: &[Typed],
-        wanted: WantedColumns<'_>,
+        wanted: &RowsWanted<'_>,
     ) -> Option<TableFnResult> {
         self.resolvers
             .iter()
