@@ -17,7 +17,12 @@ use super::types::DataType;
 pub const DEFAULT_COLLATION: &str = "SQL_Latin1_General_CP1_CI_AS";
 
 /// Case-insensitive identifier equality (the default collation is CI).
+/// ASCII names, nearly all of them, compare without allocating; others
+/// as their full Unicode lower case.
 pub fn same_name(a: &str, b: &str) -> bool {
+    if a.is_ascii() && b.is_ascii() {
+        return a.eq_ignore_ascii_case(b);
+    }
     a.to_lowercase() == b.to_lowercase()
 }
 

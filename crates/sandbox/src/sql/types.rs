@@ -267,7 +267,10 @@ pub fn time_extra_bytes(scale: u8) -> u8 {
 }
 
 /// An exact decimal: `value * 10^-scale`, wide enough for decimal(38,s).
+/// Aligned to 8 bytes rather than i128's 16, which keeps every [`Value`]
+/// at 32 bytes instead of 48 (rows are vectors of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C, packed(8))]
 pub struct Decimal {
     pub value: i128,
     pub scale: u8,
@@ -308,5 +311,21 @@ pub enum Value {
 impl Value {
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_four_words() {
+        // Rows are vectors of values; a 16-byte-aligned decimal would make
+        // each one 48 bytes.
+        assert_eq!(std::mem::size_of::<Value>(), 32);
+        let d = Decimal::new(-12345678901234567890123456789, 7);
+        let copy = d;
+        assert_eq!({ copy.value }, -12345678901234567890123456789);
+        assert_eq!(copy, d);
     }
 }

@@ -19,7 +19,7 @@ use super::packet::{Message, PacketWriter, kind, read_message, status};
 use super::request::{parse_batch, parse_rpc, parse_transaction_manager};
 use super::response::{ResponseEncoder, attention_ack};
 use super::stream::{Transport, WaitMeter};
-use super::token::{self, done, tok};
+use super::token::{self, RowEncoder, done, tok};
 use super::{BackendSession, TdsConfig};
 use crate::sql::{CancelToken, Output, Request, SqlError};
 
@@ -301,17 +301,22 @@ impl<S: BackendSession> Session<S> {
             .filter(|o| !matches!(o, Output::Message(e) if e.is_cancelled()))
             .collect();
         let ended_with_done = matches!(outputs.last(), Some(Output::Done { .. }));
-        for (i, out) in outputs.iter().enumerate() {
-            encoder.output(self.writer.buf(), out, i + 1 < outputs.len());
+        let count = outputs.len();
+        for (i, out) in outputs.into_iter().enumerate() {
+            encoder.output(self.writer.buf(), &out, i + 1 < count);
             if let Output::ResultSet { columns, rows } = out {
+                let rows_encoder = RowEncoder::new(&columns);
+                // Each row is freed once encoded, while the client reads,
+                // rather than all of them before the response ends.
                 for row in rows {
                     if self.shared.take_attention() {
                         return Ok(false);
                     }
-                    if let Err(e) = token::row(self.writer.buf(), columns, row) {
+                    if let Err(e) = rows_encoder.row(self.writer.buf(), &row) {
                         encoder.encode_failure(self.writer.buf(), &e);
                         break;
                     }
+                    drop(row);
                     self.writer.send_full(&mut self.wr).await?;
                 }
             }

@@ -174,49 +174,62 @@ pub(crate) fn col_metadata(buf: &mut Vec<u8>, columns: &[Column]) {
     }
 }
 
-/// One ROW, or an NBCROW (null bitmap, MS-TDS 2.2.7.17) when the row has
-/// NULLs - the only way to send NULL in a NOT NULL fixed-size column.
-/// On error nothing is appended.
-pub(crate) fn row(
-    buf: &mut Vec<u8>,
-    columns: &[Column],
-    values: &[Value],
-) -> Result<(), EncodeError> {
-    let start = buf.len();
-    let result = write_row(buf, columns, values);
-    if result.is_err() {
-        buf.truncate(start);
-    }
-    result
+/// Encodes the ROW tokens of one result set: each column's TYPE_INFO is
+/// worked out once, not for every value.
+pub(crate) struct RowEncoder {
+    infos: Vec<TypeInfo>,
 }
 
-fn write_row(buf: &mut Vec<u8>, columns: &[Column], values: &[Value]) -> Result<(), EncodeError> {
-    if values.len() != columns.len() {
-        return Err(EncodeError {
-            value: format!("a row of {} values", values.len()),
-            ty: format!("{} columns", columns.len()),
-        });
+impl RowEncoder {
+    pub(crate) fn new(columns: &[Column]) -> Self {
+        Self {
+            infos: columns
+                .iter()
+                .map(|c| TypeInfo::for_type(&c.ty, c.nullable))
+                .collect(),
+        }
     }
-    let has_null = values.iter().any(Value::is_null);
-    if has_null {
-        buf.put_u8(tok::NBCROW);
-        let mut bitmap = vec![0u8; columns.len().div_ceil(8)];
-        for (i, v) in values.iter().enumerate() {
-            if v.is_null() {
-                bitmap[i / 8] |= 1 << (i % 8);
+
+    /// One ROW, or an NBCROW (null bitmap, MS-TDS 2.2.7.17) when the row
+    /// has NULLs - the only way to send NULL in a NOT NULL fixed-size
+    /// column. On error nothing is appended.
+    pub(crate) fn row(&self, buf: &mut Vec<u8>, values: &[Value]) -> Result<(), EncodeError> {
+        let start = buf.len();
+        let result = self.write_row(buf, values);
+        if result.is_err() {
+            buf.truncate(start);
+        }
+        result
+    }
+
+    fn write_row(&self, buf: &mut Vec<u8>, values: &[Value]) -> Result<(), EncodeError> {
+        if values.len() != self.infos.len() {
+            return Err(EncodeError {
+                value: format!("a row of {} values", values.len()),
+                ty: format!("{} columns", self.infos.len()),
+            });
+        }
+        let has_null = values.iter().any(Value::is_null);
+        if has_null {
+            buf.put_u8(tok::NBCROW);
+            let at = buf.len();
+            buf.resize(at + values.len().div_ceil(8), 0);
+            for (i, v) in values.iter().enumerate() {
+                if v.is_null() {
+                    buf[at + i / 8] |= 1 << (i % 8);
+                }
             }
+        } else {
+            buf.put_u8(tok::ROW);
         }
-        buf.extend_from_slice(&bitmap);
-    } else {
-        buf.put_u8(tok::ROW);
-    }
-    for (col, value) in columns.iter().zip(values) {
-        if has_null && value.is_null() {
-            continue;
+        for (info, value) in self.infos.iter().zip(values) {
+            if has_null && value.is_null() {
+                continue;
+            }
+            encode_value(buf, info, value)?;
         }
-        encode_value(buf, &TypeInfo::for_type(&col.ty, col.nullable), value)?;
+        Ok(())
     }
-    Ok(())
 }
 
 /// INFO messages SQL Server sends at login.

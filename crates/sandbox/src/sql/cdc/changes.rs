@@ -20,7 +20,7 @@ use crate::sql::request::Column;
 use crate::sql::security::ROLE_DB_OWNER;
 use crate::sql::storage::KeyPart;
 use crate::sql::types::{DataType, Length, Value};
-use crate::sql::views::TableFnResult;
+use crate::sql::views::{RowsWanted, TableFnResult, TableFnRows};
 
 const ALL: &str = "fn_cdc_get_all_changes_";
 const NET: &str = "fn_cdc_get_net_changes_";
@@ -80,6 +80,7 @@ pub fn resolve(
     schema: &str,
     name: &str,
     args: &[Typed],
+    wanted: &RowsWanted<'_>,
 ) -> Option<TableFnResult> {
     if !same_name(schema, "cdc") || !db.is_cdc_enabled {
         return None;
@@ -96,7 +97,7 @@ pub fn resolve(
     if net && !ci.supports_net_changes {
         return None;
     }
-    Some(run(ctx, db, ci, net, name, args))
+    Some(run(ctx, db, ci, net, name, args, wanted))
 }
 
 fn run(
@@ -106,6 +107,7 @@ fn run(
     net: bool,
     function: &str,
     args: &[Typed],
+    wanted: &RowsWanted<'_>,
 ) -> TableFnResult {
     may_call(ctx, db, ci, function)?;
     let kind = if net { NET } else { ALL };
@@ -123,22 +125,36 @@ fn run(
     if from < ci.start_lsn || to > max || from > to {
         return Err(msg313(kind));
     }
-    let mut rows: Vec<Vec<Value>> = db
-        .tables
-        .get(&ci.object_id)
-        .map(|t| {
+    let mut rows: Vec<&[Value]> = Vec::new();
+    if let Some(t) = db.tables.get(&ci.object_id) {
+        rows.reserve(t.data.len());
+        rows.extend(
             t.data
                 .iter()
-                .filter(|(_, r)| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to))
-                .map(|(_, r)| r.to_vec())
-                .collect()
-        })
-        .unwrap_or_default();
-    rows.sort_by_key(|r| (lsn_at(r, 0), lsn_at(r, 2), op_of(r)));
+                .map(|(_, r)| &r[..])
+                .filter(|r| lsn_at(r, 0).is_some_and(|l| l >= from && l <= to)),
+        );
+    }
+    // (start_lsn, seqval, operation), binary compared bytewise as ORDER BY
+    // compares it. The change table is kept in capture order, which is
+    // already this order: the check is one pass.
+    let order = |a: &&[Value], b: &&[Value]| {
+        (bytes_at(a, 0), bytes_at(a, 2), op_of(a)).cmp(&(bytes_at(b, 0), bytes_at(b, 2), op_of(b)))
+    };
+    if !rows.is_sorted_by(|a, b| order(a, b).is_le()) {
+        rows.sort_by(order);
+    }
     if net {
         net_changes(ci, rows, &option).ok_or_else(|| msg313(kind))
     } else {
-        all_changes(ci, rows, &option).ok_or_else(|| msg313(kind))
+        all_changes(ci, rows, &option, wanted).ok_or_else(|| msg313(kind))
+    }
+}
+
+fn bytes_at(r: &[Value], i: usize) -> Option<&[u8]> {
+    match r.get(i) {
+        Some(Value::Binary(b)) => Some(b),
+        _ => None,
     }
 }
 
@@ -163,17 +179,19 @@ fn captured_columns(ci: &CaptureInstance) -> Vec<Column> {
         .collect()
 }
 
-fn captured_values(ci: &CaptureInstance, r: &[Value]) -> Vec<Value> {
-    (0..ci.captured.len())
-        .map(|i| r.get(5 + i).cloned().unwrap_or(Value::Null))
-        .collect()
+/// Appends the captured columns' values of change-table row `r`.
+fn push_captured(out: &mut Vec<Value>, ci: &CaptureInstance, r: &[Value]) {
+    out.extend((0..ci.captured.len()).map(|i| r.get(5 + i).cloned().unwrap_or(Value::Null)));
 }
 
+/// The rows in (__$start_lsn, __$seqval, __$operation) order, which the
+/// result declares so that a reader's ORDER BY on them need not sort.
 fn all_changes(
     ci: &CaptureInstance,
-    rows: Vec<Vec<Value>>,
+    rows: Vec<&[Value]>,
     option: &str,
-) -> Option<(Vec<Column>, Vec<Vec<Value>>)> {
+    wanted: &RowsWanted<'_>,
+) -> Option<TableFnRows> {
     let keep_old = match option {
         "all" => false,
         "all update old" => true,
@@ -190,16 +208,32 @@ fn all_changes(
         ),
     ];
     cols.extend(captured_columns(ci));
+    // Each output column's position in the change table, or None when
+    // the query does not read it.
+    let sources: Vec<Option<usize>> = [0, 2, 3, 4]
+        .into_iter()
+        .chain((0..ci.captured.len()).map(|i| 5 + i))
+        .zip(&cols)
+        .map(|(src, c)| (wanted.column)(&c.name).then_some(src))
+        .collect();
     let out = rows
         .into_iter()
         .filter(|r| keep_old || op_of(r) != 3)
         .map(|r| {
-            let mut o = vec![r[0].clone(), r[2].clone(), r[3].clone(), r[4].clone()];
-            o.extend(captured_values(ci, &r));
-            o
+            let mut row = Vec::with_capacity(sources.len() + wanted.spare);
+            row.extend(
+                sources
+                    .iter()
+                    .map(|src| src.and_then(|i| r.get(i)).cloned().unwrap_or(Value::Null)),
+            );
+            row
         })
         .collect();
-    Some((cols, out))
+    Some(TableFnRows {
+        columns: cols,
+        rows: out,
+        ordered_by: vec![0, 1, 2],
+    })
 }
 
 fn or_masks(a: &[u8], b: &[u8]) -> Vec<u8> {
@@ -224,17 +258,13 @@ fn or_masks(a: &[u8], b: &[u8]) -> Vec<u8> {
 }
 
 /// One source row's changes in the window, in order.
-struct NetRow {
+struct NetRow<'r> {
     first_op: i32,
-    last: Vec<Value>,
+    last: &'r [Value],
     mask: Vec<u8>,
 }
 
-fn net_changes(
-    ci: &CaptureInstance,
-    rows: Vec<Vec<Value>>,
-    option: &str,
-) -> Option<(Vec<Column>, Vec<Vec<Value>>)> {
+fn net_changes(ci: &CaptureInstance, rows: Vec<&[Value]>, option: &str) -> Option<TableFnRows> {
     let (with_mask, merge) = match option {
         "all" => (false, false),
         "all with mask" => (true, false),
@@ -254,7 +284,7 @@ fn net_changes(
             .iter()
             .map(|p| KeyPart::from_value(r.get(*p).unwrap_or(&Value::Null)))
             .collect();
-        let op = op_of(&r);
+        let op = op_of(r);
         let mask = match r.get(4) {
             Some(Value::Binary(b)) if op == 4 => b.clone(),
             _ => Vec::new(),
@@ -295,7 +325,7 @@ fn net_changes(
         // The row existed before the window unless its first change was
         // an insert.
         let existed = n.first_op != 2;
-        let last_op = op_of(&n.last);
+        let last_op = op_of(n.last);
         let op = match (last_op, existed) {
             (1, true) => 1,
             (1, false) => continue,
@@ -308,10 +338,19 @@ fn net_changes(
         } else {
             Value::Null
         };
-        let mut o = vec![n.last[0].clone(), Value::Int(op), mask];
-        o.extend(captured_values(ci, &n.last));
+        let mut o = Vec::with_capacity(3 + ci.captured.len());
+        o.extend([
+            n.last.first().cloned().unwrap_or(Value::Null),
+            Value::Int(op),
+            mask,
+        ]);
+        push_captured(&mut o, ci, n.last);
         out.push(o);
     }
     out.sort_by_key(|r| lsn_at(r, 0));
-    Some((cols, out))
+    Some(TableFnRows {
+        columns: cols,
+        rows: out,
+        ordered_by: Vec::new(),
+    })
 }

@@ -39,11 +39,15 @@ impl Lsn {
     /// Reads a `binary(10)`; shorter values are right-padded with zeros as
     /// SQL Server pads binary, longer ones are refused.
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
-        if b.len() > 10 {
-            return None;
-        }
-        let mut a = [0u8; 10];
-        a[..b.len()].copy_from_slice(b);
+        let a: [u8; 10] = match <[u8; 10]>::try_from(b) {
+            Ok(exact) => exact,
+            Err(_) if b.len() < 10 => {
+                let mut a = [0u8; 10];
+                a[..b.len()].copy_from_slice(b);
+                a
+            }
+            Err(_) => return None,
+        };
         Some(Self {
             vlf: u32::from_be_bytes([a[0], a[1], a[2], a[3]]),
             block: u32::from_be_bytes([a[4], a[5], a[6], a[7]]),

@@ -582,3 +582,102 @@ fn map_time_to_lsn_with_each_relational_operator() {
     );
     assert_eq!(bytes(&back), first);
 }
+
+#[test]
+fn the_engines_change_query_reads_what_select_star_reads() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "BEGIN TRAN INSERT INTO orders VALUES (2, N'b', 2), (1, N'a', 1) COMMIT",
+    );
+    ok(&mut s, "UPDATE orders SET amount = 7 WHERE id = 2");
+    ok(&mut s, "DELETE FROM orders WHERE id = 1");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    // The reader's query: the change function joined with the mapping,
+    // ordered; it names only some columns, so the rest are not copied.
+    let narrow = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT c.__$start_lsn, c.__$seqval, c.__$operation, m.tran_end_time, c.[id], c.[amount] \
+             FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old') AS c \
+             JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn \
+             ORDER BY c.__$start_lsn, c.__$seqval, c.__$operation"
+        ),
+    );
+    let star = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old') AS c \
+             JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn \
+             ORDER BY c.__$start_lsn, c.__$seqval, c.__$operation"
+        ),
+    );
+    assert_eq!(narrow.len(), 5);
+    assert_eq!(star.len(), 5);
+    for (n, full) in narrow.iter().zip(&star) {
+        // star: start_lsn, seqval, operation, update_mask, id, customer,
+        // amount, then the mapping's start_lsn, tran_begin_time,
+        // tran_end_time, tran_id.
+        let picked = [&full[0], &full[1], &full[2], &full[9], &full[4], &full[6]];
+        assert_eq!(n.iter().collect::<Vec<_>>(), picked.to_vec());
+        assert!(
+            !full[3].is_null(),
+            "the update mask is there when asked for"
+        );
+        assert!(!full[10].is_null(), "so is tran_id");
+    }
+    let ops: Vec<i64> = narrow.iter().map(|r| int(&r[2])).collect();
+    assert_eq!(ops, vec![2, 2, 3, 4, 1]);
+}
+
+#[test]
+fn order_by_the_change_functions_own_order_keeps_it_and_any_other_sorts() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "BEGIN TRAN INSERT INTO orders VALUES (5, N'e', 5), (3, N'c', 3) COMMIT",
+    );
+    ok(&mut s, "UPDATE orders SET amount = 1 WHERE id = 5");
+    ok(&mut s, "DELETE FROM orders WHERE id = 3");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let query = |order: &str| {
+        format!(
+            "{ALL} SELECT c.__$operation, c.id FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old') AS c \
+             JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn ORDER BY {order}"
+        )
+    };
+    let pairs = |s: &mut Session, order: &str| -> Vec<(i64, i64)> {
+        rows(s, &query(order))
+            .iter()
+            .map(|r| (int(&r[0]), int(&r[1])))
+            .collect()
+    };
+    let ascending = vec![(2, 5), (2, 3), (3, 5), (4, 5), (1, 3)];
+    assert_eq!(
+        pairs(&mut s, "c.__$start_lsn, c.__$seqval, c.__$operation"),
+        ascending
+    );
+    assert_eq!(pairs(&mut s, "c.__$start_lsn, c.__$seqval"), ascending);
+    let mut descending = ascending.clone();
+    descending.reverse();
+    assert_eq!(
+        pairs(
+            &mut s,
+            "c.__$start_lsn DESC, c.__$seqval DESC, c.__$operation DESC"
+        ),
+        descending
+    );
+    // Not a prefix of the function's order: sorted.
+    assert_eq!(
+        pairs(&mut s, "c.__$operation, c.id"),
+        vec![(1, 3), (2, 3), (2, 5), (3, 5), (4, 5)]
+    );
+    assert_eq!(
+        pairs(&mut s, "c.__$seqval, c.__$operation DESC"),
+        vec![(2, 5), (2, 3), (4, 5), (3, 5), (1, 3)]
+    );
+    assert_eq!(
+        pairs(&mut s, "c.id, c.__$operation"),
+        vec![(1, 3), (2, 3), (2, 5), (3, 5), (4, 5)]
+    );
+}

@@ -7,13 +7,13 @@
 //! For UPDATE and DELETE the target table's scan also carries a hidden
 //! column locating each row, so changes can be applied after evaluation.
 
-use std::collections::HashMap;
-
 use sqlparser::ast::{
     BinaryOperator, Expr, Join, JoinConstraint, JoinOperator, TableFactor, TableWithJoins,
 };
 
 use super::context::{Ctx, blocked};
+use super::join_index::JoinIndex;
+use super::needed::NeededColumns;
 use super::relation::{ColMeta, Relation};
 use super::resolve::{Resolved, check_table_permission, database_for, names_table, resolve};
 use super::scope::{RowScope, check_names, find_column};
@@ -21,8 +21,9 @@ use crate::sql::catalog::QualifiedName;
 use crate::sql::catalog::Table;
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::{self, Scope, is_true};
-use crate::sql::storage::{KeyPart, RowKey};
+use crate::sql::storage::RowKey;
 use crate::sql::types::{DataType, Value};
+use crate::sql::views::{RowsWanted, TableFnRows};
 
 /// The table an UPDATE/DELETE changes, found while building FROM.
 #[derive(Debug, Default)]
@@ -41,6 +42,11 @@ pub struct FromBuilder<'c> {
     pub ctx: &'c Ctx<'c>,
     pub outer: Option<&'c dyn Scope>,
     pub target: Option<DmlTarget>,
+    /// Columns the query can read; the others need not be copied.
+    pub needed: NeededColumns,
+    /// Room to leave in each row of the next relation built, for the
+    /// columns joins will append to it.
+    spare: usize,
 }
 
 impl<'c> FromBuilder<'c> {
@@ -49,6 +55,8 @@ impl<'c> FromBuilder<'c> {
             ctx,
             outer,
             target: None,
+            needed: NeededColumns::all(),
+            spare: 0,
         }
     }
 
@@ -100,6 +108,19 @@ impl<'c> FromBuilder<'c> {
     }
 
     fn table_with_joins(&mut self, twj: &TableWithJoins, offset: usize) -> SqlResult<Relation> {
+        // A query (not a DML target, whose locator needs the columns'
+        // positions) builds the joined relations first, so the first
+        // relation's rows can be allocated with room for their columns.
+        if self.target.is_none()
+            && !twj.joins.is_empty()
+            && let Ok(kinds) = twj
+                .joins
+                .iter()
+                .map(join_kind)
+                .collect::<SqlResult<Vec<_>>>()
+        {
+            return self.joins_built_right_first(twj, &kinds, offset);
+        }
         let mut rel = self.factor(&twj.relation, None, offset)?;
         for join in &twj.joins {
             rel = self.join_one(rel, join, offset)?;
@@ -107,23 +128,36 @@ impl<'c> FromBuilder<'c> {
         Ok(rel)
     }
 
+    /// Builds the joined relations, then the first one with room for
+    /// their columns in each row, then joins. Errors still come left to
+    /// right: when a joined relation fails, the first one is built to
+    /// report its own error first.
+    fn joins_built_right_first(
+        &mut self,
+        twj: &TableWithJoins,
+        kinds: &[(JoinKind, Option<&Expr>)],
+        offset: usize,
+    ) -> SqlResult<Relation> {
+        let mut rights = Vec::with_capacity(twj.joins.len());
+        for join in &twj.joins {
+            match self.factor(&join.relation, None, offset) {
+                Ok(right) => rights.push(right),
+                Err(e) => {
+                    self.factor(&twj.relation, None, offset)?;
+                    return Err(e);
+                }
+            }
+        }
+        self.spare = rights.iter().map(|r| r.cols.len()).sum();
+        let mut rel = self.factor(&twj.relation, None, offset)?;
+        for (right, (kind, on)) in rights.into_iter().zip(kinds) {
+            rel = self.join(rel, right, kind, *on)?;
+        }
+        Ok(rel)
+    }
+
     fn join_one(&mut self, left: Relation, join: &Join, offset: usize) -> SqlResult<Relation> {
-        let (kind, constraint) = match &join.join_operator {
-            JoinOperator::Join(c) | JoinOperator::Inner(c) => (JoinKind::Inner, c),
-            JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
-            JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (JoinKind::Right, c),
-            JoinOperator::FullOuter(c) => (JoinKind::Full, c),
-            JoinOperator::CrossJoin(c) => (JoinKind::Cross, c),
-            JoinOperator::CrossApply => return Err(SqlError::unsupported("CROSS APPLY")),
-            JoinOperator::OuterApply => return Err(SqlError::unsupported("OUTER APPLY")),
-            _ => return Err(SqlError::unsupported("JOIN")),
-        };
-        let on = match constraint {
-            JoinConstraint::On(e) => Some(e),
-            JoinConstraint::None => None,
-            JoinConstraint::Using(_) => return Err(SqlError::unsupported("USING")),
-            JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL JOIN")),
-        };
+        let (kind, on) = join_kind(join)?;
         let right = self.factor(&join.relation, None, offset + left.cols.len())?;
         self.join(left, right, &kind, on)
     }
@@ -145,50 +179,67 @@ impl<'c> FromBuilder<'c> {
             c.nullable |= right_nullable;
             c
         }));
-        let mut rows = Vec::new();
+        let mut rows = Vec::with_capacity(left.rows.len());
         let mut right_matched = vec![false; right.rows.len()];
+        // Left rows go out in their order, each with its matches: the
+        // left side's order holds unless unmatched right rows follow.
+        let ordered_by = if left_nullable {
+            Vec::new()
+        } else {
+            left.ordered_by.clone()
+        };
         let equi = on.and_then(|e| equi_join_columns(e, &cols, left.cols.len()));
-        let right_index = equi.map(|(_, r)| hash_index(&right.rows, r));
+        let right_index = equi.map(|(_, r)| JoinIndex::build(&right.rows, r));
         let all_right: Vec<usize> = if right_index.is_some() {
             Vec::new()
         } else {
             (0..right.rows.len()).collect()
         };
-        for l in &left.rows {
+        // A hash join's ON is exactly the key equality, which the index
+        // lookup has already decided: no need to evaluate it per pair. Its
+        // matches copy only the right-side columns the query reads.
+        let on = if right_index.is_some() { None } else { on };
+        let right_wanted = self.needed.mask(right.cols.iter().map(|c| c.name.as_str()));
+        for l in left.rows {
             self.ctx.cancel.check()?;
-            let mut matched = false;
             let candidates: &[usize] = match (&right_index, equi) {
-                (Some(index), Some((lcol, _))) => l
-                    .get(lcol)
-                    .filter(|v| !v.is_null())
-                    .and_then(|v| index.get(&KeyPart::from_value(v)))
-                    .map_or(&[], Vec::as_slice),
+                (Some(index), Some((lcol, _))) => l.get(lcol).map_or(&[], |v| index.get(v)),
                 _ => &all_right,
             };
+            let mut kept: Option<usize> = None;
+            let mut matched = false;
             for &ri in candidates {
                 let Some(r) = right.rows.get(ri) else {
                     continue;
                 };
-                let mut combined = Vec::with_capacity(cols.len());
-                combined.extend_from_slice(l);
-                combined.extend_from_slice(r);
-                let keep = match on {
-                    Some(e) => is_true(
-                        &expr::eval(e, &RowScope::new(self.ctx, &cols, &combined, self.outer))?
-                            .value,
-                    ),
-                    None => true,
-                };
-                if keep {
-                    matched = true;
-                    right_matched[ri] = true;
-                    rows.push(combined);
+                match on {
+                    Some(e) => {
+                        let combined = concat(&l, r);
+                        let scope = RowScope::new(self.ctx, &cols, &combined, self.outer);
+                        if is_true(&expr::eval(e, &scope)?.value) {
+                            matched = true;
+                            right_matched[ri] = true;
+                            rows.push(combined);
+                        }
+                    }
+                    None => {
+                        right_matched[ri] = true;
+                        // Each match but the last gets a copy of the left
+                        // row; the last one takes it.
+                        if let Some(prev) = kept.replace(ri) {
+                            rows.push(joined(l.clone(), &right.rows[prev], &right_wanted));
+                        }
+                    }
                 }
             }
-            if !matched && right_nullable {
-                let mut combined = l.clone();
-                combined.extend(std::iter::repeat_n(Value::Null, right.cols.len()));
-                rows.push(combined);
+            match kept {
+                Some(ri) => rows.push(joined(l, &right.rows[ri], &right_wanted)),
+                None if right_nullable && !matched => {
+                    let mut combined = l;
+                    combined.extend(std::iter::repeat_n(Value::Null, right.cols.len()));
+                    rows.push(combined);
+                }
+                None => {}
             }
         }
         if left_nullable {
@@ -201,7 +252,11 @@ impl<'c> FromBuilder<'c> {
                 }
             }
         }
-        Ok(Relation { cols, rows })
+        Ok(Relation {
+            cols,
+            rows,
+            ordered_by,
+        })
     }
 
     fn factor(
@@ -210,6 +265,7 @@ impl<'c> FromBuilder<'c> {
         filter: Option<&Expr>,
         offset: usize,
     ) -> SqlResult<Relation> {
+        let spare = std::mem::take(&mut self.spare);
         let mut rel = match tf {
             TableFactor::Table {
                 name,
@@ -227,7 +283,7 @@ impl<'c> FromBuilder<'c> {
                     if sample.is_some() {
                         return Err(super::tablesample::not_a_table());
                     }
-                    self.table_function(name, &args.args, alias_name)?
+                    self.table_function(name, &args.args, alias_name, spare)?
                 } else {
                     match resolve(self.ctx, name)? {
                         Resolved::Table { db, table } => {
@@ -250,6 +306,7 @@ impl<'c> FromBuilder<'c> {
                                 pushed,
                                 is_target,
                                 offset,
+                                spare,
                             )?;
                             let Some(sample) = sample else {
                                 return Ok(rel);
@@ -271,6 +328,7 @@ impl<'c> FromBuilder<'c> {
                             Relation {
                                 cols,
                                 rows: (view.rows)(self.ctx, db)?,
+                                ordered_by: Vec::new(),
                             }
                         }
                     }
@@ -286,6 +344,7 @@ impl<'c> FromBuilder<'c> {
                     return Err(SqlError::unsupported("LATERAL"));
                 }
                 let mut rel = super::query::run_query(self.ctx, subquery, self.outer)?;
+                rel.ordered_by.clear();
                 let Some(alias) = alias else {
                     return Err(SqlError::syntax(")"));
                 };
@@ -336,6 +395,7 @@ impl<'c> FromBuilder<'c> {
         name: &sqlparser::ast::ObjectName,
         args: &[sqlparser::ast::FunctionArg],
         alias: Option<String>,
+        spare: usize,
     ) -> SqlResult<Relation> {
         use sqlparser::ast::{FunctionArg, FunctionArgExpr};
         let q = QualifiedName::from_object_name(name)?;
@@ -351,11 +411,25 @@ impl<'c> FromBuilder<'c> {
             };
             values.push(expr::eval(e, &scope)?);
         }
-        let (columns, rows) = self
+        let TableFnRows {
+            columns,
+            rows,
+            ordered_by,
+        } = self
             .ctx
             .shared
             .table_functions
-            .call(self.ctx, db, &schema, &q.name, &values)
+            .call(
+                self.ctx,
+                db,
+                &schema,
+                &q.name,
+                &values,
+                &RowsWanted {
+                    column: &|c: &str| self.needed.wants(c),
+                    spare,
+                },
+            )
             .unwrap_or_else(|| Err(SqlError::invalid_object(&q.display())))?;
         let qualifier = alias.unwrap_or_else(|| q.name.clone());
         let cols = columns
@@ -364,7 +438,11 @@ impl<'c> FromBuilder<'c> {
                 ColMeta::new(c.name, c.ty, c.nullable).qualified(Some(&qualifier), Some(&schema))
             })
             .collect();
-        Ok(Relation { cols, rows })
+        Ok(Relation {
+            cols,
+            rows,
+            ordered_by,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -377,6 +455,7 @@ impl<'c> FromBuilder<'c> {
         filter: Option<&Expr>,
         is_target: bool,
         offset: usize,
+        spare: usize,
     ) -> SqlResult<Relation> {
         if table.dirty_by.is_some_and(|s| s != self.ctx.info.spid) {
             return Err(blocked());
@@ -395,6 +474,8 @@ impl<'c> FromBuilder<'c> {
         let width = cols.len();
         let mut rows = Vec::new();
         let mut keys = Vec::new();
+        let wanted = self.needed.mask(cols.iter().map(|c| c.name.as_str()));
+        let copy_all = is_target || wanted.iter().all(|w| *w);
         for (n, (key, row)) in table.data.iter().enumerate() {
             if n % 1024 == 0 {
                 self.ctx.cancel.check()?;
@@ -405,8 +486,16 @@ impl<'c> FromBuilder<'c> {
                     continue;
                 }
             }
-            let mut r = Vec::with_capacity(width + usize::from(is_target));
-            r.extend_from_slice(row);
+            let mut r = Vec::with_capacity(width + usize::from(is_target) + spare);
+            if copy_all {
+                r.extend_from_slice(row);
+            } else {
+                r.extend(row.iter().zip(&wanted).map(
+                    |(v, w)| {
+                        if *w { v.clone() } else { Value::Null }
+                    },
+                ));
+            }
             if is_target {
                 r.push(Value::BigInt(keys.len() as i64));
                 keys.push(key.clone());
@@ -422,8 +511,55 @@ impl<'c> FromBuilder<'c> {
                 t.keys = keys;
             }
         }
-        Ok(Relation { cols, rows })
+        Ok(Relation {
+            cols,
+            rows,
+            ordered_by: Vec::new(),
+        })
     }
+}
+
+/// A left row extended with a copy of a right row's wanted columns (NULL
+/// in the others).
+fn joined(mut left: Vec<Value>, right: &[Value], wanted: &[bool]) -> Vec<Value> {
+    left.reserve_exact(right.len());
+    left.extend(right.iter().enumerate().map(|(i, v)| {
+        if wanted.get(i).copied().unwrap_or(true) {
+            v.clone()
+        } else {
+            Value::Null
+        }
+    }));
+    left
+}
+
+/// Copies of a left and a right row, joined.
+fn concat(left: &[Value], right: &[Value]) -> Vec<Value> {
+    let mut row = Vec::with_capacity(left.len() + right.len());
+    row.extend_from_slice(left);
+    row.extend_from_slice(right);
+    row
+}
+
+/// A join's kind and ON condition; unsupported forms fail.
+fn join_kind(join: &Join) -> SqlResult<(JoinKind, Option<&Expr>)> {
+    let (kind, constraint) = match &join.join_operator {
+        JoinOperator::Join(c) | JoinOperator::Inner(c) => (JoinKind::Inner, c),
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
+        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (JoinKind::Right, c),
+        JoinOperator::FullOuter(c) => (JoinKind::Full, c),
+        JoinOperator::CrossJoin(c) => (JoinKind::Cross, c),
+        JoinOperator::CrossApply => return Err(SqlError::unsupported("CROSS APPLY")),
+        JoinOperator::OuterApply => return Err(SqlError::unsupported("OUTER APPLY")),
+        _ => return Err(SqlError::unsupported("JOIN")),
+    };
+    let on = match constraint {
+        JoinConstraint::On(e) => Some(e),
+        JoinConstraint::None => None,
+        JoinConstraint::Using(_) => return Err(SqlError::unsupported("USING")),
+        JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL JOIN")),
+    };
+    Ok((kind, on))
 }
 
 enum JoinKind {
@@ -436,7 +572,7 @@ enum JoinKind {
 
 /// The two columns of an ON clause that is a single equality between a
 /// left-side and a right-side column whose types compare exactly by
-/// [`KeyPart`] (integers, binary, uniqueidentifier), as (left, right
+/// `KeyPart` (integers, binary, uniqueidentifier), as (left, right
 /// index within its side). Anything else runs as a nested loop.
 fn equi_join_columns(on: &Expr, cols: &[ColMeta], left_len: usize) -> Option<(usize, usize)> {
     let Expr::BinaryOp {
@@ -474,7 +610,7 @@ fn column_index(e: &Expr, cols: &[ColMeta]) -> Option<usize> {
     find_column(cols, parts).ok().flatten()
 }
 
-/// Types whose SQL equality is exactly [`KeyPart`] equality.
+/// Types whose SQL equality is exactly `KeyPart` equality.
 fn key_family(ty: DataType) -> Option<u8> {
     match ty {
         DataType::Bit
@@ -486,15 +622,4 @@ fn key_family(ty: DataType) -> Option<u8> {
         DataType::UniqueIdentifier => Some(2),
         _ => None,
     }
-}
-
-/// Right-side row positions by join key; NULL keys match nothing.
-fn hash_index(rows: &[Vec<Value>], col: usize) -> HashMap<KeyPart, Vec<usize>> {
-    let mut index: HashMap<KeyPart, Vec<usize>> = HashMap::new();
-    for (i, row) in rows.iter().enumerate() {
-        if let Some(v) = row.get(col).filter(|v| !v.is_null()) {
-            index.entry(KeyPart::from_value(v)).or_default().push(i);
-        }
-    }
-    index
 }

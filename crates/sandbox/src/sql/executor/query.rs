@@ -3,7 +3,6 @@
 //! [`Relation`]. Semantics follow
 //! <https://learn.microsoft.com/en-us/sql/t-sql/queries/select-transact-sql>.
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use sqlparser::ast::{
@@ -14,6 +13,11 @@ use sqlparser::ast::{
 
 use super::context::Ctx;
 use super::from::FromBuilder;
+use super::needed::NeededColumns;
+use super::output_rows::{
+    Item, Layout, OutRow, RowPlan, SortKey, bind_items, bind_sort_keys, extra_sort_values,
+    key_refs, keys_follow, sort_rows,
+};
 use super::relation::{ColMeta, Relation};
 use super::scope::{RowScope, contains_aggregate};
 use crate::sql::catalog::same_name;
@@ -119,12 +123,6 @@ fn dedupe(rows: &mut Vec<Vec<Value>>) {
     rows.retain(|r| seen.insert(row_key(r)));
 }
 
-/// One output column of a SELECT list.
-enum Item<'q> {
-    Source(usize),
-    Expr(&'q Expr),
-}
-
 /// Expands the SELECT list: `*`, `t.*`, expressions with their names.
 fn expand<'q>(sel: &'q Select, cols: &[ColMeta]) -> SqlResult<Vec<(Item<'q>, String)>> {
     let mut out = Vec::new();
@@ -200,12 +198,6 @@ fn item_nullable(item: &Item<'_>, cols: &[ColMeta]) -> bool {
     }
 }
 
-/// A sort key: an output column, or an expression over the source row.
-enum SortKey<'q> {
-    Output(usize),
-    Expr(&'q Expr),
-}
-
 fn order_exprs(ob: Option<&OrderBy>) -> SqlResult<&[OrderByExpr]> {
     match ob.map(|o| &o.kind) {
         None => Ok(&[]),
@@ -252,12 +244,6 @@ fn sort_keys<'q>(
         .collect()
 }
 
-/// One evaluated output row with its sort values.
-struct OutRow {
-    values: Vec<Typed>,
-    sort: Vec<Typed>,
-}
-
 fn run_select(
     ctx: &Ctx<'_>,
     sel: &Select,
@@ -272,11 +258,12 @@ fn run_select(
         GroupByExpr::All(_) => return Err(SqlError::unsupported("GROUP BY ALL")),
     };
     let mut builder = FromBuilder::new(ctx, outer);
+    builder.needed = NeededColumns::for_select(sel, order_by);
     let src = builder.build(&sel.from, sel.selection.as_ref())?;
-    let items = expand(sel, &src.cols)?;
+    let mut items = expand(sel, &src.cols)?;
     let names: Vec<String> = items.iter().map(|(_, n)| n.clone()).collect();
     let order = order_exprs(order_by)?;
-    let keys = sort_keys(order, &names)?;
+    let mut keys = sort_keys(order, &names)?;
     let grouped = !group_exprs.is_empty()
         || sel.having.is_some()
         || items
@@ -285,8 +272,15 @@ fn run_select(
         || keys
             .iter()
             .any(|(k, _)| matches!(k, SortKey::Expr(e) if contains_aggregate(e)));
+    bind_items(&mut items, &src.cols);
+    bind_sort_keys(&mut keys, &items, &src.cols);
+    let mut plan = RowPlan::new(&items);
+    let layout = Layout::for_items(&items, &src.cols);
+    // Ungrouped rows keep the FROM clause's order, so an ORDER BY that
+    // order already satisfies needs no sort.
+    let presorted = !grouped && keys_follow(&keys, &items, &src.ordered_by);
 
-    let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<OutRow> {
+    let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<(Vec<Typed>, Vec<Typed>)> {
         let values = items
             .iter()
             .map(|(item, _)| match item {
@@ -297,14 +291,8 @@ fn run_select(
                 Item::Expr(e) => expr::eval(e, scope),
             })
             .collect::<SqlResult<Vec<_>>>()?;
-        let sort = keys
-            .iter()
-            .map(|(k, _)| match k {
-                SortKey::Output(i) => Ok(values[*i].clone()),
-                SortKey::Expr(e) => expr::eval(e, scope),
-            })
-            .collect::<SqlResult<Vec<_>>>()?;
-        Ok(OutRow { values, sort })
+        let sort = extra_sort_values(&keys, &src.cols, scope, row)?;
+        Ok((values, sort))
     };
 
     let null_row = vec![Value::Null; src.cols.len()];
@@ -330,7 +318,8 @@ fn run_select(
             {
                 continue;
             }
-            out.push(eval_row(&scope, rep)?);
+            let (values, sort) = eval_row(&scope, rep)?;
+            out.push(layout.row(values, sort));
         }
         if out.is_empty() {
             let scope = RowScope {
@@ -342,64 +331,97 @@ fn run_select(
             };
             probe_types = probe(eval_row(&scope, &null_row))?;
         }
+    } else if src.rows.is_empty() {
+        let scope = RowScope::new(ctx, &src.cols, &null_row, outer);
+        probe_types = probe(eval_row(&scope, &null_row))?;
     } else {
-        for (n, row) in src.rows.iter().enumerate() {
+        out.reserve(src.rows.len());
+        let Relation {
+            cols: src_cols,
+            rows: src_rows,
+            ..
+        } = src;
+        for (n, row) in src_rows.into_iter().enumerate() {
             if n % 1024 == 0 {
                 ctx.cancel.check()?;
             }
-            let scope = RowScope::new(ctx, &src.cols, row, outer);
-            out.push(eval_row(&scope, row)?);
+            out.push(plan.eval_owned(ctx, &items, &keys, &src_cols, row, outer)?);
         }
-        if out.is_empty() {
-            let scope = RowScope::new(ctx, &src.cols, &null_row, outer);
-            probe_types = probe(eval_row(&scope, &null_row))?;
-        }
+        let shape = Shape {
+            items: &items,
+            keys: &keys,
+            src_cols: &src_cols,
+            layout: &layout,
+            presorted,
+        };
+        return finish_select(ctx, sel, &shape, out, None, outer);
     }
+    let shape = Shape {
+        items: &items,
+        keys: &keys,
+        src_cols: &src.cols,
+        layout: &layout,
+        presorted,
+    };
+    finish_select(ctx, sel, &shape, out, probe_types, outer)
+}
 
+/// What a SELECT's rows are made of.
+struct Shape<'s, 'q> {
+    items: &'s [(Item<'q>, String)],
+    keys: &'s [(SortKey<'q>, bool)],
+    src_cols: &'s [ColMeta],
+    layout: &'s Layout,
+    /// The rows arrive in ORDER BY order.
+    presorted: bool,
+}
+
+/// DISTINCT, ORDER BY, TOP and the output columns' types, over the
+/// evaluated rows.
+fn finish_select(
+    ctx: &Ctx<'_>,
+    sel: &Select,
+    shape: &Shape<'_, '_>,
+    mut out: Vec<OutRow>,
+    probe_types: Option<Vec<DataType>>,
+    outer: Option<&dyn Scope>,
+) -> SqlResult<Relation> {
+    let Shape {
+        items,
+        keys,
+        src_cols,
+        layout,
+        presorted,
+    } = *shape;
     let types: Vec<DataType> = match out.first() {
-        Some(r) => r.values.iter().map(|t| t.ty).collect(),
+        Some(r) => layout.types_of(r),
         None => probe_types.unwrap_or_else(|| vec![DataType::Int; items.len()]),
     };
     let cols: Vec<ColMeta> = items
         .iter()
         .zip(&types)
-        .map(|((item, name), ty)| ColMeta::new(name.clone(), *ty, item_nullable(item, &src.cols)))
+        .map(|((item, name), ty)| ColMeta::new(name.clone(), *ty, item_nullable(item, src_cols)))
         .collect();
 
     if matches!(sel.distinct, Some(Distinct::Distinct)) {
         let mut seen = std::collections::HashSet::new();
-        out.retain(|r| {
-            seen.insert(
-                r.values
-                    .iter()
-                    .map(|t| KeyPart::from_value(&t.value))
-                    .collect::<Vec<_>>(),
-            )
-        });
+        out.retain(|r| seen.insert(r.values.iter().map(KeyPart::from_value).collect::<Vec<_>>()));
     } else if matches!(sel.distinct, Some(Distinct::On(_))) {
         return Err(SqlError::unsupported("DISTINCT ON"));
     }
-    if !keys.is_empty() {
-        let dirs: Vec<bool> = keys.iter().map(|(_, asc)| *asc).collect();
-        sort_rows(&mut out, &dirs)?;
+    if !keys.is_empty() && !presorted {
+        sort_rows(&mut out, layout, &key_refs(keys))?;
     }
     if let Some(top) = &sel.top {
         let n = top_count(ctx, top, outer, out.len())?;
         out.truncate(n);
     }
-    let mut rows = Vec::with_capacity(out.len());
-    for r in out {
-        let mut values = Vec::with_capacity(r.values.len());
-        for (t, ty) in r.values.into_iter().zip(&types) {
-            if t.ty != *ty && !t.value.is_null() {
-                values.push(expr::convert(&t, *ty)?);
-            } else {
-                values.push(t.value);
-            }
-        }
-        rows.push(values);
-    }
-    Ok(Relation { cols, rows })
+    let rows = layout.result_rows(out, &types)?;
+    Ok(Relation {
+        cols,
+        rows,
+        ordered_by: Vec::new(),
+    })
 }
 
 /// Partitions source rows by the GROUP BY values, in first-seen order;
@@ -432,33 +454,6 @@ fn group_rows(
     Ok(groups)
 }
 
-fn sort_rows(out: &mut [OutRow], asc: &[bool]) -> SqlResult<()> {
-    let mut err = None;
-    out.sort_by(|a, b| {
-        for (i, dir) in asc.iter().enumerate() {
-            let (x, y) = (&a.sort[i], &b.sort[i]);
-            let ord = match (x.value.is_null(), y.value.is_null()) {
-                (true, true) => Ordering::Equal,
-                (true, false) => Ordering::Less,
-                (false, true) => Ordering::Greater,
-                _ => match expr::compare(x, y) {
-                    Ok(o) => o.unwrap_or(Ordering::Equal),
-                    Err(e) => {
-                        err.get_or_insert(e);
-                        Ordering::Equal
-                    }
-                },
-            };
-            let ord = if *dir { ord } else { ord.reverse() };
-            if ord != Ordering::Equal {
-                return ord;
-            }
-        }
-        Ordering::Equal
-    });
-    err.map_or(Ok(()), Err)
-}
-
 /// ORDER BY over a set operation's output columns (by name or ordinal).
 fn sort_output(
     ctx: &Ctx<'_>,
@@ -468,6 +463,7 @@ fn sort_output(
 ) -> SqlResult<()> {
     let names: Vec<String> = rel.cols.iter().map(|c| c.name.clone()).collect();
     let keys = sort_keys(order_exprs(Some(ob))?, &names)?;
+    let layout = Layout::fixed(&rel.cols);
     let mut out = Vec::with_capacity(rel.rows.len());
     for row in std::mem::take(&mut rel.rows) {
         let values: Vec<Typed> = row
@@ -477,22 +473,19 @@ fn sort_output(
             .collect();
         let sort = keys
             .iter()
-            .map(|(k, _)| match k {
-                SortKey::Output(i) => Ok(values[*i].clone()),
+            .filter_map(|(k, _)| match k {
+                SortKey::Output(_) => None,
+                SortKey::Source(i) => Some(Ok(values[*i].clone())),
                 SortKey::Expr(e) => {
                     let plain: Vec<Value> = values.iter().map(|t| t.value.clone()).collect();
-                    expr::eval(e, &RowScope::new(ctx, &rel.cols, &plain, outer))
+                    Some(expr::eval(e, &RowScope::new(ctx, &rel.cols, &plain, outer)))
                 }
             })
             .collect::<SqlResult<Vec<_>>>()?;
-        out.push(OutRow { values, sort });
+        out.push(layout.row(values, sort));
     }
-    let dirs: Vec<bool> = keys.iter().map(|(_, a)| *a).collect();
-    sort_rows(&mut out, &dirs)?;
-    rel.rows = out
-        .into_iter()
-        .map(|r| r.values.into_iter().map(|t| t.value).collect())
-        .collect();
+    sort_rows(&mut out, &layout, &key_refs(&keys))?;
+    rel.rows = out.into_iter().map(|r| r.values).collect();
     Ok(())
 }
 
@@ -532,9 +525,9 @@ pub fn top_count(
 
 /// The column types of a query that returned no rows, from one evaluation
 /// over NULLs. Binding errors still fail the query, as in SQL Server.
-fn probe(row: SqlResult<OutRow>) -> SqlResult<Option<Vec<DataType>>> {
+fn probe(row: SqlResult<(Vec<Typed>, Vec<Typed>)>) -> SqlResult<Option<Vec<DataType>>> {
     match row {
-        Ok(r) => Ok(Some(r.values.iter().map(|t| t.ty).collect())),
+        Ok((values, _)) => Ok(Some(values.iter().map(|t| t.ty).collect())),
         Err(e) if e.is_binding() => Err(e),
         Err(_) => Ok(None),
     }

@@ -46,6 +46,10 @@ impl ColMeta {
 pub struct Relation {
     pub cols: Vec<ColMeta>,
     pub rows: Vec<Vec<Value>>,
+    /// Columns the rows are known to be in ascending order of (as ORDER BY
+    /// compares, NULLs first), most significant first; empty when unknown.
+    /// Lets ORDER BY skip a sort its input already satisfies.
+    pub ordered_by: Vec<usize>,
 }
 
 impl Relation {
@@ -54,6 +58,7 @@ impl Relation {
         Self {
             cols: Vec::new(),
             rows: vec![Vec::new()],
+            ordered_by: Vec::new(),
         }
     }
 

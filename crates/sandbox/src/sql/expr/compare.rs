@@ -6,6 +6,7 @@
 //! <https://learn.microsoft.com/sql/t-sql/data-types/data-type-precedence-transact-sql>
 //! <https://learn.microsoft.com/sql/t-sql/language-elements/comparison-operators-transact-sql>
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 
@@ -78,35 +79,50 @@ fn string_target(s: &Value, other: DataType) -> DataType {
 /// Brings both sides to the type of higher precedence (206/245/241... on
 /// failure), then compares. `None` when either is NULL.
 pub fn compare(a: &Typed, b: &Typed) -> SqlResult<Option<Ordering>> {
-    if a.value.is_null() || b.value.is_null() {
+    compare_parts(&a.value, a.ty, &b.value, b.ty)
+}
+
+/// [`compare`] for values held apart from their types (rows being sorted),
+/// copying a value only when it has to be converted.
+pub fn compare_parts(
+    a: &Value,
+    a_ty: DataType,
+    b: &Value,
+    b_ty: DataType,
+) -> SqlResult<Option<Ordering>> {
+    if a.is_null() || b.is_null() {
         return Ok(None);
     }
-    let (fa, fb) = (family(&a.ty), family(&b.ty));
+    let (fa, fb) = (family(&a_ty), family(&b_ty));
     let numeric = |f: Family| matches!(f, Family::Exact | Family::Approx);
     if (fa == fb && fa != Family::Temporal || numeric(fa) && numeric(fb))
-        && let Some(o) = same_family(&a.value, &b.value)
+        && let Some(o) = same_family(a, b)
     {
         return Ok(Some(o));
     }
-    let hi = higher(a.ty, b.ty);
-    let target = |v: &Typed| {
-        if v.ty.is_string() {
-            string_target(&v.value, hi)
-        } else {
-            hi
-        }
-    };
-    let ca = if a.ty == hi {
-        a.value.clone()
-    } else {
-        cast::convert(a, target(a), None, Mode::Implicit)?
-    };
-    let cb = if b.ty == hi {
-        b.value.clone()
-    } else {
-        cast::convert(b, target(b), None, Mode::Implicit)?
-    };
+    let hi = higher(a_ty, b_ty);
+    let ca = at_type(a, a_ty, hi)?;
+    let cb = at_type(b, b_ty, hi)?;
     Ok(same_family(&ca, &cb))
+}
+
+/// `v` (of type `ty`) as a comparison at type `hi` reads it.
+fn at_type(v: &Value, ty: DataType, hi: DataType) -> SqlResult<Cow<'_, Value>> {
+    if ty == hi {
+        return Ok(Cow::Borrowed(v));
+    }
+    let target = if ty.is_string() {
+        string_target(v, hi)
+    } else {
+        hi
+    };
+    let typed = Typed::new(v.clone(), ty);
+    Ok(Cow::Owned(cast::convert(
+        &typed,
+        target,
+        None,
+        Mode::Implicit,
+    )?))
 }
 
 /// A grouping, DISTINCT and key value: two values of one type have equal

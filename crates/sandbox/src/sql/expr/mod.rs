@@ -37,7 +37,7 @@ mod types;
 mod test_scope;
 
 pub use cast::Mode;
-pub use compare::{Key, key};
+pub use compare::{Key, compare_parts, key};
 pub use eval::NullScope;
 
 /// A value with the SQL Server type it has in its expression.

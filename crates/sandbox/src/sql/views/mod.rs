@@ -80,14 +80,35 @@ impl ViewRegistry {
     }
 }
 
-/// A table-valued function's result: its columns and rows.
-pub type TableFnResult = SqlResult<(Vec<Column>, Vec<Vec<Value>>)>;
+/// A table-valued function's rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableFnRows {
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<Value>>,
+    /// Columns the rows are in ascending order of, most significant first
+    /// (see `Relation::ordered_by`); empty when unordered.
+    pub ordered_by: Vec<usize>,
+}
+
+/// A table-valued function's result.
+pub type TableFnResult = SqlResult<TableFnRows>;
+
+/// What a query needs of a table function's rows.
+pub struct RowsWanted<'w> {
+    /// Which result columns, by name, the query reads: the function may
+    /// return NULL in the others instead of copying values nobody sees.
+    pub column: &'w dyn Fn(&str) -> bool,
+    /// How many values a join will append to each row: allocating rows
+    /// with that much room saves growing every one of them.
+    pub spare: usize,
+}
 
 /// Resolves and runs a table-valued function `schema.name(args)` of a
 /// database; `None` when the name is not one of its functions. Names can
 /// be families (e.g. `cdc.fn_cdc_get_all_changes_<capture_instance>`), so a
 /// resolver decides by looking at the catalog.
-pub type TableFn = fn(&Ctx<'_>, &Database, &str, &str, &[Typed]) -> Option<TableFnResult>;
+pub type TableFn =
+    fn(&Ctx<'_>, &Database, &str, &str, &[Typed], &RowsWanted<'_>) -> Option<TableFnResult>;
 
 /// The table-valued functions FROM can call, tried in order.
 #[derive(Default)]
@@ -108,10 +129,11 @@ impl TableFunctionRegistry {
         schema: &str,
         name: &str,
         args: &[Typed],
+        wanted: &RowsWanted<'_>,
     ) -> Option<TableFnResult> {
         self.resolvers
             .iter()
-            .find_map(|f| f(ctx, db, schema, name, args))
+            .find_map(|f| f(ctx, db, schema, name, args, wanted))
     }
 }
 

@@ -2,6 +2,8 @@
 //! (MS-TDS 2.2.5.2). Values are coerced to the declared type where that is
 //! lossless (an `Int` in a `bigint` column, a `Date` in a `datetime2`).
 
+use std::borrow::Cow;
+
 use bytes::BufMut;
 use chrono::{FixedOffset, NaiveDateTime};
 
@@ -79,13 +81,20 @@ pub(crate) fn encode_value(
             scaled(buf, ty, scale, value).ok_or_else(fail)
         }
         TypeInfo::ShortLen { ty, max, collation } => {
-            let bytes = match (ty, value) {
+            // Binary values and ASCII text (the same bytes in every
+            // supported code page) are written without a copy.
+            let bytes: Option<Cow<'_, [u8]>> = match (ty, value) {
                 (_, Value::Null) => None,
-                (code::BIGCHAR | code::BIGVARCHR, Value::String(s)) => {
-                    Some(encode_varchar(s, collation))
+                (code::BIGCHAR | code::BIGVARCHR, Value::String(s)) if s.is_ascii() => {
+                    Some(Cow::Borrowed(s.as_bytes()))
                 }
-                (code::NCHAR | code::NVARCHAR, Value::String(s)) => Some(encode_nvarchar(s)),
-                (code::BIGBINARY | code::BIGVARBIN, Value::Binary(b)) => Some(b.clone()),
+                (code::BIGCHAR | code::BIGVARCHR, Value::String(s)) => {
+                    Some(Cow::Owned(encode_varchar(s, collation)))
+                }
+                (code::NCHAR | code::NVARCHAR, Value::String(s)) => {
+                    Some(Cow::Owned(encode_nvarchar(s)))
+                }
+                (code::BIGBINARY | code::BIGVARBIN, Value::Binary(b)) => Some(Cow::Borrowed(b)),
                 _ => return Err(fail()),
             };
             if info.is_plp() {
