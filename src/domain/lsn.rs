@@ -101,10 +101,38 @@ impl FromStr for Lsn {
     }
 }
 
+/// An LSN's text (`0x` and 20 upper-case hex digits) on the stack: every
+/// change row carries two, so the reader writes them without a formatter
+/// or an allocation.
+#[derive(Clone, Copy)]
+pub struct LsnText([u8; 2 + 2 * LEN]);
+
+impl LsnText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever written into it.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl Lsn {
+    /// The LSN as text, as `Display` writes it.
+    pub fn text(&self) -> LsnText {
+        const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+        let mut out = [0u8; 2 + 2 * LEN];
+        out[0] = b'0';
+        out[1] = b'x';
+        for (i, byte) in self.0.iter().enumerate() {
+            out[2 + 2 * i] = DIGITS[usize::from(byte >> 4)];
+            out[3 + 2 * i] = DIGITS[usize::from(byte & 0x0F)];
+        }
+        LsnText(out)
+    }
+}
+
 impl fmt::Display for Lsn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("0x")?;
-        self.0.iter().try_for_each(|b| write!(f, "{b:02X}"))
+        f.write_str(self.text().as_str())
     }
 }
 
@@ -129,6 +157,7 @@ impl<'de> Deserialize<'de> for Lsn {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     fn lsn(text: &str) -> Lsn {

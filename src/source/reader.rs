@@ -307,8 +307,8 @@ impl BatchBuilder {
         if !key.is_empty() {
             stats.last_key = Some(key);
         }
-        self.lsn.append_value(lsn.to_string());
-        self.seqval.append_value(seqval.to_string());
+        self.lsn.append_value(lsn.text().as_str());
+        self.seqval.append_value(seqval.text().as_str());
         self.operation.append_value(operation.as_str());
         self.commit_ts
             .append_option(commit_ts.map(|t| t.timestamp_micros()));
