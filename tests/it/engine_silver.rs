@@ -3,6 +3,7 @@
 //! for row, its verdict is held while a snapshot is open, and DuckDB reads
 //! it with the source's types.
 
+#[cfg(feature = "failpoints")]
 use std::collections::BTreeSet;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -11,8 +12,11 @@ use mssql_cdc::engine::Observer;
 use mssql_cdc::engine::SnapshotProgress;
 use serde_json::Value;
 
+#[cfg(feature = "failpoints")]
 use crate::engine_crash::run_until_killed;
-use crate::support::cdc::{capture_table, lsn_literal, wait_for_capture};
+#[cfg(feature = "failpoints")]
+use crate::support::cdc::wait_for_capture;
+use crate::support::cdc::{capture_table, lsn_literal};
 use crate::support::duckdb::read_delta;
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::{StreamFixture, query_table};
@@ -24,6 +28,7 @@ const ORDERS: &str = "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, \
 const COLUMNS: &str = "id, note, qty, price";
 
 /// The crash points a silver stream passes, the silver commit's among them.
+#[cfg(feature = "failpoints")]
 const CRASH_POINTS: [&str; 8] = [
     "mid_read",
     "after_offsets",
@@ -134,12 +139,14 @@ async fn verdict(stream: &StreamFixture, table: &str) -> Vec<String> {
 }
 
 /// A random mix of the changes silver must get right, as transactions.
+#[cfg(feature = "failpoints")]
 struct Workload {
     rng: fastrand::Rng,
     live: BTreeSet<i32>,
     next_id: i32,
 }
 
+#[cfg(feature = "failpoints")]
 impl Workload {
     fn new(seed: u64, live: impl IntoIterator<Item = i32>) -> Self {
         let live: BTreeSet<i32> = live.into_iter().collect();
@@ -247,6 +254,7 @@ impl Workload {
 /// Runs `transactions`, then a marker insert into the captured
 /// `dbo.marker`, and waits until capture has passed it (it captures in
 /// commit order, so every transaction before is in).
+#[cfg(feature = "failpoints")]
 async fn apply_and_capture(client: &mut Client, transactions: &[String], round: i32) {
     for sql in transactions {
         run(client, sql)
@@ -260,6 +268,7 @@ async fn apply_and_capture(client: &mut Client, transactions: &[String], round: 
 }
 
 /// The seed the workload runs with: `MSSQL_CDC_TEST_SEED` to replay one.
+#[cfg(feature = "failpoints")]
 fn workload_seed() -> u64 {
     let seed = std::env::var("MSSQL_CDC_TEST_SEED")
         .ok()
@@ -269,11 +278,13 @@ fn workload_seed() -> u64 {
     seed
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test]
 async fn silver_is_the_source_row_for_row_after_kills_at_random_points() {
     silver_row_for_row_through_kills(1).await;
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test]
 async fn silver_read_by_four_sessions_is_the_source_row_for_row_after_kills() {
     silver_row_for_row_through_kills(4).await;
@@ -284,6 +295,7 @@ async fn silver_read_by_four_sessions_is_the_source_row_for_row_after_kills() {
 /// the source row for row after each restart. With several readers the
 /// snapshot's chunks of different key ranges commit in the order their
 /// reads end, and a batch's parts are staged apart.
+#[cfg(feature = "failpoints")]
 async fn silver_row_for_row_through_kills(readers: u32) {
     let server = TestServer::start().await;
     let seed = workload_seed();

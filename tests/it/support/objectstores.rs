@@ -123,6 +123,7 @@ impl Moto {
     }
 
     /// Points [`TestStore::base_uri`] at a new, empty folder of the bucket.
+    #[cfg(feature = "failpoints")]
     pub fn fresh_prefix(&self) {
         *self.lake.lock().expect("lock") = unique_name();
     }
@@ -208,6 +209,7 @@ impl Azurite {
     }
 
     /// Points [`TestStore::base_uri`] at a new, empty folder of the container.
+    #[cfg(feature = "failpoints")]
     pub fn fresh_prefix(&self) {
         *self.lake.lock().expect("lock") = unique_name();
     }
