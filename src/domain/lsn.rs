@@ -157,7 +157,6 @@ impl<'de> Deserialize<'de> for Lsn {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     fn lsn(text: &str) -> Lsn {
