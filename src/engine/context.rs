@@ -6,7 +6,7 @@ use super::observer::Observer;
 use super::options::{RunOptions, RunSummary};
 use super::plan::PlanOptions;
 use super::warnings::Warnings;
-use crate::domain::Lsn;
+use crate::domain::{FactRow, Lsn};
 use crate::spec::{StreamConfig, Trigger};
 
 /// One run of a stream.
@@ -21,6 +21,10 @@ pub struct Run<'a> {
     pub summary: RunSummary,
     /// `--once` or availableNow: the max LSN seen when the run started.
     pub once_target: Option<Lsn>,
+    /// The facts row of a snapshot this run copied, kept until the run has
+    /// reported it: a completion whose write answered an error is confirmed
+    /// by the retry, which must still report it.
+    pub copied_snapshot: Option<(u64, FactRow)>,
 }
 
 impl<'a> Run<'a> {
@@ -32,6 +36,7 @@ impl<'a> Run<'a> {
             warnings: Warnings::new(&options.warnings),
             summary: RunSummary::default(),
             once_target: None,
+            copied_snapshot: None,
         }
     }
 

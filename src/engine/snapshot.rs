@@ -22,7 +22,7 @@ use super::sink::Sink;
 use super::snapshot_copy::{SnapshotCopy, copy_ranges};
 use super::snapshot_ranges::SnapshotRanges;
 use super::source_changes::read_schema;
-use crate::domain::Lsn;
+use crate::domain::{FactRow, Lsn};
 use crate::failpoint;
 use crate::lake::checkpoint::{CompletedSnapshot, PlannedSnapshot};
 use crate::lake::facts::FactsKey;
@@ -135,6 +135,14 @@ async fn take(
         instance: plan.capture_instance.clone(),
     };
     if sink.checkpoint.completed_snapshot(n).await?.is_some() {
+        // Completed by an earlier attempt or process, which may have
+        // stopped before the verdict moved past it; moving it again is
+        // harmless. Rows this run copied are reported once, here.
+        sink.advance_verdict(plan.commit_ts, Some(plan.lsn), run.observer())
+            .await?;
+        if let Some((_, row)) = run.copied_snapshot.take_if(|(copied, _)| *copied == n) {
+            report_done(run, &row);
+        }
         return Ok(position);
     }
     sink.hold_verdict(plan.lsn, run.observer()).await?;
@@ -210,6 +218,7 @@ async fn take(
     };
     sink.append_facts(&key, std::slice::from_ref(&row)).await?;
     failpoint::hit("after_snapshot_facts");
+    run.copied_snapshot = Some((n, row));
     sink.complete_snapshot(&CompletedSnapshot {
         snapshot: n,
         rows,
@@ -219,9 +228,16 @@ async fn take(
     tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
     sink.advance_verdict(plan.commit_ts, Some(plan.lsn), run.observer())
         .await?;
-    run.summary.snapshot_rows += rows;
-    run.observer().snapshot_done(&row);
+    if let Some((_, row)) = run.copied_snapshot.take() {
+        report_done(run, &row);
+    }
     Ok(position)
+}
+
+/// Counts a snapshot this run copied and tells the observer.
+fn report_done(run: &mut Run<'_>, row: &FactRow) {
+    run.summary.snapshot_rows += row.rows.unwrap_or(0);
+    run.observer().snapshot_done(row);
 }
 
 /// Where the planned snapshot's committed chunks got to, from bronze, with

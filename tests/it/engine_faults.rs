@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::support::cdc::{capture_table, max_lsn, orders_changes, wait_for_capture};
 use crate::support::objectstores::{Moto, TestStore};
 use crate::support::server::{Client, TestServer, run};
-use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_uri};
+use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_table, query_uri};
 
 /// Source transactions a scenario makes while faults are on.
 fn transactions() -> i32 {
@@ -170,11 +170,25 @@ async fn stream_through(client: &mut Client, stream: &StreamFixture, plan: &Arc<
     assert!(!timed_out, "the stream catches up once the faults stop");
 }
 
+/// Matching store calls that pass before the certain fault: past the
+/// checkpoint's and the lease's first writes, into the bootstrap's.
+const FIRST_CALLS_WITHOUT_FAULTS: u64 = 4;
+
 async fn under_store_faults(fault: Fault, calls: &[Call]) {
     let server = TestServer::start().await;
     let (mut client, stream) = orders(&server).await;
     let plan =
         FaultPlan::new(&url::Url::from_directory_path(stream.lake.path()).expect("lake url"));
+    // One certain fault in the bootstrap (a short run may draw none at
+    // random), then faults at random until the workload ends.
+    plan.add(Rule {
+        path: String::new(),
+        calls: calls.to_vec(),
+        fault,
+        odds: 1.0,
+        limit: Some(1),
+        after: FIRST_CALLS_WITHOUT_FAULTS,
+    });
     plan.add(Rule {
         path: String::new(),
         calls: calls.to_vec(),
@@ -223,6 +237,71 @@ async fn conditional_writes_refused_on_their_own_retry_lose_and_duplicate_nothin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_multipart_parts_lose_and_duplicate_nothing() {
     under_store_faults(Fault::PartFails, &[Call::Multipart, Call::Put]).await;
+}
+
+/// Counts the snapshots reported done, with their rows.
+#[derive(Default)]
+struct SnapshotsDone(Mutex<Vec<Option<u64>>>);
+
+impl Observer for SnapshotsDone {
+    fn snapshot_done(&self, row: &FactRow) {
+        self.0.lock().expect("lock").push(row.rows);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_completion_that_answers_500_is_reported_once_and_releases_the_verdict() {
+    let server = TestServer::start().await;
+    let (_client, mut stream) = orders(&server).await;
+    stream.manifest = stream.manifest.replace(
+        "trigger: {processingTime: 50ms}",
+        "trigger: {availableNow: true}",
+    );
+    let control = stream.path("control");
+    stream.manifest += &format!(
+        "  finalization: {{name: ops.table_finalization, location: \"{}\"}}\n",
+        control.display()
+    );
+    let plan =
+        FaultPlan::new(&url::Url::from_directory_path(stream.lake.path()).expect("lake url"));
+    // The completion marker is written, then the store answers 500: the
+    // retry finds the snapshot complete.
+    plan.add(Rule {
+        path: "snapshots/0.done".into(),
+        calls: vec![Call::Put],
+        fault: Fault::SucceedThenFail,
+        odds: 1.0,
+        limit: Some(1),
+        after: 0,
+    });
+    install(plan.clone());
+    let done = Arc::new(SnapshotsDone::default());
+    let mut options = stream.options();
+    options.observer = done.clone();
+    options.backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(50));
+    let summary = mssql_cdc::engine::run(stream.config(), options).await;
+    remove(&plan);
+    let summary = summary.expect("the run retries past the 500");
+    assert_eq!(plan.injected(), 1, "the completion answered 500");
+    assert_eq!(
+        *done.0.lock().expect("lock"),
+        [Some(10)],
+        "the snapshot is reported done once, with its rows"
+    );
+    assert_eq!(
+        summary.snapshot_rows, 10,
+        "the run counts the rows it copied"
+    );
+    let verdict = query_table(
+        &control,
+        "SELECT coalesce(open_snapshot_lsn, '-'), finalized_until IS NOT NULL FROM t",
+    )
+    .await;
+    assert_eq!(
+        verdict,
+        [["-", "true"]],
+        "the verdict moves past the completed snapshot"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
