@@ -331,8 +331,9 @@ async fn write_only(pass: &Pass) -> anyhow::Result<()> {
     let schema = bronze_schema(&pass.shape.captured())?;
     std::fs::create_dir_all(&dir)?;
     let location = StorageLocation::parse(&dir.display().to_string())?;
-    let mut table =
-        BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema).await?;
+    let mut table = BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema)
+        .await?
+        .with_unique_columns(&pass.shape.key_columns());
     let chunk = 8192u64;
     let mut batch = BatchId::SNAPSHOT;
     let mut written = 0u64;

@@ -50,6 +50,11 @@ impl Shape {
         }
     }
 
+    /// The key columns (bronze writes them without a dictionary).
+    pub fn key_columns(self) -> Vec<String> {
+        vec!["id".to_string()]
+    }
+
     /// The values of the first seed row (id 0).
     pub fn first_row(self) -> &'static str {
         match self {

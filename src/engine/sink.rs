@@ -76,7 +76,9 @@ impl Sink {
             .location
             .options(&config.storage_options, env());
         let mut bronze =
-            BronzeTable::open_or_create(&config.target.location, &target_options, &schema).await?;
+            BronzeTable::open_or_create(&config.target.location, &target_options, &schema)
+                .await?
+                .with_unique_columns(&info.key_columns);
         let identity = identity::establish(config, adopt, &checkpoint, &mut bronze).await?;
         let facts_options = config
             .facts

@@ -13,6 +13,7 @@ use deltalake::kernel::{Action, Add};
 use deltalake::kernel::{StructType, Transaction};
 use deltalake::parquet::basic::Compression;
 use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
@@ -24,7 +25,7 @@ use super::delta::{open_or_create, txn_version};
 use super::schema::arrow_field;
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::Txn;
-use crate::domain::change::CDC_COLUMNS;
+use crate::domain::change::{CDC_COLUMNS, SEQVAL};
 
 /// commitInfo keys naming the commit's `txn`, so its record can be found again.
 const COMMIT_INFO_TXN_APP_ID: &str = "mssql_cdc.txn_app_id";
@@ -149,8 +150,16 @@ pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// hold many times what narrow ones do, so memory follows bytes, not rows.
 pub const ROW_GROUP_BYTES: usize = 32 * 1024 * 1024;
 
-fn writer_properties() -> WriterProperties {
-    WriterProperties::builder()
+/// Bronze's Parquet settings. Columns whose values hardly repeat (`unique`:
+/// `_seqval` and the table's key) are written without a dictionary: it
+/// would hash every value only to hold each once more, while the other
+/// columns keep the dictionary that suits their repeated values.
+fn writer_properties(unique: &[String]) -> WriterProperties {
+    unique
+        .iter()
+        .fold(WriterProperties::builder(), |builder, column| {
+            builder.set_column_dictionary_enabled(ColumnPath::new(vec![column.clone()]), false)
+        })
         .set_created_by(format!("mssql-cdc {}", env!("CARGO_PKG_VERSION")))
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -223,6 +232,9 @@ pub struct BronzeTable {
     table: DeltaTable,
     location: String,
     target_file_size: u64,
+    /// Columns written without a Parquet dictionary (see
+    /// [`BronzeTable::with_unique_columns`]).
+    unique_columns: Vec<String>,
 }
 
 impl BronzeTable {
@@ -249,7 +261,19 @@ impl BronzeTable {
             table,
             location: location.to_string(),
             target_file_size: DEFAULT_TARGET_FILE_SIZE,
+            unique_columns: vec![SEQVAL.to_string()],
         })
+    }
+
+    /// Names the captured columns whose values hardly repeat (the table's
+    /// key): they are written without a Parquet dictionary, like `_seqval`.
+    /// Encoding a dictionary of unique values costs a hash per value and
+    /// makes the file larger.
+    pub fn with_unique_columns(mut self, columns: &[String]) -> Self {
+        self.unique_columns = std::iter::once(SEQVAL.to_string())
+            .chain(columns.iter().cloned())
+            .collect();
+        self
     }
 
     /// Sets the Parquet file size at which the writer rolls a new file.
@@ -334,7 +358,7 @@ impl BronzeTable {
         let writer = RecordBatchWriter::for_table(&self.table)
             .map_err(|e| self.delta_error(e))?
             .with_target_file_size(self.target_file_size)
-            .with_writer_properties(writer_properties());
+            .with_writer_properties(writer_properties(&self.unique_columns));
         Ok(Stager {
             writer,
             location: self.location.clone(),

@@ -431,3 +431,72 @@ async fn wide_rows_close_row_groups_by_bytes_before_rows() {
         "96 MiB of rows in row groups of at most {ROW_GROUP_BYTES} bytes: {groups:?}"
     );
 }
+
+#[tokio::test]
+async fn keys_and_seqval_are_written_without_a_dictionary() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = StorageLocation::parse(dir.path().join("keys").to_str().unwrap()).unwrap();
+    let captured = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("status", DataType::Utf8, true),
+    ]);
+    let schema = bronze_schema(&captured).unwrap();
+    let mut bronze = BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema)
+        .await
+        .unwrap()
+        .with_unique_columns(&["id".to_string()]);
+    let ids: Vec<i64> = (0..1000).collect();
+    let seqval = |i: &i64| format!("0x0000002A{:010X}", i);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(ids.clone())),
+        Arc::new(StringArray::from_iter_values(
+            ids.iter()
+                .map(|i| ["open", "paid", "shipped"][(*i % 3) as usize]),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            ids.iter().map(|_| "0x0000002A000000010001"),
+        )),
+        Arc::new(StringArray::from_iter_values(ids.iter().map(seqval))),
+        Arc::new(StringArray::from_iter_values(
+            ids.iter().map(|_| Operation::Insert.as_str()),
+        )),
+        Arc::new(TimestampMicrosecondArray::from(vec![
+            1_790_000_000_000_000;
+            ids.len()
+        ])),
+        Arc::new(Int64Array::from(vec![0i64; ids.len()])),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+    write(&mut bronze, id(0), ok_stream(vec![batch]), &facts(0, 1000))
+        .await
+        .unwrap();
+    let mut dictionaries = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir.path().join("keys")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "parquet") {
+            use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+            let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+            for group in reader.metadata().row_groups() {
+                for column in group.columns() {
+                    dictionaries.insert(
+                        column.column_path().string(),
+                        column.dictionary_page_offset().is_some(),
+                    );
+                }
+            }
+        }
+    }
+    let expected: std::collections::BTreeMap<String, bool> = [
+        ("id", false),
+        ("status", true),
+        ("_lsn", true),
+        ("_seqval", false),
+        ("_operation", true),
+        ("_commit_ts", true),
+        ("_batch_id", true),
+    ]
+    .into_iter()
+    .map(|(column, dictionary)| (column.to_string(), dictionary))
+    .collect();
+    assert_eq!(dictionaries, expected, "which columns carry a dictionary");
+}

@@ -10,6 +10,7 @@ use deltalake::arrow::array::{
 };
 use tiberius::ColumnData;
 use tiberius::time::{Date, DateTime2, Time};
+use uuid::Uuid;
 
 use super::SourceError;
 use super::types::ValueKind;
@@ -110,9 +111,11 @@ impl ColumnBuilder {
             (ColumnBuilder::Text(b, _), ColumnData::Xml(v)) => {
                 b.append_option(v.map(|x| x.as_ref().to_string()))
             }
-            (ColumnBuilder::Text(b, _), ColumnData::Guid(v)) => {
-                b.append_option(v.map(|g| g.to_string().to_uppercase()))
-            }
+            // SQL Server's own spelling, upper case, without an allocation.
+            (ColumnBuilder::Text(b, _), ColumnData::Guid(v)) => match v {
+                None => b.append_null(),
+                Some(g) => b.append_value(g.hyphenated().encode_upper(&mut Uuid::encode_buffer())),
+            },
             (ColumnBuilder::Binary(b), ColumnData::Binary(v)) => b.append_option(v),
             (ColumnBuilder::Date(b), ColumnData::Date(v)) => {
                 b.append_option(v.map(|d| date_days(d) as i32))
@@ -222,6 +225,7 @@ pub fn naive_utc(value: &ColumnData<'_>) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use deltalake::arrow::array::{Array, StringArray};
 
     fn unix_days(date: NaiveDate) -> i64 {
         date.signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default())
@@ -252,6 +256,21 @@ mod tests {
     fn decimals_rescale_to_the_column_scale() {
         assert_eq!(rescale(12_345, 2, 4), 1_234_500);
         assert_eq!(rescale(12_345, 4, 2), 123);
+    }
+
+    #[test]
+    fn guids_are_spelled_as_sql_server_prints_them() {
+        let mut builder = ColumnBuilder::new(ValueKind::Guid, 2).expect("builder");
+        let guid = Uuid::parse_str("6f9619ff-8b86-d011-b42d-00c04fc964ff").expect("a guid");
+        for value in [Some(guid), None] {
+            builder
+                .append(ColumnData::Guid(value), "id", "uniqueidentifier")
+                .expect("appended");
+        }
+        let array = builder.finish();
+        let text = array.as_any().downcast_ref::<StringArray>().expect("text");
+        assert_eq!(text.value(0), "6F9619FF-8B86-D011-B42D-00C04FC964FF");
+        assert!(text.is_null(1));
     }
 
     #[test]
