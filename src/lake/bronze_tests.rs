@@ -372,87 +372,31 @@ fn incompressible(seed: u64, len: usize) -> String {
     out
 }
 
-#[tokio::test]
-async fn wide_rows_close_row_groups_by_bytes_before_rows() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = StorageLocation::parse(dir.path().join("wide").to_str().unwrap()).unwrap();
+/// A bronze table of `id bigint` and one text `column` in `dir/name`.
+async fn id_and_text_table(
+    dir: &tempfile::TempDir,
+    name: &str,
+    column: &str,
+) -> (BronzeTable, SchemaRef) {
+    let location = StorageLocation::parse(dir.path().join(name).to_str().unwrap()).unwrap();
     let captured = Schema::new(vec![
         Field::new("id", DataType::Int64, false),
-        Field::new("payload", DataType::Utf8, true),
+        Field::new(column, DataType::Utf8, true),
     ]);
     let schema = bronze_schema(&captured).unwrap();
-    let mut bronze = BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema)
+    let bronze = BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema)
         .await
         .unwrap();
-    // 48 Ki rows of 2 KiB each: 96 MiB, far under ROW_GROUP_ROWS rows but
-    // several times ROW_GROUP_BYTES.
-    let rows_per_batch = 4096i64;
-    let batches: Vec<RecordBatch> = (0..12)
-        .map(|b| {
-            let ids: Vec<i64> = (b * rows_per_batch..(b + 1) * rows_per_batch).collect();
-            let lsn = |i: &i64| format!("0x0000002A{:010X}", i);
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(ids.clone())),
-                Arc::new(StringArray::from_iter_values(
-                    ids.iter().map(|i| incompressible(*i as u64, 2048)),
-                )),
-                Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),
-                Arc::new(StringArray::from_iter_values(ids.iter().map(lsn))),
-                Arc::new(StringArray::from_iter_values(
-                    ids.iter().map(|_| Operation::Insert.as_str()),
-                )),
-                Arc::new(TimestampMicrosecondArray::from(vec![
-                    1_790_000_000_000_000;
-                    ids.len()
-                ])),
-                Arc::new(Int64Array::from(vec![0i64; ids.len()])),
-            ];
-            RecordBatch::try_new(schema.clone(), columns).unwrap()
-        })
-        .collect();
-    let rows = 12 * rows_per_batch as u64;
-    write(&mut bronze, id(0), ok_stream(batches), &facts(0, rows))
-        .await
-        .unwrap();
-    let mut groups = Vec::new();
-    for entry in std::fs::read_dir(dir.path().join("wide")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "parquet") {
-            use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
-            let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-            for group in reader.metadata().row_groups() {
-                groups.push(group.num_rows());
-            }
-        }
-    }
-    assert_eq!(groups.iter().sum::<i64>(), rows as i64);
-    assert!(
-        groups.len() >= 3,
-        "96 MiB of rows in row groups of at most {ROW_GROUP_BYTES} bytes: {groups:?}"
-    );
+    (bronze, schema)
 }
 
-#[tokio::test]
-async fn keys_and_seqval_are_written_without_a_dictionary() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = StorageLocation::parse(dir.path().join("keys").to_str().unwrap()).unwrap();
-    let captured = Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("status", DataType::Utf8, true),
-    ]);
-    let schema = bronze_schema(&captured).unwrap();
-    let mut bronze = BronzeTable::open_or_create(&location, &StorageOptions::default(), &schema)
-        .await
-        .unwrap()
-        .with_unique_columns(&["id".to_string()]);
-    let ids: Vec<i64> = (0..1000).collect();
+/// Rows `ids` of [`id_and_text_table`]'s table: `text` of each id, one
+/// LSN for all, a `_seqval` per row.
+fn id_and_text_rows(schema: &SchemaRef, ids: &[i64], text: impl Fn(i64) -> String) -> RecordBatch {
     let seqval = |i: &i64| format!("0x0000002A{:010X}", i);
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from(ids.clone())),
-        Arc::new(StringArray::from_iter_values(
-            ids.iter()
-                .map(|i| ["open", "paid", "shipped"][(*i % 3) as usize]),
-        )),
+        Arc::new(Int64Array::from(ids.to_vec())),
+        Arc::new(StringArray::from_iter_values(ids.iter().map(|i| text(*i)))),
         Arc::new(StringArray::from_iter_values(
             ids.iter().map(|_| "0x0000002A000000010001"),
         )),
@@ -466,24 +410,69 @@ async fn keys_and_seqval_are_written_without_a_dictionary() {
         ])),
         Arc::new(Int64Array::from(vec![0i64; ids.len()])),
     ];
-    let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+    RecordBatch::try_new(schema.clone(), columns).unwrap()
+}
+
+/// The row groups' metadata of every Parquet file in `dir`.
+fn row_groups(dir: &std::path::Path) -> Vec<deltalake::parquet::file::metadata::RowGroupMetaData> {
+    use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+    let mut groups = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "parquet") {
+            let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+            groups.extend(reader.metadata().row_groups().iter().cloned());
+        }
+    }
+    groups
+}
+
+#[tokio::test]
+async fn wide_rows_close_row_groups_by_bytes_before_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bronze, schema) = id_and_text_table(&dir, "wide", "payload").await;
+    // 48 Ki rows of 2 KiB each: 96 MiB, far under ROW_GROUP_ROWS rows but
+    // several times ROW_GROUP_BYTES.
+    let rows_per_batch = 4096i64;
+    let batches: Vec<RecordBatch> = (0..12)
+        .map(|b| {
+            let ids: Vec<i64> = (b * rows_per_batch..(b + 1) * rows_per_batch).collect();
+            id_and_text_rows(&schema, &ids, |i| incompressible(i as u64, 2048))
+        })
+        .collect();
+    let rows = 12 * rows_per_batch as u64;
+    write(&mut bronze, id(0), ok_stream(batches), &facts(0, rows))
+        .await
+        .unwrap();
+    let groups: Vec<i64> = row_groups(&dir.path().join("wide"))
+        .iter()
+        .map(|g| g.num_rows())
+        .collect();
+    assert_eq!(groups.iter().sum::<i64>(), rows as i64);
+    assert!(
+        groups.len() >= 3,
+        "96 MiB of rows in row groups of at most {ROW_GROUP_BYTES} bytes: {groups:?}"
+    );
+}
+
+#[tokio::test]
+async fn keys_and_seqval_are_written_without_a_dictionary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bronze, schema) = id_and_text_table(&dir, "keys", "status").await;
+    let mut bronze = bronze.with_unique_columns(&["id".to_string()]);
+    let ids: Vec<i64> = (0..1000).collect();
+    let status = |i: i64| ["open", "paid", "shipped"][(i % 3) as usize].to_string();
+    let batch = id_and_text_rows(&schema, &ids, status);
     write(&mut bronze, id(0), ok_stream(vec![batch]), &facts(0, 1000))
         .await
         .unwrap();
     let mut dictionaries = std::collections::BTreeMap::new();
-    for entry in std::fs::read_dir(dir.path().join("keys")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "parquet") {
-            use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
-            let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-            for group in reader.metadata().row_groups() {
-                for column in group.columns() {
-                    dictionaries.insert(
-                        column.column_path().string(),
-                        column.dictionary_page_offset().is_some(),
-                    );
-                }
-            }
+    for group in row_groups(&dir.path().join("keys")) {
+        for column in group.columns() {
+            dictionaries.insert(
+                column.column_path().string(),
+                column.dictionary_page_offset().is_some(),
+            );
         }
     }
     let expected: std::collections::BTreeMap<String, bool> = [
