@@ -150,15 +150,15 @@ pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// hold many times what narrow ones do, so memory follows bytes, not rows.
 pub const ROW_GROUP_BYTES: usize = 32 * 1024 * 1024;
 
-/// Bronze's Parquet settings. Columns whose values hardly repeat (`unique`:
-/// `_seqval` and the table's key) are written without a dictionary: it
-/// would hash every value only to hold each once more, while the other
-/// columns keep the dictionary that suits their repeated values.
+/// Bronze's Parquet settings. Columns whose values hardly repeat (`_seqval`
+/// and the captured `unique` ones, the table's key) are written without a
+/// dictionary: it would hash every value only to hold each once more, while
+/// the other columns keep the dictionary that suits their repeated values.
 fn writer_properties(unique: &[String]) -> WriterProperties {
-    unique
-        .iter()
+    std::iter::once(SEQVAL)
+        .chain(unique.iter().map(String::as_str))
         .fold(WriterProperties::builder(), |builder, column| {
-            builder.set_column_dictionary_enabled(ColumnPath::new(vec![column.clone()]), false)
+            builder.set_column_dictionary_enabled(ColumnPath::new(vec![column.to_string()]), false)
         })
         .set_created_by(format!("mssql-cdc {}", env!("CARGO_PKG_VERSION")))
         .set_compression(Compression::SNAPPY)
@@ -232,8 +232,8 @@ pub struct BronzeTable {
     table: DeltaTable,
     location: String,
     target_file_size: u64,
-    /// Columns written without a Parquet dictionary (see
-    /// [`BronzeTable::with_unique_columns`]).
+    /// Captured columns written without a Parquet dictionary, as `_seqval`
+    /// always is (see [`BronzeTable::with_unique_columns`]).
     unique_columns: Vec<String>,
 }
 
@@ -261,7 +261,7 @@ impl BronzeTable {
             table,
             location: location.to_string(),
             target_file_size: DEFAULT_TARGET_FILE_SIZE,
-            unique_columns: vec![SEQVAL.to_string()],
+            unique_columns: Vec::new(),
         })
     }
 
@@ -270,9 +270,7 @@ impl BronzeTable {
     /// Encoding a dictionary of unique values costs a hash per value and
     /// makes the file larger.
     pub fn with_unique_columns(mut self, columns: &[String]) -> Self {
-        self.unique_columns = std::iter::once(SEQVAL.to_string())
-            .chain(columns.iter().cloned())
-            .collect();
+        self.unique_columns = columns.to_vec();
         self
     }
 

@@ -170,6 +170,11 @@ async fn stream_through(client: &mut Client, stream: &StreamFixture, plan: &Arc<
     assert!(!timed_out, "the stream catches up once the faults stop");
 }
 
+/// A fault plan, with no rule yet, for the stream's lake.
+fn lake_faults(stream: &StreamFixture) -> Arc<FaultPlan> {
+    FaultPlan::new(&url::Url::from_directory_path(stream.lake.path()).expect("lake url"))
+}
+
 /// Matching store calls that pass before the certain fault: past the
 /// checkpoint's and the lease's first writes, into the bootstrap's.
 const FIRST_CALLS_WITHOUT_FAULTS: u64 = 4;
@@ -177,8 +182,7 @@ const FIRST_CALLS_WITHOUT_FAULTS: u64 = 4;
 async fn under_store_faults(fault: Fault, calls: &[Call]) {
     let server = TestServer::start().await;
     let (mut client, stream) = orders(&server).await;
-    let plan =
-        FaultPlan::new(&url::Url::from_directory_path(stream.lake.path()).expect("lake url"));
+    let plan = lake_faults(&stream);
     // One certain fault in the bootstrap (a short run may draw none at
     // random), then faults at random until the workload ends.
     plan.add(Rule {
@@ -262,8 +266,7 @@ async fn a_snapshot_completion_that_answers_500_is_reported_once_and_releases_th
         "  finalization: {{name: ops.table_finalization, location: \"{}\"}}\n",
         control.display()
     );
-    let plan =
-        FaultPlan::new(&url::Url::from_directory_path(stream.lake.path()).expect("lake url"));
+    let plan = lake_faults(&stream);
     // The completion marker is written, then the store answers 500: the
     // retry finds the snapshot complete.
     plan.add(Rule {
