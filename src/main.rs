@@ -1,5 +1,6 @@
 //! The `mssql-cdc` command line: parses arguments and calls the library.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -264,10 +265,13 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
 fn init_tracing(format: LogFormat, level: LogLevel, quiet_sandbox: bool) {
     // tiberius logs every server error at ERROR; ours carry them where they
     // matter. deltalake's MERGE warns on every finalization upsert about a
-    // file metric it derives itself.
+    // file metric it derives itself, and its writer warns for every binary
+    // column of every Parquet file it writes that Delta keeps no min/max
+    // for such a column (true of every `varbinary` column, and expected).
     let mut default = format!(
         "{},buoyant_kernel=off,delta_kernel=off,deltalake_core=warn,\
-         deltalake_core::operations::merge=error,tiberius::tds::stream::token=off",
+         deltalake_core::operations::merge=error,deltalake_core::writer::stats=error,\
+         tiberius::tds::stream::token=off",
         level.directive()
     );
     if quiet_sandbox {
@@ -275,8 +279,11 @@ fn init_tracing(format: LogFormat, level: LogLevel, quiet_sandbox: bool) {
     }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour only for a terminal: a pod's log or a file would keep the
+    // escape codes as text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

@@ -121,40 +121,43 @@ async fn bootstrap_then_changes_of_every_operation_land_exactly_once() {
     assert_eq!(ids[0][0], ids[0][1], "one facts row per batch id");
 }
 
+/// A stream of `dbo.orders`, created by `create` and captured before
+/// `inserts` ran (one change each), that reads changes only: no snapshot.
+async fn changes_only_stream(server: &TestServer, create: &str, inserts: &[&str]) -> StreamFixture {
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, create).await.expect("create table");
+    capture_table(&mut client, "orders").await;
+    let before = max_lsn(&mut client).await.expect("an LSN");
+    for insert in inserts {
+        run(&mut client, insert).await.expect("insert");
+    }
+    let count = i32::try_from(inserts.len()).expect("a few inserts");
+    wait_for_capture(&mut client, "dbo_orders", Some(&before), count).await;
+    StreamFixture::new(server, &db, "  snapshot: {mode: never}\n")
+}
+
 #[tokio::test]
 async fn every_supported_type_round_trips_into_bronze() {
     let server = TestServer::start().await;
-    let (mut client, db) = server.scratch_database().await;
-    run(
-        &mut client,
+    let stream = changes_only_stream(
+        &server,
         "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, \
          c_bit bit, c_tiny tinyint, c_small smallint, c_big bigint, c_real real, c_float float, \
          c_dec decimal(18,4), c_wide decimal(38,10), c_money money, c_smallmoney smallmoney, \
          c_char char(5), c_varchar varchar(50), c_nchar nchar(3), c_nvarchar nvarchar(50), c_max nvarchar(max), \
          c_guid uniqueidentifier, c_bin binary(4), c_varbin varbinary(50), \
          c_date date, c_time time(7), c_dt datetime, c_sdt smalldatetime, c_dt2 datetime2(7), c_dto datetimeoffset(7))",
-    )
-    .await
-    .expect("create table");
-    capture_table(&mut client, "orders").await;
-    let before = max_lsn(&mut client).await.expect("an LSN");
-    run(
-        &mut client,
-        "INSERT INTO dbo.orders VALUES (1, 1, 255, -32768, 9223372036854775807, 1.5, -2.25, \
+        &[
+            "INSERT INTO dbo.orders VALUES (1, 1, 255, -32768, 9223372036854775807, 1.5, -2.25, \
          12345678901234.5678, 1234567890123456789012345678.0123456789, 922337203685477.5807, -214748.3648, \
          'ab', 'varchar', N'äöü', N'nvarchar ✓', REPLICATE(CAST(N'x' AS nvarchar(max)), 5000), \
          '6F9619FF-8B86-D011-B42D-00C04FC964FF', 0x01020304, 0xDEADBEEF, \
          '2024-02-29', '23:59:59.1234567', '2024-01-02 03:04:05.997', '2024-01-02 03:04:00', \
          '2024-01-02 03:04:05.1234567', '2024-01-02 03:04:05.1234567 +02:00')",
+            "INSERT INTO dbo.orders (id) VALUES (2)",
+        ],
     )
-    .await
-    .expect("insert every type");
-    run(&mut client, "INSERT INTO dbo.orders (id) VALUES (2)")
-        .await
-        .expect("insert nulls");
-    wait_for_capture(&mut client, "dbo_orders", Some(&before), 2).await;
-
-    let stream = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
+    .await;
     let summary = stream.run_once().await.expect("run");
     assert_eq!(summary.rows, 2);
 
@@ -227,6 +230,53 @@ async fn every_supported_type_round_trips_into_bronze() {
         .bronze_query("SELECT COUNT(*) FROM t WHERE id = 2 AND c_bit IS NULL AND c_dto IS NULL AND c_max IS NULL")
         .await;
     assert_eq!(count(&nulls), 1);
+}
+
+/// A plain run's log holds no warning about what is expected (deltalake
+/// keeps no min/max for binary columns and says so for every column of
+/// every file it writes) and, read from a pipe, no colour codes.
+#[tokio::test]
+async fn a_run_of_a_binary_column_logs_no_warning() {
+    let server = TestServer::start().await;
+    let stream = changes_only_stream(
+        &server,
+        "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, c_varbin varbinary(50), c_bin binary(4))",
+        &["INSERT INTO dbo.orders VALUES (1, 0xDEADBEEF, 0x01020304)"],
+    )
+    .await;
+
+    let run_binary = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--once", "-f"])
+        .arg(stream.manifest_file())
+        .env(crate::support::stream::PASSWORD_ENV, &stream.password)
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), run_binary)
+        .await
+        .expect("the run ends")
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}\n{stderr}", output.status);
+    // The one warning that stays is wanted: the fixture's manifest trusts
+    // the sandbox's self-signed certificate.
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && !l.contains("Trusting the server certificate"))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "warnings in a plain run: {warnings:#?}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "a log that is not a terminal has no colour codes: {stderr}"
+    );
+    assert_eq!(
+        stream.bronze_query("SELECT c_varbin, c_bin FROM t").await,
+        [["deadbeef", "01020304"]],
+        "the run wrote the row"
+    );
 }
 
 #[tokio::test]

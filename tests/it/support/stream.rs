@@ -85,7 +85,6 @@ spec:
     }
 
     /// Writes the manifest to the lake directory, for the binary.
-    #[cfg(feature = "failpoints")]
     pub fn manifest_file(&self) -> PathBuf {
         let file = self.path("stream.yaml");
         std::fs::write(&file, &self.manifest).expect("write manifest");
