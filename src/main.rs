@@ -261,7 +261,8 @@ async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
 /// Logs go to stderr. The Delta kernel reports expected events (a table
 /// that does not exist yet) at INFO and ERROR, so it is off by default (our
 /// own errors carry what matters); the demo also quiets its in-process
-/// sandbox. `RUST_LOG` overrides all of this.
+/// sandbox and the warning that its self-signed certificate is trusted
+/// (the sandbox is the demo's own). `RUST_LOG` overrides all of this.
 fn init_tracing(format: LogFormat, level: LogLevel, quiet_sandbox: bool) {
     // tiberius logs every server error at ERROR; ours carry them where they
     // matter. deltalake's MERGE warns on every finalization upsert about a
@@ -275,7 +276,7 @@ fn init_tracing(format: LogFormat, level: LogLevel, quiet_sandbox: bool) {
         level.directive()
     );
     if quiet_sandbox {
-        default.push_str(",mssql_cdc_sandbox=warn");
+        default.push_str(",mssql_cdc_sandbox=warn,tiberius::client::tls_stream=error");
     }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -2,13 +2,17 @@
 //! bootstrap, every operation, every supported type, empty batches, batch
 //! splitting, data loss and fencing.
 
+use std::ffi::OsStr;
+use std::time::Duration;
+
 use mssql_cdc::engine::EngineError;
 use mssql_cdc::lake::StorageLocation;
 use mssql_cdc::lake::lease::{CheckpointLease, DEFAULT_LEASE_TTL};
 
 use crate::support::cdc::{capture_table, lsn_literal, max_lsn, min_lsn, wait_for_capture};
 use crate::support::server::{TestServer, run};
-use crate::support::stream::StreamFixture;
+use crate::support::stream::{PASSWORD_ENV, StreamFixture};
+use crate::support::tools::run_mssql_cdc;
 
 const ORDERS: &str =
     "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, note nvarchar(50) NULL, qty int NULL)";
@@ -245,17 +249,18 @@ async fn a_run_of_a_binary_column_logs_no_warning() {
     )
     .await;
 
-    let run_binary = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args(["run", "--once", "-f"])
-        .arg(stream.manifest_file())
-        .env(crate::support::stream::PASSWORD_ENV, &stream.password)
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(120), run_binary)
-        .await
-        .expect("the run ends")
-        .expect("the binary runs");
+    let manifest = stream.manifest_file();
+    let output = run_mssql_cdc(
+        [
+            OsStr::new("run"),
+            OsStr::new("--once"),
+            OsStr::new("-f"),
+            manifest.as_os_str(),
+        ],
+        &[(PASSWORD_ENV, &stream.password)],
+        Duration::from_secs(120),
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{:?}\n{stderr}", output.status);
     // The one warning that stays is wanted: the fixture's manifest trusts

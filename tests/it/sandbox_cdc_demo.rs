@@ -1,15 +1,19 @@
 //! `mssql-cdc sandbox --demo` as the library runs it: the shop database
 //! with CDC, a generator whose changes reach the change tables, and the
-//! release knob.
+//! release knob; and `mssql-cdc demo`, the README's first command.
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use mssql_cdc_sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion};
 use tiberius::{AuthMethod, Config, EncryptionLevel};
 
 use crate::support::TestServer;
 use crate::support::cdc::wait_for_capture;
+use crate::support::duckdb::read_delta;
 use crate::support::scalar;
+use crate::support::tools::run_mssql_cdc;
 
 const PASSWORD: &str = "Demo-Sandbox-Pa55!";
 
@@ -69,4 +73,79 @@ async fn the_demo_keeps_changing_cdc_enabled_tables() {
         .stop()
         .await
         .expect("the sandbox stops with its demo");
+}
+
+/// `mssql-cdc demo` as the README runs it, for a fixed time: the lake it
+/// leaves holds, read by DuckDB, exactly the rows its closing line counts,
+/// and its log does not warn about the certificate of its own sandbox.
+#[tokio::test]
+async fn the_demo_command_leaves_a_lake_duckdb_reads_with_every_row_it_counted() {
+    let lake = tempfile::tempdir().expect("a lake directory");
+    let lake_arg = lake.path().as_os_str();
+    let output = run_mssql_cdc(
+        [
+            OsStr::new("demo"),
+            OsStr::new("--duration"),
+            OsStr::new("12s"),
+            OsStr::new("--trigger"),
+            OsStr::new("1s"),
+            OsStr::new("--rate"),
+            OsStr::new("50"),
+            OsStr::new("--lake"),
+            lake_arg,
+        ],
+        &[],
+        Duration::from_secs(120),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{:?}\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert!(
+        !stderr.contains("Trusting the server certificate"),
+        "the demo trusts its own sandbox without a warning: {stderr}"
+    );
+    // "demo stopped: B batches, C change rows, S snapshot rows. ..."
+    let counts: Vec<u64> = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("demo stopped: "))
+        .unwrap_or_else(|| panic!("no closing line: {stdout}"))
+        .split(", ")
+        .take(3)
+        .map(|part| {
+            part.split(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("not a count: {part:?}"))
+        })
+        .collect();
+    let [_, changes, snapshot] = counts[..] else {
+        panic!("three counts: {counts:?}");
+    };
+    assert!(changes + snapshot > 0, "the demo moved rows: {stdout}");
+
+    let Some(bronze) = read_delta(&lake.path().join("bronze/orders"), None).await else {
+        return;
+    };
+    assert_eq!(bronze.rows, changes + snapshot, "{stdout}");
+    let Some(facts) = read_delta(
+        &lake.path().join("ops/ingestion_facts"),
+        Some(
+            "SELECT CAST(coalesce(sum(rows) FILTER (WHERE event IS NULL), 0) AS BIGINT), \
+             CAST(coalesce(sum(rows) FILTER (WHERE event = 'bootstrap'), 0) AS BIGINT) FROM t",
+        ),
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        facts.query,
+        [[serde_json::json!(changes), serde_json::json!(snapshot)]],
+        "the facts table counts the same change and snapshot rows"
+    );
 }

@@ -103,3 +103,25 @@ where
         .unwrap_or_else(|_| panic!("Python with {shown:?} took over {timeout:?}"))
         .unwrap_or_else(|e| panic!("{} starts: {e}", python.display()))
 }
+
+/// Runs this project's binary with `args` as a user would (no `RUST_LOG`,
+/// so its default log filter applies) and `envs` set, and returns what it
+/// printed; the caller judges the exit status. Fails the test when the
+/// binary cannot start or `timeout` passes (it is then killed).
+pub async fn run_mssql_cdc<I, A>(args: I, envs: &[(&str, &str)], timeout: Duration) -> Output
+where
+    I: IntoIterator<Item = A>,
+    A: AsRef<OsStr>,
+{
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"));
+    command
+        .args(args)
+        .envs(envs.iter().copied())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    tokio::time::timeout(timeout, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("mssql-cdc took over {timeout:?}"))
+        .unwrap_or_else(|e| panic!("mssql-cdc starts: {e}"))
+}
