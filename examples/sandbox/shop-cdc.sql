@@ -47,3 +47,12 @@ GRANT SELECT ON SCHEMA::dbo TO cdc_reader;
 GRANT SELECT ON SCHEMA::cdc TO cdc_reader;
 GRANT VIEW DATABASE STATE TO cdc_reader;
 GO
+
+-- Its own session's waits, for the facts' network_wait_ms: from SQL Server
+-- 2022, sys.dm_exec_session_wait_stats needs a server permission (granted
+-- in master); up to 2019 every login sees its own session.
+USE master;
+GO
+IF CAST(SERVERPROPERTY('ProductMajorVersion') AS int) >= 16
+    EXEC (N'GRANT VIEW SERVER PERFORMANCE STATE TO cdc_reader');
+GO
