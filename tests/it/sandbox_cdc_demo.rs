@@ -10,7 +10,7 @@ use mssql_cdc_sandbox::{DemoOptions, Sandbox, SandboxOptions, SqlVersion};
 use tiberius::{AuthMethod, Config, EncryptionLevel};
 
 use crate::support::TestServer;
-use crate::support::cdc::wait_for_capture;
+use crate::support::cdc::{binary, wait_for_capture};
 use crate::support::duckdb::read_delta;
 use crate::support::scalar;
 use crate::support::tools::run_mssql_cdc;
@@ -56,6 +56,11 @@ async fn the_demo_keeps_changing_cdc_enabled_tables() {
     )
     .await;
     assert_eq!(tracked, Some(2), "both demo tables are CDC-enabled");
+    let first_lsn = binary(&mut client, "SELECT sys.fn_cdc_get_max_lsn()").await;
+    assert!(
+        first_lsn.is_some_and(|lsn| lsn.iter().any(|b| *b != 0)),
+        "a change is captured before the sandbox takes clients"
+    );
 
     wait_for_capture(&mut client, "dbo_orders", None, 10).await;
     let operations: Option<i32> = scalar(

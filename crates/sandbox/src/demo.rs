@@ -93,14 +93,22 @@ pub fn start(engine: &Engine, options: DemoOptions) -> Result<DemoHandle, DemoEr
     if let Some(e) = first_error(session.execute(use_shop, &cancel)) {
         return Err(DemoError::Setup(e));
     }
+    // The first change is made and captured (one log scan, as
+    // sys.sp_cdc_scan runs it) before any client connects, so a stream
+    // started at once finds the database's first LSN instead of retrying.
+    let mut shop = Shop::new(options.seed);
+    for sql in [shop.next_statement(), "EXEC sys.sp_cdc_scan".to_string()] {
+        if let Some(e) = first_error(session.execute(Request::Batch { sql }, &cancel)) {
+            return Err(DemoError::Setup(e));
+        }
+    }
     let (stop, stopped) = mpsc::channel::<()>();
-    let changes = Arc::new(AtomicU64::new(0));
+    let changes = Arc::new(AtomicU64::new(1));
     let counter = changes.clone();
     let interval = Duration::from_secs_f64(1.0 / options.rate);
     let thread = std::thread::Builder::new()
         .name("sandbox-demo".into())
         .spawn(move || {
-            let mut shop = Shop::new(options.seed);
             let mut next = Instant::now();
             loop {
                 let sql = shop.next_statement();
