@@ -73,11 +73,14 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     };
     println!("mssql-cdc demo");
     println!(
-        "  sandbox   {address} (database shop, CDC on dbo.orders, {} changes/s)",
+        "  sandbox    {address} (database shop, CDC on dbo.orders, {} changes/s)",
         args.rate
     );
-    println!("  bronze    {}", lake.join("bronze/orders").display());
-    println!("  facts     {}", lake.join("ops/ingestion_facts").display());
+    println!("  bronze     {}", lake.join("bronze/orders").display());
+    println!(
+        "  facts      {}",
+        lake.join("ops/ingestion_facts").display()
+    );
     println!(
         "  checkpoint {}",
         lake.join("_checkpoints/orders").display()
@@ -110,9 +113,12 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     sandbox.stop().await.context("stopping the sandbox")?;
     let summary = result?;
     println!();
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     println!(
-        "demo stopped: {} batches, {} change rows, {} snapshot rows. Query the lake with any Delta reader, e.g. DuckDB:",
-        summary.batches, summary.rows, summary.snapshot_rows
+        "demo stopped: {}, {}, {}. Query the lake with any Delta reader, e.g. DuckDB:",
+        plural(summary.batches, "batch", "batches"),
+        plural(summary.rows, "change row", "change rows"),
+        plural(summary.snapshot_rows, "snapshot row", "snapshot rows"),
     );
     println!(
         "  SELECT batch_id, rows, ingestion_lag_seconds FROM delta_scan('{}') ORDER BY written_at;",

@@ -225,7 +225,8 @@ async fn take(
         completed_at: Utc::now(),
     })
     .await?;
-    tracing::info!(rows, lsn = %plan.lsn, "snapshot complete");
+    // The observer reports it (console line, worker log, metrics).
+    tracing::debug!(rows, lsn = %plan.lsn, "snapshot complete");
     sink.advance_verdict(plan.commit_ts, Some(plan.lsn), run.observer())
         .await?;
     if let Some((_, row)) = run.copied_snapshot.take() {

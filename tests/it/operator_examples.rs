@@ -169,7 +169,7 @@ impl Cluster {
         let snapshot = poll(|| async {
             let out = self.kube.kubectl(&args).await;
             String::from_utf8_lossy(&out.stdout)
-                .contains("snapshot complete")
+                .contains("snapshot done")
                 .then_some(())
         });
         if tokio::time::timeout(READY_WITHIN, snapshot).await.is_err() {
