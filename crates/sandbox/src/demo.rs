@@ -93,11 +93,15 @@ pub fn start(engine: &Engine, options: DemoOptions) -> Result<DemoHandle, DemoEr
     if let Some(e) = first_error(session.execute(use_shop, &cancel)) {
         return Err(DemoError::Setup(e));
     }
-    // The first change is made and captured (one log scan, as
-    // sys.sp_cdc_scan runs it) before any client connects, so a stream
-    // started at once finds the database's first LSN instead of retrying.
+    // The first change is made and captured before any client connects,
+    // so a stream started at once finds the database's first LSN instead
+    // of retrying. The log is scanned by hand, with the capture job paused
+    // for it, as SQL Server allows no explicit scan beside the job's own.
     let mut shop = Shop::new(options.seed);
-    for sql in [shop.next_statement(), "EXEC sys.sp_cdc_scan".to_string()] {
+    let capture_now = "EXEC sys.sp_cdc_stop_job @job_type = N'capture'; \
+                       EXEC sys.sp_cdc_scan; \
+                       EXEC sys.sp_cdc_start_job @job_type = N'capture'";
+    for sql in [shop.next_statement(), capture_now.to_string()] {
         if let Some(e) = first_error(session.execute(Request::Batch { sql }, &cancel)) {
             return Err(DemoError::Setup(e));
         }

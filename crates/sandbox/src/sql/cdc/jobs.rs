@@ -336,7 +336,8 @@ fn sp_cdc_stop_job(
     set_running(s, params, cancel, "sp_cdc_stop_job", false)
 }
 
-/// One log scan session now, whatever the capture job is doing.
+/// One log scan session now. Like SQL Server, refused while the capture
+/// job runs (its continuous scan is the active one): stop the job first.
 fn sp_cdc_scan(
     s: &mut Session,
     params: &[Param],
@@ -363,6 +364,12 @@ fn sp_cdc_scan(
         let offset = w.shared.clock.offset().local_minus_utc();
         let idle = w.shared.config.cdc_idle_interval_secs;
         let db = current_mut(w)?;
+        if db.cdc.capture_job.as_ref().is_some_and(|job| job.running) {
+            return Err(SqlError::new(
+                22903,
+                "Another connection is already running 'sp_replcmds' for Change Data Capture in the current database.",
+            ));
+        }
         capture::scan(db, now, offset, limits, idle);
         Ok(())
     })?;

@@ -98,11 +98,20 @@ fn shop() -> (Engine, Session) {
     (e, s)
 }
 
+/// [`shop`] with its capture job stopped, so the test runs each log scan
+/// itself: like SQL Server, the sandbox refuses `sys.sp_cdc_scan` while the
+/// job's own scan is active.
+fn shop_scanned_by_hand() -> (Engine, Session) {
+    let (e, mut s) = shop();
+    ok(&mut s, "EXEC sys.sp_cdc_stop_job @job_type = N'capture'");
+    (e, s)
+}
+
 const ALL: &str = "DECLARE @f binary(10) = sys.fn_cdc_get_min_lsn('dbo_orders'), @t binary(10) = sys.fn_cdc_get_max_lsn()";
 
 #[test]
 fn one_commit_lsn_per_transaction_and_increasing_seqval() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(
         &mut s,
         "BEGIN TRAN INSERT INTO orders VALUES (1, N'a', 1), (2, N'b', 2) COMMIT",
@@ -129,7 +138,7 @@ fn one_commit_lsn_per_transaction_and_increasing_seqval() {
 
 #[test]
 fn updates_capture_before_and_after_images() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
     ok(&mut s, "UPDATE orders SET amount = 5 WHERE id = 1");
     ok(&mut s, "EXEC sys.sp_cdc_scan");
@@ -164,7 +173,7 @@ fn updates_capture_before_and_after_images() {
 
 #[test]
 fn key_update_is_a_delete_and_an_insert() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
     ok(&mut s, "UPDATE orders SET id = 10 WHERE id = 1");
     ok(&mut s, "EXEC sys.sp_cdc_scan");
@@ -180,7 +189,7 @@ fn key_update_is_a_delete_and_an_insert() {
 
 #[test]
 fn net_changes_in_all_three_options() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(
         &mut s,
         "INSERT INTO orders VALUES (1, N'keep', 1), (2, N'gone', 2), (3, N'old', 3)",
@@ -219,7 +228,7 @@ fn net_changes_in_all_three_options() {
 
 #[test]
 fn range_below_min_lsn_after_cleanup_raises_313() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
     ok(&mut s, "EXEC sys.sp_cdc_scan");
     let old_min = bytes(&scalar(
@@ -283,6 +292,24 @@ fn idle_entries_and_other_tables_advance_max_lsn() {
 }
 
 #[test]
+fn a_scan_by_hand_is_refused_while_the_capture_job_runs() {
+    let (_e, mut s) = shop();
+    ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
+    assert_eq!(error_numbers(&mut s, "EXEC sys.sp_cdc_scan"), [22903]);
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        0,
+        "the refused scan captured nothing"
+    );
+    ok(&mut s, "EXEC sys.sp_cdc_stop_job @job_type = N'capture'");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    assert_eq!(
+        int(&scalar(&mut s, "SELECT COUNT(*) FROM cdc.dbo_orders_CT")),
+        1
+    );
+}
+
+#[test]
 fn stopped_capture_freezes_max_lsn() {
     let (_e, mut s) = shop();
     ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 1");
@@ -315,7 +342,7 @@ fn stopped_capture_freezes_max_lsn() {
 
 #[test]
 fn two_capture_instances_with_different_columns_and_no_third() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(&mut s, "ALTER TABLE orders ADD region nvarchar(10) NULL");
     ok(
         &mut s,
@@ -357,7 +384,7 @@ fn two_capture_instances_with_different_columns_and_no_third() {
 
 #[test]
 fn ddl_history_and_dropped_columns() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(&mut s, "ALTER TABLE orders ADD note nvarchar(20) NULL");
     ok(&mut s, "ALTER TABLE orders DROP COLUMN customer");
     ok(
@@ -428,7 +455,7 @@ fn dmvs_need_view_database_state() {
 
 #[test]
 fn gating_role_guards_change_data() {
-    let (e, mut s) = shop();
+    let (e, mut s) = shop_scanned_by_hand();
     ok(
         &mut s,
         "INSERT INTO orders VALUES (1, N'a', 1) EXEC sys.sp_cdc_scan",
@@ -517,7 +544,8 @@ fn lsn_time_mapping_is_in_the_server_time_zone() {
         "CREATE DATABASE shop; USE shop;
          CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY);
          EXEC sys.sp_cdc_enable_db;
-         EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;",
+         EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;
+         EXEC sys.sp_cdc_stop_job;",
     );
     ok(&mut s, "INSERT INTO dbo.orders VALUES (1)");
     ok(&mut s, "EXEC sys.sp_cdc_scan");
@@ -537,7 +565,7 @@ fn lsn_time_mapping_is_in_the_server_time_zone() {
 
 #[test]
 fn map_time_to_lsn_with_each_relational_operator() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(&mut s, "INSERT INTO orders VALUES (1, N'a', 1)");
     ok(&mut s, "EXEC sys.sp_cdc_scan");
     ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 60");
@@ -585,7 +613,7 @@ fn map_time_to_lsn_with_each_relational_operator() {
 
 #[test]
 fn the_engines_change_query_reads_what_select_star_reads() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(
         &mut s,
         "BEGIN TRAN INSERT INTO orders VALUES (2, N'b', 2), (1, N'a', 1) COMMIT",
@@ -632,7 +660,7 @@ fn the_engines_change_query_reads_what_select_star_reads() {
 
 #[test]
 fn order_by_the_change_functions_own_order_keeps_it_and_any_other_sorts() {
-    let (_e, mut s) = shop();
+    let (_e, mut s) = shop_scanned_by_hand();
     ok(
         &mut s,
         "BEGIN TRAN INSERT INTO orders VALUES (5, N'e', 5), (3, N'c', 3) COMMIT",
