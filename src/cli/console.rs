@@ -62,21 +62,23 @@ impl Observer for Console {
     }
 }
 
-/// `snapshot: 1200 rows of ~5000 (24%), 800 rows/s, ETA 4.8s`
+/// `snapshot: 1200 rows of ~5000 (24%), 800 rows/s, ETA 4.8s`. The
+/// estimate comes from table statistics, which can lag the table: a copy
+/// that has passed it says so instead of claiming 100 % (or an ETA of 0)
+/// before it is done.
 pub fn snapshot_line(p: &SnapshotProgress) -> String {
-    let of = p
-        .estimated_rows
-        .map(|total| {
-            let percent = if total == 0 {
-                100.0
-            } else {
-                (p.rows as f64 / total as f64 * 100.0).min(100.0)
-            };
+    let passed = p.estimated_rows.is_some_and(|total| p.rows >= total);
+    let of = match p.estimated_rows {
+        Some(total) if passed => format!(" (past the estimate of ~{total})"),
+        Some(total) => {
+            let percent = (p.rows as f64 / total as f64 * 100.0).min(99.0);
             format!(" of ~{total} ({percent:.0}%)")
-        })
-        .unwrap_or_default();
+        }
+        None => String::new(),
+    };
     let eta = p
         .eta
+        .filter(|_| !passed)
         .map(|eta| format!(", ETA {}", short_duration(eta)))
         .unwrap_or_default();
     format!(
@@ -113,5 +115,51 @@ fn short_duration(d: Duration) -> String {
         format!("{}m{:02}s", secs / 60, secs % 60)
     } else {
         format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::Utc;
+    use mssql_cdc::engine::SnapshotProgress;
+
+    use super::snapshot_line;
+
+    fn progress(rows: u64, estimated_rows: Option<u64>) -> SnapshotProgress {
+        SnapshotProgress {
+            rows,
+            estimated_rows,
+            rows_per_second: 800.0,
+            eta: Some(Duration::from_secs(5)),
+            chunks: 1,
+            started_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_line_never_claims_the_copy_is_done() {
+        let cases = [
+            (
+                1200,
+                Some(5000),
+                "1200 rows of ~5000 (24%), 800 rows/s, ETA 5.0s",
+            ),
+            (
+                4998,
+                Some(5000),
+                "4998 rows of ~5000 (99%), 800 rows/s, ETA 5.0s",
+            ),
+            (4, Some(3), "4 rows (past the estimate of ~3), 800 rows/s"),
+            (0, Some(0), "0 rows (past the estimate of ~0), 800 rows/s"),
+            (7, None, "7 rows, 800 rows/s, ETA 5.0s"),
+        ];
+        for (rows, estimate, expected) in cases {
+            assert_eq!(
+                snapshot_line(&progress(rows, estimate)),
+                format!("snapshot: {expected}")
+            );
+        }
     }
 }
