@@ -64,8 +64,8 @@ impl Observer for Console {
 
 /// `snapshot: 1200 rows of ~5000 (24%), 800 rows/s, ETA 4.8s`. The
 /// estimate comes from table statistics, which can lag the table: a copy
-/// that has passed it says so instead of claiming 100 % (or an ETA of 0)
-/// before it is done.
+/// that has passed it says so instead of claiming 100 % before it is done
+/// (and the engine reports no ETA for it).
 pub fn snapshot_line(p: &SnapshotProgress) -> String {
     let passed = p.estimated_rows.is_some_and(|total| p.rows >= total);
     let of = match p.estimated_rows {
@@ -78,7 +78,6 @@ pub fn snapshot_line(p: &SnapshotProgress) -> String {
     };
     let eta = p
         .eta
-        .filter(|_| !passed)
         .map(|eta| format!(", ETA {}", short_duration(eta)))
         .unwrap_or_default();
     format!(
@@ -132,7 +131,9 @@ mod tests {
             rows,
             estimated_rows,
             rows_per_second: 800.0,
-            eta: Some(Duration::from_secs(5)),
+            // The engine reports no ETA once a copy passes the estimate.
+            eta: Some(Duration::from_secs(5))
+                .filter(|_| estimated_rows.is_none_or(|total| rows < total)),
             chunks: 1,
             started_at: Utc::now(),
         }

@@ -212,9 +212,10 @@ impl Progress {
     fn report(&self, run: &Run<'_>, rows: u64, chunks: u64, plan: &PlannedSnapshot) {
         let elapsed = self.clock.elapsed().as_secs_f64().max(1e-3);
         let rate = rows.saturating_sub(self.resumed_rows) as f64 / elapsed;
+        // A copy past the estimate (table statistics lag) has no known end.
         let eta = self
             .estimated
-            .filter(|_| rate > 0.0)
+            .filter(|&total| rate > 0.0 && rows < total)
             .map(|total| Duration::from_secs_f64(total.saturating_sub(rows) as f64 / rate));
         run.observer().snapshot_progress(&SnapshotProgress {
             rows,
