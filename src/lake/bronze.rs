@@ -413,10 +413,9 @@ impl BronzeTable {
             .await
             .map_err(|e| self.delta_error(e))?;
         let table_version = finalized.version();
-        self.table
-            .update_state()
-            .await
-            .map_err(|e| self.delta_error(e))?;
+        // The commit already brought its snapshot up to the new version;
+        // loading the log again would replay it a second time.
+        self.table.state = Some(finalized.snapshot());
         Ok(BronzeOutcome::Committed {
             version: i64::try_from(table_version).unwrap_or(i64::MAX),
             rows,
