@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use mssql_cdc::domain::FactRow;
+use mssql_cdc::domain::{CopyShare, FactRow};
 use mssql_cdc::engine::{EngineError, Observer, SnapshotProgress};
 
 /// Prints the engine's progress for people.
@@ -67,14 +67,10 @@ impl Observer for Console {
 /// that has passed it says so instead of claiming 100 % before it is done
 /// (and the engine reports no ETA for it).
 pub fn snapshot_line(p: &SnapshotProgress) -> String {
-    let passed = p.estimated_rows.is_some_and(|total| p.rows >= total);
-    let of = match p.estimated_rows {
-        Some(total) if passed => format!(" (past the estimate of ~{total})"),
-        Some(total) => {
-            let percent = (p.rows as f64 / total as f64 * 100.0).min(99.0);
-            format!(" of ~{total} ({percent:.0}%)")
-        }
-        None => String::new(),
+    let of = match CopyShare::of(p.rows, p.estimated_rows) {
+        CopyShare::Of { percent, estimate } => format!(" of ~{estimate} ({percent:.0}%)"),
+        CopyShare::PastEstimate { estimate } => format!(" (past the estimate of ~{estimate})"),
+        CopyShare::Unknown => String::new(),
     };
     let eta = p
         .eta

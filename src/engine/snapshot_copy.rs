@@ -20,7 +20,7 @@ use super::readers::{Check, Checked, PartRead, RangeEnd, Readers};
 use super::session::SourceSession;
 use super::sink::Sink;
 use super::snapshot_ranges::SnapshotRanges;
-use crate::domain::BatchId;
+use crate::domain::{BatchId, CopyShare};
 use crate::failpoint;
 use crate::lake::checkpoint::PlannedSnapshot;
 use crate::lake::records::ChunkRecord;
@@ -213,10 +213,9 @@ impl Progress {
         let elapsed = self.clock.elapsed().as_secs_f64().max(1e-3);
         let rate = rows.saturating_sub(self.resumed_rows) as f64 / elapsed;
         // A copy past the estimate (table statistics lag) has no known end.
-        let eta = self
-            .estimated
-            .filter(|&total| rate > 0.0 && rows < total)
-            .map(|total| Duration::from_secs_f64(total.saturating_sub(rows) as f64 / rate));
+        let eta = CopyShare::rows_left(rows, self.estimated)
+            .filter(|_| rate > 0.0)
+            .map(|left| Duration::from_secs_f64(left as f64 / rate));
         run.observer().snapshot_progress(&SnapshotProgress {
             rows,
             estimated_rows: self.estimated,

@@ -22,6 +22,7 @@ use super::children::BuildError;
 use super::rollout::{observed_generation, progressing};
 use super::status::{Transition, failure_note};
 use super::worker_condition::worker_running;
+use crate::domain::CopyShare;
 use crate::health::{
     Alert, FreshnessLimits, LatestBatch, StreamHealth, Verdict, assess_finalization, assess_stream,
 };
@@ -234,9 +235,10 @@ fn running_snapshot(status: &CdcStreamStatus) -> Option<&SnapshotStatus> {
 
 /// `42% of ~200000 rows, 8000 rows/s, ETA 12:03:04 UTC`
 pub fn snapshot_words(s: &SnapshotStatus) -> String {
-    let share = match (s.percent(), s.estimated_rows) {
-        (Some(percent), Some(total)) => format!("{percent:.0}% of ~{total} rows"),
-        _ => format!("{} rows", s.rows),
+    let share = match s.share() {
+        CopyShare::Of { percent, estimate } => format!("{percent:.0}% of ~{estimate} rows"),
+        CopyShare::PastEstimate { estimate } => format!("past the estimate of ~{estimate} rows"),
+        CopyShare::Unknown => format!("{} rows", s.rows),
     };
     let eta = s
         .eta

@@ -517,3 +517,38 @@ fn a_refused_worker_makes_ready_say_why_whatever_else_is_wrong() {
     assert_eq!(ready.reason, "InvalidSpec");
     assert!(ready.message.contains("secretKeyRef"), "{}", ready.message);
 }
+
+#[test]
+fn a_running_snapshot_never_reads_as_done() {
+    let running = |rows: u64, estimated_rows: Option<u64>| SnapshotStatus {
+        phase: SnapshotPhase::Running,
+        rows,
+        estimated_rows,
+        rows_per_second: 800.0,
+        eta: None,
+        chunks: 2,
+        started_at: now(),
+        updated_at: now(),
+    };
+    let cases = [
+        (
+            1200,
+            Some(5000),
+            "24% of ~5000 rows (1200 rows, 2 chunks), 800 rows/s",
+        ),
+        (
+            4998,
+            Some(5000),
+            "99% of ~5000 rows (4998 rows, 2 chunks), 800 rows/s",
+        ),
+        (
+            4,
+            Some(3),
+            "past the estimate of ~3 rows (4 rows, 2 chunks), 800 rows/s",
+        ),
+        (4, None, "4 rows (4 rows, 2 chunks), 800 rows/s"),
+    ];
+    for (rows, estimate, expected) in cases {
+        assert_eq!(snapshot_words(&running(rows, estimate)), expected);
+    }
+}

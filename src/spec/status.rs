@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::CopyShare;
+
 /// Where a stream is in its life cycle.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum Phase {
@@ -125,14 +127,10 @@ pub struct SnapshotStatus {
 }
 
 impl SnapshotStatus {
-    /// Rows copied as a percentage of the estimate, at most 100.
-    pub fn percent(&self) -> Option<f64> {
-        let total = self.estimated_rows?;
-        Some(if total == 0 {
-            100.0
-        } else {
-            (self.rows as f64 / total as f64 * 100.0).min(100.0)
-        })
+    /// How far the copy is against the table's estimate, said the same
+    /// way as the console says it.
+    pub fn share(&self) -> CopyShare {
+        CopyShare::of(self.rows, self.estimated_rows)
     }
 }
 

@@ -243,7 +243,7 @@ async fn a_snapshot_shows_snapshotting_with_a_rising_percentage() {
             let ready = condition(&status, "Ready");
             let snapshotting = status.phase == Some(Phase::Snapshotting)
                 && ready.is_some_and(|c| c.reason == "Snapshotting" && c.message.contains('%'));
-            if let Some(percent) = snapshot.percent().filter(|_| snapshotting)
+            if let Some(percent) = snapshot.share().percent().filter(|_| snapshotting)
                 && seen.last().is_none_or(|last| percent > *last)
             {
                 seen.push(percent);
