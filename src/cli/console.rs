@@ -118,6 +118,7 @@ mod tests {
     use std::time::Duration;
 
     use chrono::Utc;
+    use mssql_cdc::domain::CopyShare;
     use mssql_cdc::engine::SnapshotProgress;
 
     use super::snapshot_line;
@@ -128,8 +129,10 @@ mod tests {
             estimated_rows,
             rows_per_second: 800.0,
             // The engine reports no ETA once a copy passes the estimate.
-            eta: Some(Duration::from_secs(5))
-                .filter(|_| estimated_rows.is_none_or(|total| rows < total)),
+            eta: match CopyShare::of(rows, estimated_rows) {
+                CopyShare::PastEstimate { .. } => None,
+                CopyShare::Of { .. } | CopyShare::Unknown => Some(Duration::from_secs(5)),
+            },
             chunks: 1,
             started_at: Utc::now(),
         }
