@@ -132,10 +132,11 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         );
     }
     println!();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     println!(
-        "| shape | readers | rows/batch | end-to-end rows/s | read-only rows/s | write-only rows/s | engine CPU µs/row | engine-limited rows/s | read-only CPU µs/row | peak RSS MB end-to-end / read / write | end-to-end / read-only |"
+        "| shape | readers | rows/batch | end-to-end rows/s | read-only rows/s | write-only rows/s | engine CPU µs/row | engine-limited rows/s | read-only CPU µs/row | sandbox CPU µs/row | limit of {cores} cores rows/s | peak RSS MB end-to-end / read / write | end-to-end / read-only |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut run = 0;
     for shape in &args.shapes {
         for readers in &args.readers {
@@ -143,6 +144,8 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
                 run += 1;
                 let pass = Pass {
                     address,
+                    sandbox: sandbox.id(),
+                    cores,
                     shape: *shape,
                     readers: *readers,
                     rows: args.rows,
@@ -158,12 +161,18 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     println!(
         "CPU and peak RSS are this process's (the sandbox runs apart): CPU from getrusage, peak RSS from /proc/self/status VmHWM (Linux)"
     );
+    println!(
+        "sandbox CPU is the sandbox process's during the end-to-end pass (/proc/<pid>/stat, Linux); the limit of {cores} cores is the end-to-end rate they would allow if they ran nothing but the engine and the sandbox"
+    );
     Ok(())
 }
 
 /// One line of the table: the three passes of one setting.
 struct Pass {
     address: std::net::SocketAddr,
+    /// The sandbox's pid, whose CPU the end-to-end pass also measures.
+    sandbox: Option<u32>,
+    cores: usize,
     shape: Shape,
     readers: u32,
     rows: u64,
@@ -173,7 +182,7 @@ struct Pass {
 
 impl Pass {
     async fn run(&self) -> anyhow::Result<String> {
-        let (summary, e2e) = measure(end_to_end(self)).await;
+        let (summary, e2e) = measure(self.sandbox, end_to_end(self)).await;
         let summary = summary?;
         if summary.rows != self.rows {
             bail!(
@@ -182,7 +191,8 @@ impl Pass {
                 self.rows
             );
         }
-        let (read_rows, read) = measure(read_only(self.address, self.shape, self.readers)).await;
+        let (read_rows, read) =
+            measure(None, read_only(self.address, self.shape, self.readers)).await;
         let read_rows = read_rows?;
         if read_rows != self.rows {
             bail!(
@@ -190,11 +200,12 @@ impl Pass {
                 self.rows
             );
         }
-        let (written, write) = measure(write_only(self)).await;
+        let (written, write) = measure(None, write_only(self)).await;
         written?;
         let rows = self.rows;
+        let unknown = || "n/a".to_string();
         Ok(format!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.0} / {:.0} / {:.0} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {} | {} | {:.0} / {:.0} / {:.0} | {:.2} |",
             self.shape.name(),
             self.readers,
             self.per_batch,
@@ -204,6 +215,10 @@ impl Pass {
             e2e.cpu_us_per_row(rows),
             e2e.cpu_limited_rate(rows),
             read.cpu_us_per_row(rows),
+            e2e.source_cpu_us_per_row(rows)
+                .map_or_else(unknown, |us| format!("{us:.2}")),
+            e2e.cores_limited_rate(rows, self.cores)
+                .map_or_else(unknown, |rate| format!("{rate:.0}")),
             e2e.peak_rss_mb,
             read.peak_rss_mb,
             write.peak_rss_mb,

@@ -709,3 +709,28 @@ fn order_by_the_change_functions_own_order_keeps_it_and_any_other_sorts() {
         vec![(1, 3), (2, 3), (2, 5), (3, 5), (4, 5)]
     );
 }
+
+#[test]
+fn changes_grouped_by_commit_count_each_commit_once() {
+    // The engine's parallel-read planner counts changes per commit with
+    // GROUP BY __$start_lsn over the change function (`counts_query` in
+    // src/source/lsn_parts.rs): an update counts twice, before and after.
+    let (_e, mut s) = shop_scanned_by_hand();
+    ok(
+        &mut s,
+        "INSERT INTO orders VALUES (1, N'a', 1), (2, N'b', 2), (3, N'c', 3)",
+    );
+    ok(&mut s, "UPDATE orders SET amount = 9 WHERE id <= 2");
+    ok(&mut s, "DELETE FROM orders WHERE id = 3");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let r = rows(
+        &mut s,
+        &format!(
+            "{ALL} SELECT c.__$start_lsn, COUNT_BIG(*) FROM cdc.fn_cdc_get_all_changes_dbo_orders(@f, @t, N'all update old') AS c GROUP BY c.__$start_lsn ORDER BY c.__$start_lsn"
+        ),
+    );
+    let commits: Vec<Vec<u8>> = r.iter().map(|x| bytes(&x[0])).collect();
+    assert!(commits.is_sorted() && commits.len() == 3, "{commits:?}");
+    let counts: Vec<i64> = r.iter().map(|x| int(&x[1])).collect();
+    assert_eq!(counts, vec![3, 4, 1]);
+}
