@@ -134,7 +134,7 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     println!();
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     println!(
-        "| shape | readers | rows/batch | end-to-end rows/s | read-only rows/s | write-only rows/s | engine CPU µs/row | engine-limited rows/s | read-only CPU µs/row | sandbox CPU µs/row | limit of {cores} cores rows/s | peak RSS MB end-to-end / read / write | end-to-end / read-only |"
+        "| shape | readers | rows/batch | end-to-end rows/s | read-only rows/s | write-only rows/s | engine CPU µs/row | engine-limited rows/s | read-only CPU µs/row | sandbox CPU µs/row end-to-end / read | limit of {cores} cores rows/s | peak RSS MB end-to-end / read / write | end-to-end / read-only |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut run = 0;
@@ -162,7 +162,7 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         "CPU and peak RSS are this process's (the sandbox runs apart): CPU from getrusage, peak RSS from /proc/self/status VmHWM (Linux)"
     );
     println!(
-        "sandbox CPU is the sandbox process's during the end-to-end pass (/proc/<pid>/stat, Linux); the limit of {cores} cores is the end-to-end rate they would allow if they ran nothing but the engine and the sandbox"
+        "sandbox CPU is the sandbox process's during the end-to-end and the read-only pass (/proc/<pid>/stat, Linux); the limit of {cores} cores is the end-to-end rate they would allow if they ran nothing but the engine and the sandbox"
     );
     Ok(())
 }
@@ -170,7 +170,8 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
 /// One line of the table: the three passes of one setting.
 struct Pass {
     address: std::net::SocketAddr,
-    /// The sandbox's pid, whose CPU the end-to-end pass also measures.
+    /// The sandbox's pid, whose CPU the end-to-end and read-only passes
+    /// also measure.
     sandbox: Option<u32>,
     cores: usize,
     shape: Shape,
@@ -191,8 +192,11 @@ impl Pass {
                 self.rows
             );
         }
-        let (read_rows, read) =
-            measure(None, read_only(self.address, self.shape, self.readers)).await;
+        let (read_rows, read) = measure(
+            self.sandbox,
+            read_only(self.address, self.shape, self.readers),
+        )
+        .await;
         let read_rows = read_rows?;
         if read_rows != self.rows {
             bail!(
@@ -203,9 +207,12 @@ impl Pass {
         let (written, write) = measure(None, write_only(self)).await;
         written?;
         let rows = self.rows;
-        let unknown = || "n/a".to_string();
+        let per_row = |cost: &super::bench_measure::Cost| {
+            cost.source_cpu_us_per_row(rows)
+                .map_or_else(|| "n/a".to_string(), |us| format!("{us:.2}"))
+        };
         Ok(format!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {} | {} | {:.0} / {:.0} / {:.0} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {} / {} | {} | {:.0} / {:.0} / {:.0} | {:.2} |",
             self.shape.name(),
             self.readers,
             self.per_batch,
@@ -215,10 +222,10 @@ impl Pass {
             e2e.cpu_us_per_row(rows),
             e2e.cpu_limited_rate(rows),
             read.cpu_us_per_row(rows),
-            e2e.source_cpu_us_per_row(rows)
-                .map_or_else(unknown, |us| format!("{us:.2}")),
+            per_row(&e2e),
+            per_row(&read),
             e2e.cores_limited_rate(rows, self.cores)
-                .map_or_else(unknown, |rate| format!("{rate:.0}")),
+                .map_or_else(|| "n/a".to_string(), |rate| format!("{rate:.0}")),
             e2e.peak_rss_mb,
             read.peak_rss_mb,
             write.peak_rss_mb,
@@ -253,7 +260,14 @@ async fn read_only(
     let password = SecretString::from(SA_PASSWORD);
     let mut client = connect(&source, &password).await?;
     let info = cdc::discover(&mut client, &source.table, None, None).await?;
-    let ranges = split_by_changes(&mut client, &info.instance, readers).await?;
+    // One reader reads the whole range, as the engine's one reader does,
+    // without counting its changes first.
+    let ranges = if readers > 1 {
+        split_by_changes(&mut client, &info.instance, readers).await?
+    } else {
+        let from = cdc::min_lsn(&mut client, &info.instance).await?;
+        vec![(from, cdc::max_lsn(&mut client).await?)]
+    };
     drop(client);
     let reads = ranges.into_iter().map(|(from, to)| {
         let (source, password, info) = (source.clone(), password.clone(), info.clone());
