@@ -233,21 +233,30 @@ fn running_snapshot(status: &CdcStreamStatus) -> Option<&SnapshotStatus> {
         .filter(|s| s.phase == SnapshotPhase::Running)
 }
 
-/// `42% of ~200000 rows, 8000 rows/s, ETA 12:03:04 UTC`
+/// `42% of ~200000 rows (84000 rows, 3 chunks), 8000 rows/s, ETA 12:03:04 UTC`
 pub fn snapshot_words(s: &SnapshotStatus) -> String {
-    let share = match s.share() {
-        CopyShare::Of { percent, estimate } => format!("{percent:.0}% of ~{estimate} rows"),
-        CopyShare::PastEstimate { estimate } => format!("past the estimate of ~{estimate} rows"),
-        CopyShare::Unknown => format!("{} rows", s.rows),
+    let counted = |n: u64, what: &str| match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    };
+    let chunks = counted(s.chunks, "chunk");
+    let (share, copied) = match s.share() {
+        CopyShare::Of { percent, estimate } => (
+            format!("{percent:.0}% of ~{estimate} rows"),
+            format!("{}, {chunks}", counted(s.rows, "row")),
+        ),
+        CopyShare::PastEstimate { estimate } => (
+            format!("past the estimate of ~{estimate} rows"),
+            format!("{}, {chunks}", counted(s.rows, "row")),
+        ),
+        // The share is the row count already: only the chunks are added.
+        CopyShare::Unknown => (counted(s.rows, "row"), chunks),
     };
     let eta = s
         .eta
         .map(|eta| format!(", ETA {}", eta.format("%H:%M:%S UTC")))
         .unwrap_or_default();
-    format!(
-        "{share} ({} rows, {} chunks), {:.0} rows/s{eta}",
-        s.rows, s.chunks, s.rows_per_second
-    )
+    format!("{share} ({copied}), {:.0} rows/s{eta}", s.rows_per_second)
 }
 
 fn live(

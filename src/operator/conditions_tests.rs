@@ -520,13 +520,13 @@ fn a_refused_worker_makes_ready_say_why_whatever_else_is_wrong() {
 
 #[test]
 fn a_running_snapshot_never_reads_as_done() {
-    let running = |rows: u64, estimated_rows: Option<u64>| SnapshotStatus {
+    let running = |rows: u64, estimated_rows: Option<u64>, chunks: u64| SnapshotStatus {
         phase: SnapshotPhase::Running,
         rows,
         estimated_rows,
         rows_per_second: 800.0,
         eta: None,
-        chunks: 2,
+        chunks,
         started_at: now(),
         updated_at: now(),
     };
@@ -534,21 +534,32 @@ fn a_running_snapshot_never_reads_as_done() {
         (
             1200,
             Some(5000),
+            2,
             "24% of ~5000 rows (1200 rows, 2 chunks), 800 rows/s",
         ),
         (
             4998,
             Some(5000),
+            2,
             "99% of ~5000 rows (4998 rows, 2 chunks), 800 rows/s",
         ),
         (
             4,
             Some(3),
+            2,
             "past the estimate of ~3 rows (4 rows, 2 chunks), 800 rows/s",
         ),
-        (4, None, "4 rows (4 rows, 2 chunks), 800 rows/s"),
+        (
+            1,
+            Some(5000),
+            1,
+            "0% of ~5000 rows (1 row, 1 chunk), 800 rows/s",
+        ),
+        // Without an estimate the share is the row count, said once.
+        (4, None, 2, "4 rows (2 chunks), 800 rows/s"),
+        (1, None, 1, "1 row (1 chunk), 800 rows/s"),
     ];
-    for (rows, estimate, expected) in cases {
-        assert_eq!(snapshot_words(&running(rows, estimate)), expected);
+    for (rows, estimate, chunks, expected) in cases {
+        assert_eq!(snapshot_words(&running(rows, estimate, chunks)), expected);
     }
 }
