@@ -239,24 +239,24 @@ pub fn snapshot_words(s: &SnapshotStatus) -> String {
         1 => format!("1 {what}"),
         n => format!("{n} {what}s"),
     };
-    let chunks = counted(s.chunks, "chunk");
-    let (share, copied) = match s.share() {
-        CopyShare::Of { percent, estimate } => (
-            format!("{percent:.0}% of ~{estimate} rows"),
-            format!("{}, {chunks}", counted(s.rows, "row")),
-        ),
-        CopyShare::PastEstimate { estimate } => (
-            format!("past the estimate of ~{estimate} rows"),
-            format!("{}, {chunks}", counted(s.rows, "row")),
-        ),
-        // The share is the row count already: only the chunks are added.
-        CopyShare::Unknown => (counted(s.rows, "row"), chunks),
+    let (rows, chunks) = (counted(s.rows, "row"), counted(s.chunks, "chunk"));
+    let share = match s.share() {
+        CopyShare::Of { percent, estimate } => Some(format!("{percent:.0}% of ~{estimate} rows")),
+        CopyShare::PastEstimate { estimate } => {
+            Some(format!("past the estimate of ~{estimate} rows"))
+        }
+        CopyShare::Unknown => None,
+    };
+    // Without an estimate the row count is the share: said once.
+    let progress = match share {
+        Some(share) => format!("{share} ({rows}, {chunks})"),
+        None => format!("{rows} ({chunks})"),
     };
     let eta = s
         .eta
         .map(|eta| format!(", ETA {}", eta.format("%H:%M:%S UTC")))
         .unwrap_or_default();
-    format!("{share} ({copied}), {:.0} rows/s{eta}", s.rows_per_second)
+    format!("{progress}, {:.0} rows/s{eta}", s.rows_per_second)
 }
 
 fn live(
