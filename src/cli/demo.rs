@@ -66,8 +66,8 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     let address = sandbox.local_addr();
 
     let manifest = demo_manifest(&lake, address.port(), &args.trigger);
-    let loaded = load_yaml(&manifest).context("the demo manifest")?;
-    let config = match loaded.stream.spec.validate() {
+    let stream = load_yaml(&manifest).context("the demo manifest")?;
+    let config = match stream.spec.validate() {
         Ok(config) => config,
         Err(errors) => bail!("the demo manifest is not valid:\n{errors}"),
     };

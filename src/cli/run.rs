@@ -43,23 +43,16 @@ pub struct RunArgs {
 pub async fn run_manifest(args: RunArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read manifest {}", args.file.display()))?;
-    let loaded = load_yaml(&text).with_context(|| format!("manifest {}", args.file.display()))?;
-    // Unknown fields first: a misspelt field often explains an invalid one.
-    let mut warnings: Vec<String> = loaded
-        .unknown_fields
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    for warning in &warnings {
-        tracing::warn!("{}: {warning}", args.file.display());
-    }
-    let config = match loaded.stream.spec.validate() {
+    // Unknown fields are refused here, before validation: a misspelt field
+    // often explains an invalid one.
+    let stream = load_yaml(&text).with_context(|| format!("manifest {}", args.file.display()))?;
+    let config = match stream.spec.validate() {
         Ok(config) => config,
         Err(errors) => bail!("manifest {} is not valid:\n{errors}", args.file.display()),
     };
-    for warning in config.unusable_options() {
+    let warnings = config.unusable_options();
+    for warning in &warnings {
         tracing::warn!("{}: {warning}", args.file.display());
-        warnings.push(warning);
     }
     let mut observers: Vec<Arc<dyn Observer>> = vec![Arc::new(Console::new())];
     let _server = match args.metrics_addr {

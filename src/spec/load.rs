@@ -1,8 +1,10 @@
-//! Reading a manifest from YAML, with every unknown field reported.
+//! Reading a manifest from YAML, refusing every field the schema does not
+//! know.
 //!
-//! Unknown fields never change behaviour: they are ignored, and each becomes
-//! an [`UnknownField`] warning (with a "did you mean" from the schema) that the
-//! caller logs and records in the facts `detail`.
+//! A misspelt field is never ignored: `colums:` would stream every column
+//! (PII included) and `delete: soft` would give hard deletes. Each unknown
+//! field is reported by its path, with the nearest known name at that
+//! place ("did you mean"), and the manifest is refused.
 
 use std::fmt;
 
@@ -12,16 +14,8 @@ use serde_json::Value;
 use super::types::{CdcStream, CdcStreamSpec, CdcStreamStatus};
 use super::validate::{API_VERSION, KIND};
 
-/// A parsed manifest and the fields it had that the schema does not know.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    /// The manifest with unknown fields dropped.
-    pub stream: CdcStream,
-    /// One entry per unknown field, in document order.
-    pub unknown_fields: Vec<UnknownField>,
-}
-
-/// A field of the manifest that the schema does not know.
+/// A field of the manifest that the schema does not know, so that the
+/// error can name where it is and what was probably meant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownField {
     /// Dotted path, e.g. `spec.source.encyrpt`.
@@ -32,11 +26,31 @@ pub struct UnknownField {
 
 impl fmt::Display for UnknownField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown field {} (ignored", self.path)?;
+        write!(f, "unknown field {}", self.path)?;
         match &self.suggestion {
-            Some(name) => write!(f, "; did you mean {name}?)"),
-            None => f.write_str(")"),
+            Some(name) => write!(f, " (did you mean {name}?)"),
+            None => Ok(()),
         }
+    }
+}
+
+/// The unknown fields of one manifest, in document order; shown one a line
+/// so that each typo can be fixed from the message alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFields(pub Vec<UnknownField>);
+
+impl fmt::Display for UnknownFields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.0.len();
+        write!(
+            f,
+            "{count} unknown field{} (a misspelt field would silently change what the stream does):",
+            if count == 1 { "" } else { "s" }
+        )?;
+        for field in &self.0 {
+            write!(f, "\n  {field}")?;
+        }
+        Ok(())
     }
 }
 
@@ -57,6 +71,9 @@ pub enum LoadError {
         /// What the document says (empty when absent).
         got: String,
     },
+    /// Fields the schema does not know: refused, never ignored.
+    #[error("invalid manifest: {0}")]
+    UnknownFields(UnknownFields),
 }
 
 /// The two fields Kubernetes uses to pick the schema.
@@ -70,8 +87,9 @@ struct TypeMeta {
 }
 
 /// Parses one `CdcStream` YAML document. Type errors name the field and the
-/// value (serde_yaml reports the path); unknown fields become warnings.
-pub fn load_yaml(text: &str) -> Result<Loaded, LoadError> {
+/// value (serde_yaml reports the path); unknown fields are refused, each
+/// with its path and the nearest known name.
+pub fn load_yaml(text: &str) -> Result<CdcStream, LoadError> {
     let type_meta: TypeMeta = serde_yaml::from_str(text).map_err(LoadError::Yaml)?;
     for (field, expected, got) in [
         ("apiVersion", API_VERSION, type_meta.api_version),
@@ -96,11 +114,11 @@ pub fn load_yaml(text: &str) -> Result<Loaded, LoadError> {
         }
     })
     .map_err(LoadError::Yaml)?;
-    let unknown_fields = paths.iter().map(|segments| describe(segments)).collect();
-    Ok(Loaded {
-        stream,
-        unknown_fields,
-    })
+    if !paths.is_empty() {
+        let unknown = paths.iter().map(|segments| describe(segments)).collect();
+        return Err(LoadError::UnknownFields(UnknownFields(unknown)));
+    }
+    Ok(stream)
 }
 
 fn collect_segments(path: &serde_ignored::Path<'_>, out: &mut Vec<String>) {
@@ -242,82 +260,85 @@ spec:
         out
     }
 
-    #[test]
-    fn reports_unknown_fields_with_suggestions() {
-        let cases = [
-            (
-                "  source:",
-                "    encyrpt: off",
-                "unknown field spec.source.encyrpt (ignored; did you mean encrypt?)",
-            ),
-            (
-                "spec:",
-                "  maxCommitPerBatch: 5",
-                "unknown field spec.maxCommitPerBatch (ignored; did you mean maxCommitsPerBatch?)",
-            ),
-            (
-                "spec:",
-                "  trigger: {procesingTime: 5s}",
-                "unknown field spec.trigger.procesingTime (ignored; did you mean processingTime?)",
-            ),
-            (
-                "spec:",
-                "  snapshot: {chunkrows: 5}",
-                "unknown field spec.snapshot.chunkrows (ignored; did you mean chunkRows?)",
-            ),
-            (
-                "spec:",
-                "  colour: blue",
-                "unknown field spec.colour (ignored)",
-            ),
-            (
-                "kind: CdcStream",
-                "spek: {}",
-                "unknown field spek (ignored; did you mean spec?)",
-            ),
-            ("metadata: {name: orders}", "", ""),
-        ];
-        for (anchor, line, expected) in cases {
-            let loaded = load_yaml(&with(anchor, line)).unwrap();
-            let shown: Vec<String> = loaded
-                .unknown_fields
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            let expected: Vec<String> = [expected]
-                .into_iter()
-                .filter(|e| !e.is_empty())
-                .map(String::from)
-                .collect();
-            assert_eq!(shown, expected, "{line}");
+    fn unknown(text: &str) -> Vec<String> {
+        match load_yaml(text) {
+            Err(LoadError::UnknownFields(fields)) => {
+                fields.0.iter().map(ToString::to_string).collect()
+            }
+            Err(other) => panic!("not an unknown-field error: {other}"),
+            Ok(_) => Vec::new(),
         }
     }
 
     #[test]
-    fn unknown_fields_do_not_change_behaviour() {
-        let plain = load_yaml(BASE).unwrap().stream;
-        let noisy = load_yaml(&with("  source:", "    encyrpt: off\n    colour: blue")).unwrap();
-        assert_eq!(noisy.stream.spec, plain.spec);
-        assert_eq!(noisy.unknown_fields.len(), 2);
+    fn refuses_unknown_fields_with_their_path_and_the_nearest_name() {
+        let cases = [
+            (
+                "  source:",
+                "    colums: [id, total]",
+                "unknown field spec.source.colums (did you mean columns?)",
+            ),
+            (
+                "  source:",
+                "    encyrpt: off",
+                "unknown field spec.source.encyrpt (did you mean encrypt?)",
+            ),
+            (
+                "spec:",
+                "  silver: {name: silver.orders, location: ./lake/silver/orders, delete: soft}",
+                "unknown field spec.silver.delete (did you mean deletes?)",
+            ),
+            (
+                "spec:",
+                "  maxCommitPerBatch: 5",
+                "unknown field spec.maxCommitPerBatch (did you mean maxCommitsPerBatch?)",
+            ),
+            (
+                "spec:",
+                "  trigger: {procesingTime: 5s}",
+                "unknown field spec.trigger.procesingTime (did you mean processingTime?)",
+            ),
+            (
+                "spec:",
+                "  snapshot: {chunkrows: 5}",
+                "unknown field spec.snapshot.chunkrows (did you mean chunkRows?)",
+            ),
+            ("spec:", "  colour: blue", "unknown field spec.colour"),
+            (
+                "kind: CdcStream",
+                "spek: {}",
+                "unknown field spek (did you mean spec?)",
+            ),
+        ];
+        for (anchor, line, expected) in cases {
+            assert_eq!(unknown(&with(anchor, line)), [expected], "{line}");
+        }
+        assert_eq!(unknown(BASE), Vec::<String>::new());
     }
 
     #[test]
-    fn reports_nested_unknown_fields_in_credentials() {
+    fn the_error_lists_every_unknown_field_one_a_line() {
+        let text = with("  source:", "    colums: [id]\n    colour: blue");
+        let message = load_yaml(&text).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "invalid manifest: 2 unknown fields (a misspelt field would silently change what \
+             the stream does):\n  unknown field spec.source.colums (did you mean columns?)\n  \
+             unknown field spec.source.colour"
+        );
+    }
+
+    #[test]
+    fn refuses_nested_unknown_fields_in_credentials() {
         let text = BASE.replace(
             "{env: MSSQL_PASSWORD}",
             "{env: MSSQL_PASSWORD, optional: true}",
         );
-        let loaded = load_yaml(&text).unwrap();
-        assert_eq!(
-            loaded.unknown_fields.len(),
-            1,
-            "{:?}",
-            loaded.unknown_fields
-        );
+        let shown = unknown(&text);
+        assert_eq!(shown.len(), 1, "{shown:?}");
         assert!(
-            loaded.unknown_fields[0]
-                .path
-                .starts_with("spec.source.credentials.passwordFrom")
+            shown[0].starts_with("unknown field spec.source.credentials.passwordFrom"),
+            "{shown:?}"
         );
     }
 
@@ -368,7 +389,7 @@ spec:
 
     #[test]
     fn applies_defaults() {
-        let spec = load_yaml(BASE).unwrap().stream.spec;
+        let spec = load_yaml(BASE).unwrap().spec;
         assert_eq!(spec.source.port, 1433);
         assert_eq!(spec.max_commits_per_batch, 10_000);
         assert_eq!(spec.snapshot.chunk_rows, 100_000);

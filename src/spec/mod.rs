@@ -2,7 +2,7 @@
 //! resource.
 //!
 //! `types` is the serde/schemars/kube shape users write; `load` reads YAML and
-//! reports unknown fields; `validate` turns a manifest into a trusted
+//! refuses unknown fields; `validate` turns a manifest into a trusted
 //! [`StreamConfig`] or errors that name the field and the value;
 //! `alerts` holds the health limits; `credentials` resolves the password
 //! without ever showing it; `schedule` checks a cron schedule as a
@@ -20,7 +20,7 @@ mod worker;
 
 pub use alerts::{AlertLimits, AlertsSpec, DEFAULT_LIVE_CAPTURE_LAG};
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
-pub use load::{LoadError, Loaded, UnknownField, load_yaml};
+pub use load::{LoadError, UnknownField, UnknownFields, load_yaml};
 pub use status::{
     CaptureErrorStatus, CaptureStatus, DataLossAction, DataLossStatus, FinalizationStatus,
     LatestOffset, Phase, Progress, SnapshotPhase, SnapshotStatus, WorkerState, WorkerStatus,

@@ -538,6 +538,8 @@ async fn a_cut_connection_is_retried_and_the_stream_resumes_where_it_was() {
 
 #[tokio::test]
 async fn manifest_warnings_are_recorded_in_the_first_batch_row_of_a_run() {
+    const WARNING: &str = "spec.source.trustServerCertificate: true has no effect with encrypt: off \
+                           (the connection uses no TLS at all)";
     let server = TestServer::start().await;
     let (mut client, stream) = orders_stream(&server, "  snapshot: {mode: never}\n", 0).await;
     let before = max_lsn(&mut client).await;
@@ -546,8 +548,7 @@ async fn manifest_warnings_are_recorded_in_the_first_batch_row_of_a_run() {
         .expect("insert");
     wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1).await;
     let mut options = stream.options();
-    options.warnings =
-        vec!["unknown field spec.source.encyrpt (ignored; did you mean encrypt?)".into()];
+    options.warnings = vec![WARNING.into()];
     mssql_cdc::engine::run(stream.config(), options)
         .await
         .expect("run");
@@ -556,8 +557,39 @@ async fn manifest_warnings_are_recorded_in_the_first_batch_row_of_a_run() {
         .await;
     assert_eq!(details.len(), 1, "{details:?}");
     let detail: serde_json::Value = serde_json::from_str(&details[0][0]).expect("detail is JSON");
-    assert_eq!(
-        detail["warnings"][0],
-        "unknown field spec.source.encyrpt (ignored; did you mean encrypt?)"
+    assert_eq!(detail["warnings"][0], WARNING);
+}
+
+/// A misspelt field is refused before anything runs: `colums:` would
+/// otherwise stream every column, PII included.
+#[tokio::test]
+async fn run_refuses_a_manifest_with_a_misspelt_field_and_names_the_field() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let manifest = dir.path().join("stream.yaml");
+    let lake = dir.path().join("lake");
+    let text = include_str!("../fixtures/manifests/orders.yaml")
+        .replace("./lake", &lake.display().to_string())
+        .replace("    columns: [id", "    colums: [id");
+    std::fs::write(&manifest, text).expect("write manifest");
+    let output = run_mssql_cdc(
+        [
+            OsStr::new("run"),
+            OsStr::new("--once"),
+            OsStr::new("-f"),
+            manifest.as_os_str(),
+        ],
+        &[("MSSQL_PASSWORD", "not-used")],
+        Duration::from_secs(60),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "a misspelt manifest ran: {stderr}"
     );
+    assert!(
+        stderr.contains("unknown field spec.source.colums (did you mean columns?)"),
+        "{stderr}"
+    );
+    assert!(!lake.exists(), "nothing is written: {stderr}");
 }

@@ -320,13 +320,8 @@ async fn an_invalid_cron_schedule_is_refused_by_the_api_server_and_by_validate()
     let refused = kube.kubectl_fails(&["apply", "-f", &file]).await;
     assert!(refused.contains("trigger.schedule"), "{refused}");
     // What CEL cannot tell (a minute past 59), validate() does.
-    let loaded =
+    let stream =
         mssql_cdc::spec::load_yaml(&manifest.replace("every hour", "61 * * * *")).expect("parses");
-    let errors = loaded
-        .stream
-        .spec
-        .validate()
-        .expect_err("invalid")
-        .to_string();
+    let errors = stream.spec.validate().expect_err("invalid").to_string();
     assert!(errors.contains("spec.trigger.schedule"), "{errors}");
 }

@@ -71,13 +71,8 @@ spec:
     }
 
     pub fn config(&self) -> StreamConfig {
-        let loaded = load_yaml(&self.manifest).expect("manifest parses");
-        assert!(
-            loaded.unknown_fields.is_empty(),
-            "{:?}",
-            loaded.unknown_fields
-        );
-        loaded.stream.spec.validate().expect("manifest is valid")
+        let stream = load_yaml(&self.manifest).expect("manifest parses");
+        stream.spec.validate().expect("manifest is valid")
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
