@@ -89,7 +89,8 @@ impl ColumnBuilder {
         let mismatch = |value: &ColumnData<'_>| SourceError::UnexpectedValue {
             column: column.to_string(),
             sql_type: sql_type.to_string(),
-            value: format!("{value:?}").chars().take(80).collect(),
+            found: wire_type(value).to_string(),
+            row: String::new(),
         };
         match (self, value) {
             (ColumnBuilder::Bool(b), ColumnData::Bit(v)) => b.append_option(v),
@@ -164,6 +165,30 @@ impl ColumnBuilder {
             ColumnBuilder::Date(b) => Arc::new(b.finish()),
             ColumnBuilder::Timestamp(b) => Arc::new(b.finish()),
         }
+    }
+}
+
+/// The wire type of `value`, for errors: what arrived, never what it holds.
+pub fn wire_type(value: &ColumnData<'_>) -> &'static str {
+    match value {
+        ColumnData::U8(_) => "tinyint",
+        ColumnData::I16(_) => "smallint",
+        ColumnData::I32(_) => "int",
+        ColumnData::I64(_) => "bigint",
+        ColumnData::F32(_) => "real",
+        ColumnData::F64(_) => "float",
+        ColumnData::Bit(_) => "bit",
+        ColumnData::String(_) => "string",
+        ColumnData::Guid(_) => "uniqueidentifier",
+        ColumnData::Binary(_) => "binary",
+        ColumnData::Numeric(_) => "numeric",
+        ColumnData::Xml(_) => "xml",
+        ColumnData::DateTime(_) => "datetime",
+        ColumnData::SmallDateTime(_) => "smalldatetime",
+        ColumnData::Time(_) => "time",
+        ColumnData::Date(_) => "date",
+        ColumnData::DateTime2(_) => "datetime2",
+        ColumnData::DateTimeOffset(_) => "datetimeoffset",
     }
 }
 
@@ -281,5 +306,24 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("qty") && e.contains("int")));
+    }
+
+    #[test]
+    fn an_unexpected_value_names_column_type_and_row_but_never_the_value() {
+        let mut builder = ColumnBuilder::new(ValueKind::Int32, 1).expect("builder");
+        let error = builder
+            .append(
+                ColumnData::String(Some("jane.doe@example.com-SECRET-4711".into())),
+                "email",
+                "int",
+            )
+            .expect_err("a string is not an int")
+            .in_row(|| "the change at __$start_lsn 0x01, __$seqval 0x02".into());
+        let shown = error.to_string();
+        for needle in ["email", "int", "string", "__$start_lsn 0x01"] {
+            assert!(shown.contains(needle), "{needle}: {shown}");
+        }
+        assert!(!shown.contains("SECRET-4711"), "the value leaked: {shown}");
+        assert!(!format!("{error:?}").contains("SECRET-4711"), "{error:?}");
     }
 }

@@ -55,15 +55,22 @@ pub enum SourceError {
         /// Why, and what to do.
         reason: String,
     },
-    /// A value did not have the type the metadata announced.
-    #[error("column {column}: unexpected value {value} for type {sql_type}")]
+    /// A value did not have the type the metadata announced. It names the
+    /// column, the type and the row, never the value: the message travels
+    /// into logs, `status.worker.message` and the pod's termination message.
+    #[error(
+        "column {column}: SQL Server sent a {found} value for type {sql_type} ({row}; the value is not shown)"
+    )]
     UnexpectedValue {
         /// The column.
         column: String,
         /// The SQL Server type name.
         sql_type: String,
-        /// The value, shortened.
-        value: String,
+        /// What arrived instead: the wire type, never the value.
+        found: String,
+        /// Which row: its change-table key (`__$start_lsn`, `__$seqval`) or
+        /// its place in a snapshot read; empty until the reader knows it.
+        row: String,
     },
     /// The read task failed; the task's own error says why.
     #[error("{0}")]
@@ -91,6 +98,25 @@ pub enum SourceError {
 }
 
 impl SourceError {
+    /// Names the row an [`SourceError::UnexpectedValue`] came from; other
+    /// errors are returned as they are.
+    pub fn in_row(self, row: impl FnOnce() -> String) -> SourceError {
+        match self {
+            SourceError::UnexpectedValue {
+                column,
+                sql_type,
+                found,
+                ..
+            } => SourceError::UnexpectedValue {
+                column,
+                sql_type,
+                found,
+                row: row(),
+            },
+            other => other,
+        }
+    }
+
     /// Wraps a tiberius error with what the engine was doing.
     pub fn sql(context: impl Into<String>) -> impl FnOnce(tiberius::error::Error) -> SourceError {
         let context = context.into();

@@ -66,7 +66,8 @@ pub async fn change_counts(
                 return Err(SourceError::UnexpectedValue {
                     column: "COUNT_BIG(*)".into(),
                     sql_type: "bigint".into(),
-                    value: format!("{other:?}"),
+                    found: super::arrow_rows::wire_type(&other).to_string(),
+                    row: format!("the commit at {lsn}"),
                 });
             }
         };

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::SourceError;
-use super::arrow_rows::{ColumnBuilder, naive_utc};
+use super::arrow_rows::{ColumnBuilder, naive_utc, wire_type};
 use super::cdc::lsn_of;
 use super::connection::SqlClient;
 use super::types::SqlColumn;
@@ -269,7 +269,8 @@ impl BatchBuilder {
                         return Err(SourceError::UnexpectedValue {
                             column: "__$operation".into(),
                             sql_type: "int".into(),
-                            value: format!("{other:?}"),
+                            found: wire_type(&other).to_string(),
+                            row: change_row(lsn, seqval),
                         });
                     }
                 };
@@ -277,7 +278,8 @@ impl BatchBuilder {
                     Operation::from_cdc_code(code).ok_or_else(|| SourceError::UnexpectedValue {
                         column: "__$operation".into(),
                         sql_type: "int".into(),
-                        value: code.to_string(),
+                        found: format!("operation code {code} (CDC has 1 to 4)"),
+                        row: change_row(lsn, seqval),
                     })?;
                 let time = next_value(&mut values, "tran_end_time")?;
                 let commit_ts =
@@ -302,7 +304,16 @@ impl BatchBuilder {
             {
                 key.push(value.clone());
             }
-            builder.append(value, &column.name, &column.type_name)?;
+            builder
+                .append(value, &column.name, &column.type_name)
+                .map_err(|e| {
+                    e.in_row(|| match &request.shape {
+                        RowShape::Changes { .. } => change_row(lsn, seqval),
+                        RowShape::Snapshot { .. } => {
+                            format!("snapshot at LSN {lsn}, row {} of this read", stats.rows + 1)
+                        }
+                    })
+                })?;
         }
         if !key.is_empty() {
             stats.last_key = Some(key);
@@ -361,6 +372,11 @@ impl BatchBuilder {
             .collect();
         Ok(RecordBatch::try_new(request.schema.clone(), arrays)?)
     }
+}
+
+/// A change row by its change-table key, which holds no column's value.
+fn change_row(lsn: Lsn, seqval: Lsn) -> String {
+    format!("the change at __$start_lsn {lsn}, __$seqval {seqval}")
 }
 
 fn next_value(

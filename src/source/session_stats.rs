@@ -79,7 +79,8 @@ pub async fn network_wait(client: &mut SqlClient) -> Result<NetworkWait, SourceE
         Some(other) => Err(SourceError::UnexpectedValue {
             column: "wait_time_ms".into(),
             sql_type: "bigint".into(),
-            value: format!("{other:?}"),
+            found: super::arrow_rows::wire_type(&other).to_string(),
+            row: "the query's one row".into(),
         }),
         None => Err(SourceError::Missing(context.into())),
     }
