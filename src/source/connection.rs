@@ -21,8 +21,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The tiberius configuration for `source`. `Encrypt::Off` sends no TLS at
-/// all (tiberius' `NotSupported`); `Optional` encrypts the login and the rest
-/// only when the server insists, as SQL Server's own drivers do.
+/// all (tiberius' `NotSupported`). `Optional` asks for TLS on the whole
+/// session (tiberius' `On`), so a server that offers TLS encrypts
+/// everything; tiberius' `Off` would encrypt the login only and send the
+/// rows in plain text. A server that offers no TLS is refused, as with
+/// `Required`: the login is never sent in the clear unless the manifest
+/// says `off`.
 pub fn client_config(source: &SourceConfig, password: &SecretString) -> Config {
     let mut config = Config::new();
     config.host(&source.host);
@@ -35,7 +39,7 @@ pub fn client_config(source: &SourceConfig, password: &SecretString) -> Config {
     ));
     config.encryption(match source.encrypt {
         Encrypt::Required => EncryptionLevel::Required,
-        Encrypt::Optional => EncryptionLevel::Off,
+        Encrypt::Optional => EncryptionLevel::On,
         Encrypt::Off => EncryptionLevel::NotSupported,
     });
     if source.trust_server_certificate {
