@@ -7,6 +7,10 @@ use crate::support::{TestServer, run, scalar, server_error};
 async fn select_one(server: &TestServer, level: EncryptionLevel) -> (i32, Option<bool>) {
     let mut config = server.config();
     config.encryption(level);
+    select_one_with(server, config).await
+}
+
+async fn select_one_with(server: &TestServer, config: tiberius::Config) -> (i32, Option<bool>) {
     let mut client = server.connect_with(config).await.expect("login succeeds");
     let row = client
         .query(
@@ -120,4 +124,25 @@ async fn least_privilege_login_reads_only_what_it_was_granted() {
         .await
         .expect_err("SELECT on an ungranted table is denied");
     assert_eq!(server_error(&denied).map(|e| e.0), Some(229), "{denied}");
+}
+
+/// `encrypt:` as a manifest says it, through the engine's own client
+/// configuration: `optional` encrypts the whole session when the server
+/// offers TLS, not the login alone.
+#[tokio::test]
+async fn the_manifest_encrypt_policy_decides_whether_the_session_is_encrypted() {
+    let server = TestServer::start().await;
+    for (encrypt, encrypted) in [("required", true), ("optional", true), ("off", false)] {
+        let fixture = crate::support::stream::StreamFixture::new(&server, "master", "");
+        let manifest = fixture
+            .manifest
+            .replace("encrypt: required", &format!("encrypt: {encrypt}"));
+        let stream = mssql_cdc::spec::load_yaml(&manifest).expect("manifest parses");
+        let config = stream.spec.validate().expect("manifest is valid");
+        let password = secrecy::SecretString::from(fixture.password.clone());
+        let client = mssql_cdc::source::client_config(&config.source, &password);
+        let (one, on_the_wire) = select_one_with(&server, client).await;
+        assert_eq!(one, 1);
+        assert_eq!(on_the_wire, Some(encrypted), "encrypt: {encrypt}");
+    }
 }
