@@ -63,6 +63,7 @@ async fn step(checkpoint: &Checkpoint) -> anyhow::Result<()> {
             batch_id: batch,
             bronze_version: None,
             committed_at: Utc::now(),
+            bronze_mark: None,
         })
         .await?;
     Ok(())
@@ -97,6 +98,7 @@ fn write_history(root: &Path, n: u64) -> anyhow::Result<()> {
             batch_id: batch,
             bronze_version: None,
             committed_at: Utc::now(),
+            bronze_mark: None,
         };
         std::fs::write(
             root.join("commits").join(id.to_string()),

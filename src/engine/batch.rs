@@ -38,7 +38,7 @@ pub async fn run_batch(
 ) -> Result<(), EngineError> {
     let txn = Txn::bronze_batch(&run.config.app_id, plan.batch_id);
     let holds = if sink.bronze.holds(&txn).await? {
-        match sink.bronze.record::<BatchRecord>(&txn).await? {
+        match sink.bronze_record::<BatchRecord>(&txn).await? {
             Some(record) => BronzeHolds::Batch(Box::new(record)),
             None => BronzeHolds::BatchWithoutRecord,
         }
@@ -215,6 +215,7 @@ async fn record_facts(
         batch_id: plan.batch_id,
         bronze_version,
         committed_at: Utc::now(),
+        bronze_mark: None,
     })
     .await?;
     tracing::debug!(

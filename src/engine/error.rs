@@ -145,6 +145,29 @@ pub enum EngineError {
         /// Whether adopt was asked for (and could not be done).
         adopt_refused: bool,
     },
+    /// The target lacks commits the checkpoint made: restored from an
+    /// older copy, rolled back or deleted. Going on would leave the batches
+    /// in between missing while the facts table says they were written.
+    #[error(
+        "target {target} is missing commits checkpoint {checkpoint} made: the checkpoint's \
+         newest bronze commit is {known}, but the table {found}. It was restored from an older \
+         copy, rolled back or deleted, and the batches in between are gone from it. Nothing was \
+         written. To recover, either re-snapshot into it (a new spec.appId: a fresh stream with a \
+         bootstrap), or move this checkpoint aside and adopt the target with a new, empty \
+         checkpoint and spec.adoptTarget: true, which re-reads every change after the target's \
+         newest commit from CDC while its retention holds them (see docs/runbooks.md, \
+         \"TargetBehindCheckpoint\")"
+    )]
+    TargetBehind {
+        /// The bronze table.
+        target: String,
+        /// The checkpoint's identity.
+        checkpoint: String,
+        /// The commit the checkpoint recorded, in words.
+        known: String,
+        /// What the table holds instead, in words.
+        found: String,
+    },
     /// The snapshot's progress in bronze does not match the checkpoint.
     #[error("{0}")]
     Inconsistent(String),
@@ -193,6 +216,7 @@ impl EngineError {
             EngineError::DataLoss(_) => "data_loss",
             EngineError::UnsafeStorage { .. } => "unsafe_storage",
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
+            EngineError::TargetBehind { .. } => "target_behind",
             EngineError::Inconsistent(_) => "inconsistent",
         }
     }

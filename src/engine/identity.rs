@@ -6,6 +6,15 @@
 //! Such a run refuses, naming the two ways out: a new appId (a fresh stream
 //! with a bootstrap), or adopting the target (`adoptTarget`), which seeds a
 //! new checkpoint at the position the target's newest commit recorded.
+//!
+//! The other way round, a target that lost commits its checkpoint made
+//! (restored from an older copy, rolled back with `RESTORE`, deleted) is
+//! refused too: the checkpoint's markers carry its newest bronze commit
+//! ([`BronzeMark`]), and the target must still hold it.
+//!
+//! Nothing here depends on how many versions the target has: commits the
+//! checkpoint knows are looked for where it recorded them, and the only
+//! ones searched for are the target's newest.
 
 use chrono::Utc;
 
@@ -13,7 +22,8 @@ use super::error::EngineError;
 use crate::domain::BatchId;
 use crate::lake::bronze::BronzeTable;
 use crate::lake::checkpoint::{
-    ADOPTED_WITHOUT_IDENTITY, Checkpoint, CheckpointIdentity, PlannedBatch, StreamIdentity,
+    ADOPTED_WITHOUT_IDENTITY, BronzeMark, Checkpoint, CheckpointIdentity, PlannedBatch,
+    StreamIdentity,
 };
 use crate::lake::records::{BatchRecord, ChunkRecord, CommitOrigin};
 use crate::lake::txn::Txn;
@@ -92,15 +102,26 @@ pub fn stream_identity(config: &StreamConfig) -> StreamIdentity {
     }
 }
 
+/// What a run may write with, once the checkpoint and target agree.
+#[derive(Debug)]
+pub struct Established {
+    /// The checkpoint's identity.
+    pub identity: CheckpointIdentity,
+    /// The newest bronze commit the checkpoint recorded, which the target
+    /// was found to hold.
+    pub bronze_mark: Option<BronzeMark>,
+}
+
 /// Gives the checkpoint its identity (or checks the one it has against the
 /// manifest), then checks the target: refused unless everything there is
-/// this checkpoint's, or `adopt` takes it over into a new checkpoint.
+/// this checkpoint's, or `adopt` takes it over into a new checkpoint, and
+/// unless it still holds every commit the checkpoint made.
 pub async fn establish(
     config: &StreamConfig,
     adopt: bool,
     checkpoint: &Checkpoint,
     bronze: &mut BronzeTable,
-) -> Result<CheckpointIdentity, EngineError> {
+) -> Result<Established, EngineError> {
     let manifest = stream_identity(config);
     let empty = checkpoint.is_empty().await?;
     let (mut identity, new) = match checkpoint.identity().await? {
@@ -118,8 +139,10 @@ pub async fn establish(
         }
         None => (CheckpointIdentity::new(manifest, !empty), true),
     };
-    let target = target_marks(bronze, &config.app_id).await?;
-    let planned = checkpoint.state().await?.latest_planned.map(|p| p.batch_id);
+    let state = checkpoint.state().await?;
+    let known = known_mark(checkpoint, &config.app_id, state.latest_committed).await?;
+    let target = target_marks(bronze, &config.app_id, &identity, known.as_ref()).await?;
+    let planned = state.latest_planned.map(|p| p.batch_id);
     // An adoption interrupted between writing the identity and seeding the
     // checkpoint is finished, not refused.
     let adopted_before = !identity.adopted.is_empty() && empty;
@@ -141,13 +164,143 @@ pub async fn establish(
         }
         refused => return Err(refusal(config, &identity, refused, adopt)),
     };
+    if let Some(mark) = &known {
+        target_holds(bronze, mark, config, &identity).await?;
+    }
     if new {
         identity = checkpoint.create_identity(&identity).await?;
     }
     if seed_it {
         seed(checkpoint, bronze, &config.app_id, &target).await?;
     }
-    Ok(identity)
+    Ok(Established {
+        identity,
+        bronze_mark: known,
+    })
+}
+
+/// Refuses to start when the checkpoint has recorded bronze commits and
+/// no table is at the target any more (deleted): before anything, even an
+/// empty table, is created there.
+pub async fn refuse_missing_target(
+    config: &StreamConfig,
+    checkpoint: &Checkpoint,
+    exists: impl std::future::Future<Output = Result<bool, EngineError>>,
+) -> Result<(), EngineError> {
+    let state = checkpoint.state().await?;
+    let Some(mark) = known_mark(checkpoint, &config.app_id, state.latest_committed).await? else {
+        return Ok(());
+    };
+    if exists.await? {
+        return Ok(());
+    }
+    let id = checkpoint
+        .identity()
+        .await?
+        .map_or_else(|| "(without an identity)".to_string(), |i| i.id);
+    Err(EngineError::TargetBehind {
+        target: config.target.location.to_string(),
+        checkpoint: id,
+        known: describe(&mark),
+        found: "does not exist".to_string(),
+    })
+}
+
+fn describe(mark: &BronzeMark) -> String {
+    format!(
+        "{} {} at table version {}",
+        mark.txn_app_id, mark.txn_version, mark.table_version
+    )
+}
+
+/// The newest bronze commit the checkpoint's markers record: the newest
+/// batch marker's or the newest completed snapshot's, whichever made the
+/// later table version. Markers written before marks were recorded give
+/// their own batch's bronze version, when they made one.
+async fn known_mark(
+    checkpoint: &Checkpoint,
+    app_id: &str,
+    latest_committed: Option<BatchId>,
+) -> Result<Option<BronzeMark>, EngineError> {
+    let batch = match latest_committed {
+        Some(id) => checkpoint.committed(id).await?.and_then(|marker| {
+            marker.bronze_mark.or_else(|| {
+                marker.bronze_version.map(|table_version| BronzeMark {
+                    txn_app_id: app_id.to_string(),
+                    txn_version: marker.batch_id.txn_version(),
+                    table_version,
+                })
+            })
+        }),
+        None => None,
+    };
+    let snapshot = match checkpoint.latest_snapshot().await? {
+        Some(n) => checkpoint
+            .completed_snapshot(n)
+            .await?
+            .and_then(|done| done.bronze_mark),
+        None => None,
+    };
+    Ok([batch, snapshot]
+        .into_iter()
+        .flatten()
+        .max_by_key(|mark| mark.table_version))
+}
+
+/// Refuses a target that lacks the commit `mark` names: one whose `txn`
+/// for that sequence is older, that has fewer versions, whose version is
+/// another commit, or that was restored to a version before it since.
+async fn target_holds(
+    bronze: &mut BronzeTable,
+    mark: &BronzeMark,
+    config: &StreamConfig,
+    identity: &CheckpointIdentity,
+) -> Result<(), EngineError> {
+    let txn = Txn {
+        app_id: mark.txn_app_id.clone(),
+        version: mark.txn_version,
+    };
+    let behind = |found: String| EngineError::TargetBehind {
+        target: config.target.location.to_string(),
+        checkpoint: identity.id.clone(),
+        known: describe(mark),
+        found,
+    };
+    let committed = bronze.committed_version(&txn.app_id).await?;
+    if !txn.is_done(committed) {
+        return Err(behind(match committed {
+            Some(v) => format!("holds {} only up to {v}", txn.app_id),
+            None => format!("holds no commit of {}", txn.app_id),
+        }));
+    }
+    let latest = bronze.version();
+    if latest < Some(mark.table_version) {
+        return Err(behind(format!(
+            "ends at version {}",
+            latest.map_or_else(|| "none".to_string(), |v| v.to_string())
+        )));
+    }
+    let at = u64::try_from(mark.table_version).unwrap_or_default();
+    // A version whose log entry Delta has expired cannot be compared.
+    if let Some(commit) = bronze.read_commit(at).await?
+        && !commit.carries(&txn)
+    {
+        return Err(behind(format!(
+            "holds another commit at version {} (the table was replaced)",
+            mark.table_version
+        )));
+    }
+    let since = bronze.commits_after(mark.table_version).await?;
+    if let Some(restore) = since.iter().find(|c| c.restores_before(mark.table_version)) {
+        return Err(behind(format!(
+            "was restored to version {} by its version {}",
+            restore
+                .restored_version
+                .map_or_else(|| "(not recorded)".to_string(), |v| v.to_string()),
+            restore.version
+        )));
+    }
+    Ok(())
 }
 
 fn refusal(
@@ -177,24 +330,45 @@ fn refusal(
 }
 
 /// Reads which checkpoint made the target's newest commits of `app_id`.
-async fn target_marks(bronze: &mut BronzeTable, app_id: &str) -> Result<TargetMarks, EngineError> {
+/// The bootstrap's chunks are only looked at when the target holds no
+/// batch: a newest batch of this checkpoint's (or of one it adopted) says
+/// whose the target is, and the bootstrap may lie thousands of versions
+/// back. A commit the checkpoint recorded (`known`) is read where it is.
+async fn target_marks(
+    bronze: &mut BronzeTable,
+    app_id: &str,
+    identity: &CheckpointIdentity,
+    known: Option<&BronzeMark>,
+) -> Result<TargetMarks, EngineError> {
     let mut marks = TargetMarks::default();
+    let hint = |txn: &Txn| {
+        known
+            .filter(|m| m.txn_app_id == txn.app_id && m.txn_version == txn.version)
+            .map(|m| m.table_version)
+    };
     if let Some(version) = bronze.committed_version(app_id).await? {
         let batch = BatchId::from_txn_version(version)
             .map_err(|e| EngineError::Inconsistent(format!("bronze txn of {app_id}: {e}")))?;
-        let origin: Option<CommitOrigin> = bronze.record(&Txn::bronze_batch(app_id, batch)).await?;
+        let txn = Txn::bronze_batch(app_id, batch);
+        let origin = bronze.record_at::<CommitOrigin>(&txn, hint(&txn)).await?;
         marks.batch = Some((
             batch,
-            origin.and_then(|o| o.checkpoint().map(str::to_string)),
+            origin.and_then(|(o, _)| o.checkpoint().map(str::to_string)),
         ));
+    }
+    if marks
+        .batch
+        .as_ref()
+        .is_some_and(|(_, origin)| identity.owns(origin.as_deref()))
+    {
+        return Ok(marks);
     }
     let bootstrap = Txn::snapshot_chunks(app_id, 0);
     if let Some(chunk) = bronze.committed_version(&bootstrap).await? {
         let chunk = u64::try_from(chunk).unwrap_or_default();
-        let origin: Option<CommitOrigin> = bronze
-            .record(&Txn::snapshot_chunk(app_id, 0, chunk))
-            .await?;
-        marks.bootstrap = Some(origin.and_then(|o| o.checkpoint().map(str::to_string)));
+        let txn = Txn::snapshot_chunk(app_id, 0, chunk);
+        let origin = bronze.record_at::<CommitOrigin>(&txn, hint(&txn)).await?;
+        marks.bootstrap = Some(origin.and_then(|(o, _)| o.checkpoint().map(str::to_string)));
     }
     Ok(marks)
 }
@@ -219,7 +393,7 @@ async fn seed(
         let record: BatchRecord = bronze
             .record(&txn)
             .await?
-            .ok_or_else(|| missing("its newest batch's commit is not among the recent commits"))?;
+            .ok_or_else(|| missing("its newest batch's commit is gone from its log"))?;
         let facts = &record.facts;
         let (Some(end_lsn), Some(capture_instance)) =
             (facts.end_lsn, facts.capture_instance.clone())
@@ -249,9 +423,10 @@ async fn seed(
         let chunks = Txn::snapshot_chunks(app_id, 0);
         let chunk = bronze.committed_version(&chunks).await?.unwrap_or_default();
         let txn = Txn::snapshot_chunk(app_id, 0, u64::try_from(chunk).unwrap_or_default());
-        let record: ChunkRecord = bronze.record(&txn).await?.ok_or_else(|| {
-            missing("its snapshot's newest chunk is not among the recent commits")
-        })?;
+        let record: ChunkRecord = bronze
+            .record(&txn)
+            .await?
+            .ok_or_else(|| missing("its snapshot's newest chunk is gone from its log"))?;
         let plan = record.progress.plan.ok_or_else(|| {
             missing("its snapshot was written by a version that did not record its plan")
         })?;

@@ -16,7 +16,7 @@ use crate::domain::FactRow;
 use crate::domain::{Granularity, Lsn, VerdictUpdate, finalized_until};
 use crate::lake::bronze::{BronzeOutcome, BronzeTable, StagedFiles, bronze_schema};
 use crate::lake::checkpoint::{
-    Checkpoint, CheckpointIdentity, CommittedBatch, CompletedSnapshot, PlannedBatch,
+    BronzeMark, Checkpoint, CheckpointIdentity, CommittedBatch, CompletedSnapshot, PlannedBatch,
     PlannedSnapshot,
 };
 use crate::lake::facts::{AppendOutcome, FactsKey, FactsTable};
@@ -43,6 +43,9 @@ pub struct Sink {
     finalization: Option<Finalization>,
     /// Whether the checkpoint is still this process's.
     lease: LeaseGuard,
+    /// The stream's newest bronze commit this run knows of; every marker
+    /// carries it forward.
+    bronze_mark: Option<BronzeMark>,
 }
 
 /// The target's row (and silver's) of the finalization control table.
@@ -75,11 +78,18 @@ impl Sink {
             .target
             .location
             .options(&config.storage_options, env());
+        identity::refuse_missing_target(config, &checkpoint, async {
+            Ok(BronzeTable::exists(&config.target.location, &target_options).await?)
+        })
+        .await?;
         let mut bronze =
             BronzeTable::open_or_create(&config.target.location, &target_options, &schema)
                 .await?
                 .with_unique_columns(&info.key_columns);
-        let identity = identity::establish(config, adopt, &checkpoint, &mut bronze).await?;
+        let identity::Established {
+            identity,
+            bronze_mark,
+        } = identity::establish(config, adopt, &checkpoint, &mut bronze).await?;
         let facts_options = config
             .facts
             .location
@@ -113,6 +123,7 @@ impl Sink {
             facts,
             finalization,
             lease,
+            bronze_mark,
         })
     }
 
@@ -143,7 +154,51 @@ impl Sink {
         record: &R,
     ) -> Result<BronzeOutcome, EngineError> {
         self.fence()?;
-        Ok(self.bronze.commit_batch(txn, staged, record).await?)
+        let outcome = self.bronze.commit_batch(txn, staged, record).await?;
+        if let BronzeOutcome::Committed { version, .. } = outcome {
+            self.saw_bronze_commit(txn, version);
+        }
+        Ok(outcome)
+    }
+
+    /// The record bronze's commit of `txn` carried, when bronze holds it.
+    /// The commit is looked for first where the checkpoint says it is.
+    pub async fn bronze_record<R: serde::de::DeserializeOwned>(
+        &mut self,
+        txn: &Txn,
+    ) -> Result<Option<R>, EngineError> {
+        let hint = self.hint_for(txn);
+        match self.bronze.record_at::<R>(txn, hint).await? {
+            Some((record, version)) => {
+                self.saw_bronze_commit(txn, version);
+                Ok(Some(record))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The version the checkpoint recorded for bronze's commit of `txn`.
+    fn hint_for(&self, txn: &Txn) -> Option<i64> {
+        self.bronze_mark
+            .as_ref()
+            .filter(|m| m.txn_app_id == txn.app_id && m.txn_version == txn.version)
+            .map(|m| m.table_version)
+    }
+
+    /// Remembers bronze's commit of `txn` at `version` when it is the
+    /// newest this run knows of.
+    fn saw_bronze_commit(&mut self, txn: &Txn, version: i64) {
+        if self
+            .bronze_mark
+            .as_ref()
+            .is_none_or(|m| m.table_version < version)
+        {
+            self.bronze_mark = Some(BronzeMark {
+                txn_app_id: txn.app_id.clone(),
+                txn_version: txn.version,
+                table_version: version,
+            });
+        }
     }
 
     /// Adds the columns bronze lacks (a newer capture instance's).
@@ -164,16 +219,26 @@ impl Sink {
     }
 
     /// Marks a batch done in the checkpoint.
+    /// The marker records the newest bronze commit the run knows of.
     pub async fn mark_done(&self, done: &CommittedBatch) -> Result<(), EngineError> {
         self.fence()?;
-        self.checkpoint.commit(done).await?;
+        let done = CommittedBatch {
+            bronze_mark: self.bronze_mark.clone(),
+            ..done.clone()
+        };
+        self.checkpoint.commit(&done).await?;
         Ok(())
     }
 
     /// Marks a snapshot complete in the checkpoint.
+    /// The marker records the newest bronze commit the run knows of.
     pub async fn complete_snapshot(&self, done: &CompletedSnapshot) -> Result<(), EngineError> {
         self.fence()?;
-        self.checkpoint.complete_snapshot(done).await?;
+        let done = CompletedSnapshot {
+            bronze_mark: self.bronze_mark.clone(),
+            ..done.clone()
+        };
+        self.checkpoint.complete_snapshot(&done).await?;
         Ok(())
     }
 
@@ -185,7 +250,8 @@ impl Sink {
             return Ok(());
         }
         self.fence()?;
-        let Some(commit) = self.bronze.find_commit(bronze).await? else {
+        let hint = self.hint_for(bronze);
+        let Some(commit) = self.bronze.find_commit(bronze, hint).await? else {
             return Ok(());
         };
         let rows = self.bronze.commit_rows(&commit).await?;

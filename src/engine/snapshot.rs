@@ -223,6 +223,7 @@ async fn take(
         snapshot: n,
         rows,
         completed_at: Utc::now(),
+        bronze_mark: None,
     })
     .await?;
     // The observer reports it (console line, worker log, metrics).
@@ -266,8 +267,7 @@ async fn resumed_progress(
     };
     let chunk = u64::try_from(chunk).map_err(|_| unreadable())?;
     let record = sink
-        .bronze
-        .record::<ChunkRecord>(&Txn::snapshot_chunk(app_id, n, chunk))
+        .bronze_record::<ChunkRecord>(&Txn::snapshot_chunk(app_id, n, chunk))
         .await?
         .ok_or_else(unreadable)?;
     let foreign = !sink.identity.owns(record.progress.checkpoint.as_deref())

@@ -21,7 +21,7 @@ use futures::{Stream, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::delta::{open_or_create, txn_version};
+use super::delta::{open_or_create, table_exists, txn_version};
 use super::schema::arrow_field;
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::Txn;
@@ -32,8 +32,10 @@ const COMMIT_INFO_TXN_APP_ID: &str = "mssql_cdc.txn_app_id";
 /// See [`COMMIT_INFO_TXN_APP_ID`].
 const COMMIT_INFO_TXN_VERSION: &str = "mssql_cdc.txn_version";
 
-/// How many recent commits [`BronzeTable::record`] looks through.
-const HISTORY_SEARCH_DEPTH: usize = 200;
+/// A search of the log for a commit says how far it got every this many
+/// versions, so a long one (a hint-less search of a table with a long
+/// history) is never silent.
+const SEARCH_PROGRESS_EVERY: u64 = 1000;
 
 /// Parquet files written for one commit and not yet committed: what one
 /// writer still holds open, and files already sealed (by several writers
@@ -265,6 +267,20 @@ impl BronzeTable {
         })
     }
 
+    /// Whether a table is at `location` already, so a run can refuse a
+    /// target that should exist and does not, before creating one there.
+    pub async fn exists(
+        location: &StorageLocation,
+        options: &StorageOptions,
+    ) -> Result<bool, BronzeError> {
+        table_exists(location, options)
+            .await
+            .map_err(|source| BronzeError::Delta {
+                location: location.to_string(),
+                source: Box::new(source),
+            })
+    }
+
     /// Names the captured columns whose values hardly repeat (the table's
     /// key): they are written without a Parquet dictionary, like `_seqval`.
     /// Encoding a dictionary of unique values costs a hash per value and
@@ -422,17 +438,28 @@ impl BronzeTable {
         })
     }
 
-    /// The record the commit of `txn` carried, searched among the newest
-    /// commits; `None` when no such commit is found.
+    /// The record the commit of `txn` carried; `None` when the log holds
+    /// no such commit (see [`BronzeTable::find_commit`]).
     pub async fn record<R: DeserializeOwned>(
         &mut self,
         txn: &Txn,
     ) -> Result<Option<R>, BronzeError> {
-        let Some(found) = self.find_commit(txn).await? else {
+        Ok(self.record_at(txn, None).await?.map(|(record, _)| record))
+    }
+
+    /// [`BronzeTable::record`], looking first at the version `hint` names,
+    /// and with the table version the commit made.
+    pub async fn record_at<R: DeserializeOwned>(
+        &mut self,
+        txn: &Txn,
+        hint: Option<i64>,
+    ) -> Result<Option<(R, i64)>, BronzeError> {
+        let Some(found) = self.find_commit(txn, hint).await? else {
             return Ok(None);
         };
+        let version = found.version;
         serde_json::from_value(serde_json::Value::Object(found.info))
-            .map(Some)
+            .map(|record| Some((record, version)))
             .map_err(|e| {
                 BronzeError::Record(format!(
                     "the commit of {}/{} carries an unreadable record: {e}",
@@ -441,9 +468,19 @@ impl BronzeTable {
             })
     }
 
-    /// The commit that recorded `txn`, searched among the newest commits
-    /// (newest first): its version, its commitInfo and the files it added.
-    pub async fn find_commit(&mut self, txn: &Txn) -> Result<Option<FoundCommit>, BronzeError> {
+    /// The commit that recorded `txn`: its version, its commitInfo and the
+    /// files it added. `hint` is the version a checkpoint recorded for it
+    /// (one read when right). Otherwise the log is read newest first, as
+    /// far back as it goes, however many versions that is: the commits a
+    /// stream looks for are its newest, so the search reads the versions
+    /// made after them (maintenance, a snapshot's chunks), never a fixed
+    /// number. It ends at the first version whose log entry is gone (Delta
+    /// removes expired entries oldest first, so none older are left).
+    pub async fn find_commit(
+        &mut self,
+        txn: &Txn,
+        hint: Option<i64>,
+    ) -> Result<Option<FoundCommit>, BronzeError> {
         self.table
             .update_state()
             .await
@@ -451,21 +488,68 @@ impl BronzeTable {
         let Some(latest) = self.table.version() else {
             return Ok(None);
         };
-        let oldest = latest.saturating_sub(HISTORY_SEARCH_DEPTH as u64);
-        let log_store = self.table.log_store();
-        for version in (oldest..=latest).rev() {
-            let Some(bytes) = log_store
-                .read_commit_entry(version)
-                .await
-                .map_err(|e| self.delta_error(e))?
-            else {
-                continue;
+        if let Some(hint) = hint.and_then(|h| u64::try_from(h).ok())
+            && hint <= latest
+            && let Some(found) = self.read_commit(hint).await?.and_then(|c| c.found(txn))
+        {
+            return Ok(Some(found));
+        }
+        for (read, version) in (0..=latest).rev().enumerate() {
+            if read > 0 && (read as u64).is_multiple_of(SEARCH_PROGRESS_EVERY) {
+                tracing::info!(
+                    table = %self.location,
+                    txn_app_id = %txn.app_id,
+                    txn_version = txn.version,
+                    versions_read = read,
+                    at_version = version,
+                    "still searching the bronze log for a commit"
+                );
+            }
+            let Some(commit) = self.read_commit(version).await? else {
+                break;
             };
-            if let Some(found) = parse_commit(&bytes, txn, version) {
+            if let Some(found) = commit.found(txn) {
                 return Ok(Some(found));
             }
         }
         Ok(None)
+    }
+
+    /// The commits after `version`, oldest first, as far as the log holds
+    /// them: what a run reads to see what happened to the table since its
+    /// checkpoint's newest commit.
+    pub async fn commits_after(&mut self, version: i64) -> Result<Vec<LoggedCommit>, BronzeError> {
+        self.table
+            .update_state()
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        let Some(latest) = self.table.version() else {
+            return Ok(Vec::new());
+        };
+        let first = u64::try_from(version.saturating_add(1)).unwrap_or(0);
+        let mut commits = Vec::new();
+        for v in first..=latest {
+            if let Some(commit) = self.read_commit(v).await? {
+                commits.push(commit);
+            }
+        }
+        Ok(commits)
+    }
+
+    /// The table's newest version (`None` before its first commit).
+    pub fn version(&self) -> Option<i64> {
+        self.table.version().and_then(|v| i64::try_from(v).ok())
+    }
+
+    /// The log entry of `version`, parsed; `None` when it is gone.
+    pub async fn read_commit(&self, version: u64) -> Result<Option<LoggedCommit>, BronzeError> {
+        let bytes = self
+            .table
+            .log_store()
+            .read_commit_entry(version)
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        Ok(bytes.map(|b| parse_commit(&b, version)))
     }
 
     /// The rows of a commit, as one DataFrame with the table's current
@@ -513,36 +597,87 @@ pub struct FoundCommit {
     pub files: Vec<String>,
 }
 
-/// `bytes` (one commit's JSON lines) as [`FoundCommit`] when it carries
-/// `txn`.
-fn parse_commit(bytes: &[u8], txn: &Txn, version: u64) -> Option<FoundCommit> {
-    let mut info = None;
-    let mut files = Vec::new();
-    let mut matches = false;
+/// One version of the log, as far as a stream needs to know it.
+#[derive(Debug, Clone, Default)]
+pub struct LoggedCommit {
+    /// The table version.
+    pub version: i64,
+    /// Its `txn` actions: application id and version.
+    pub txns: Vec<(String, i64)>,
+    /// commitInfo's `operation` (`WRITE`, `OPTIMIZE`, `RESTORE`, ...).
+    pub operation: Option<String>,
+    /// For a `RESTORE`: the version it restored, when it names one.
+    pub restored_version: Option<i64>,
+    /// Its commitInfo entries.
+    pub info: serde_json::Map<String, serde_json::Value>,
+    /// The data files it added, relative to the table.
+    pub files: Vec<String>,
+}
+
+impl LoggedCommit {
+    /// Whether this commit carries `txn`.
+    pub fn carries(&self, txn: &Txn) -> bool {
+        self.txns
+            .iter()
+            .any(|(app_id, version)| *app_id == txn.app_id && *version == txn.version)
+    }
+
+    /// Whether the commit rolled the table back to a version older than
+    /// `version` (a `RESTORE` that names no version counts: it may have).
+    pub fn restores_before(&self, version: i64) -> bool {
+        self.operation.as_deref() == Some("RESTORE")
+            && self
+                .restored_version
+                .is_none_or(|restored| restored < version)
+    }
+
+    fn found(self, txn: &Txn) -> Option<FoundCommit> {
+        let carries = self.carries(txn);
+        carries.then_some(FoundCommit {
+            version: self.version,
+            info: self.info,
+            files: self.files,
+        })
+    }
+}
+
+/// `bytes` (one commit's JSON lines) as a [`LoggedCommit`].
+fn parse_commit(bytes: &[u8], version: u64) -> LoggedCommit {
+    let mut commit = LoggedCommit {
+        version: i64::try_from(version).unwrap_or(i64::MAX),
+        ..LoggedCommit::default()
+    };
     for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let Ok(serde_json::Value::Object(action)) = serde_json::from_slice(line) else {
             continue;
         };
         if let Some(t) = action.get("txn") {
-            matches |= t.get("appId").and_then(|v| v.as_str()) == Some(txn.app_id.as_str())
-                && t.get("version").and_then(|v| v.as_i64()) == Some(txn.version);
+            if let (Some(app_id), Some(v)) = (
+                t.get("appId").and_then(|v| v.as_str()),
+                t.get("version").and_then(|v| v.as_i64()),
+            ) {
+                commit.txns.push((app_id.to_string(), v));
+            }
         } else if let Some(serde_json::Value::Object(i)) = action.get("commitInfo") {
-            info = Some(i.clone());
+            commit.operation = i
+                .get("operation")
+                .and_then(|o| o.as_str())
+                .map(String::from);
+            commit.restored_version = i
+                .get("operationParameters")
+                .and_then(|p| p.get("version"))
+                .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()));
+            commit.info = i.clone();
         } else if let Some(path) = action
             .get("add")
             .and_then(|a| a.get("path"))
             .and_then(|p| p.as_str())
         {
             // Delta stores paths URL-encoded.
-            let decoded = percent_decode(path);
-            files.push(decoded);
+            commit.files.push(percent_decode(path));
         }
     }
-    matches.then(|| FoundCommit {
-        version: i64::try_from(version).unwrap_or(i64::MAX),
-        info: info.unwrap_or_default(),
-        files,
-    })
+    commit
 }
 
 /// Undoes the `%XX` escapes of a Delta log path.

@@ -489,3 +489,43 @@ async fn keys_and_seqval_are_written_without_a_dictionary() {
     .collect();
     assert_eq!(dictionaries, expected, "which columns carry a dictionary");
 }
+
+#[test]
+fn a_log_entry_names_its_txns_and_what_a_restore_went_back_to() {
+    let entry = concat!(
+        r#"{"commitInfo":{"operation":"RESTORE","operationParameters":{"version":"3","datetime":null}}}"#,
+        "\n",
+        r#"{"txn":{"appId":"orders-v1","version":7}}"#,
+        "\n",
+        r#"{"add":{"path":"part%20one.parquet","size":1}}"#,
+        "\n",
+    );
+    let commit = super::parse_commit(entry.as_bytes(), 9);
+    assert_eq!(commit.version, 9);
+    assert_eq!(commit.txns, [("orders-v1".to_string(), 7)]);
+    assert_eq!(commit.files, ["part one.parquet"]);
+    assert!(commit.carries(&Txn {
+        app_id: "orders-v1".into(),
+        version: 7
+    }));
+    assert!(!commit.carries(&Txn {
+        app_id: "orders-v1".into(),
+        version: 6
+    }));
+    // (restored to 3) against the checkpoint's newest commit's version.
+    let cases = [(2, false), (3, false), (4, true), (8, true)];
+    for (newest, lost) in cases {
+        assert_eq!(
+            commit.restores_before(newest),
+            lost,
+            "newest commit at {newest}"
+        );
+    }
+    let unnamed = super::parse_commit(br#"{"commitInfo":{"operation":"RESTORE"}}"#, 2);
+    assert!(
+        unnamed.restores_before(0),
+        "a restore to an unknown version may have lost it"
+    );
+    let optimize = super::parse_commit(br#"{"commitInfo":{"operation":"OPTIMIZE"}}"#, 2);
+    assert!(!optimize.restores_before(5));
+}

@@ -188,6 +188,25 @@ pub struct CompletedSnapshot {
     pub rows: u64,
     /// When it finished (UTC).
     pub completed_at: DateTime<Utc>,
+    /// The stream's newest bronze commit when it finished (see
+    /// [`BronzeMark`]); `None` in markers of versions that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bronze_mark: Option<BronzeMark>,
+}
+
+/// The newest bronze commit a checkpoint knows its stream made: which
+/// `txn` it carried and the table version it made. Every marker carries
+/// the newest one forward, so a run can tell a target that lost commits
+/// (restored from an older copy, rolled back, deleted) from one that holds
+/// them, and find that commit without searching the table's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BronzeMark {
+    /// The commit's `txn` application id (a batch's or a snapshot's chunks').
+    pub txn_app_id: String,
+    /// The commit's `txn` version (a batch id or a chunk number).
+    pub txn_version: i64,
+    /// The bronze table version the commit made.
+    pub table_version: i64,
 }
 
 /// The range one micro-batch reads, fixed before reading so a replay reads
@@ -267,6 +286,11 @@ pub struct CommittedBatch {
     pub bronze_version: Option<i64>,
     /// When the marker was written (UTC).
     pub committed_at: DateTime<Utc>,
+    /// The stream's newest bronze commit up to this batch (this batch's
+    /// own, or an earlier one carried forward); `None` in markers of
+    /// versions that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bronze_mark: Option<BronzeMark>,
 }
 
 /// Where a checkpoint stands: what the engine resumes from.

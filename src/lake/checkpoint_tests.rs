@@ -26,6 +26,7 @@ fn commit(batch: u64) -> CommittedBatch {
         batch_id: BatchId::new(batch).unwrap(),
         bronze_version: Some(batch as i64 + 1),
         committed_at: at(batch as i64 + 1),
+        bronze_mark: None,
     }
 }
 

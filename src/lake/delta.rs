@@ -87,6 +87,18 @@ pub(crate) async fn txn_version(
         .await
 }
 
+/// Whether a Delta table is at `location` (without creating one).
+pub(crate) async fn table_exists(
+    location: &StorageLocation,
+    options: &StorageOptions,
+) -> Result<bool, DeltaTableError> {
+    match open_existing(location, options).await {
+        Ok(_) => Ok(true),
+        Err(DeltaTableError::NotATable(_)) => Ok(false),
+        Err(other) => Err(other),
+    }
+}
+
 /// Opens the existing table at `location`; an error when there is none
 /// (for tools that read or maintain tables and must never create one).
 pub(crate) async fn open_existing(

@@ -59,6 +59,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => {
             Failure::new("IdentityMismatch", said)
         }
+        EngineError::TargetBehind { .. } => Failure::new("TargetBehindCheckpoint", said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
         EngineError::Bronze(_)
         | EngineError::Facts(_)

@@ -476,6 +476,7 @@ fn commit(batch: i64) -> CommittedBatch {
         batch_id: batch_id(batch),
         bronze_version: Some(batch + 1),
         committed_at: at(batch + 10),
+        bronze_mark: None,
     }
 }
 

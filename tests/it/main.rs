@@ -13,6 +13,7 @@ mod support;
 mod engine_crash;
 #[cfg(feature = "failpoints")]
 mod engine_faults;
+mod engine_history;
 mod engine_monitoring;
 mod engine_parallel;
 #[cfg(feature = "failpoints")]
