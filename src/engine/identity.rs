@@ -115,12 +115,14 @@ pub struct Established {
 /// Gives the checkpoint its identity (or checks the one it has against the
 /// manifest), then checks the target: refused unless everything there is
 /// this checkpoint's, or `adopt` takes it over into a new checkpoint, and
-/// unless it still holds every commit the checkpoint made.
+/// unless it still holds every commit the checkpoint made (`known`, from
+/// [`refuse_missing_target`]).
 pub async fn establish(
     config: &StreamConfig,
     adopt: bool,
     checkpoint: &Checkpoint,
     bronze: &mut BronzeTable,
+    known: Option<BronzeMark>,
 ) -> Result<Established, EngineError> {
     let manifest = stream_identity(config);
     let empty = checkpoint.is_empty().await?;
@@ -140,7 +142,6 @@ pub async fn establish(
         None => (CheckpointIdentity::new(manifest, !empty), true),
     };
     let state = checkpoint.state().await?;
-    let known = known_mark(checkpoint, &config.app_id, state.latest_committed).await?;
     let target = target_marks(bronze, &config.app_id, &identity, known.as_ref()).await?;
     let planned = state.latest_planned.map(|p| p.batch_id);
     // An adoption interrupted between writing the identity and seeding the
@@ -179,20 +180,21 @@ pub async fn establish(
     })
 }
 
-/// Refuses to start when the checkpoint has recorded bronze commits and
-/// no table is at the target any more (deleted): before anything, even an
-/// empty table, is created there.
+/// The newest bronze commit the checkpoint recorded, read once at start
+/// for [`establish`]. Refuses to start when there is one and no table is at
+/// the target any more (deleted): before anything, even an empty table, is
+/// created there.
 pub async fn refuse_missing_target(
     config: &StreamConfig,
     checkpoint: &Checkpoint,
     exists: impl std::future::Future<Output = Result<bool, EngineError>>,
-) -> Result<(), EngineError> {
+) -> Result<Option<BronzeMark>, EngineError> {
     let state = checkpoint.state().await?;
     let Some(mark) = known_mark(checkpoint, &config.app_id, state.latest_committed).await? else {
-        return Ok(());
+        return Ok(None);
     };
     if exists.await? {
-        return Ok(());
+        return Ok(Some(mark));
     }
     let id = checkpoint
         .identity()

@@ -78,7 +78,7 @@ impl Sink {
             .target
             .location
             .options(&config.storage_options, env());
-        identity::refuse_missing_target(config, &checkpoint, async {
+        let known = identity::refuse_missing_target(config, &checkpoint, async {
             Ok(BronzeTable::exists(&config.target.location, &target_options).await?)
         })
         .await?;
@@ -89,7 +89,7 @@ impl Sink {
         let identity::Established {
             identity,
             bronze_mark,
-        } = identity::establish(config, adopt, &checkpoint, &mut bronze).await?;
+        } = identity::establish(config, adopt, &checkpoint, &mut bronze, known).await?;
         let facts_options = config
             .facts
             .location
