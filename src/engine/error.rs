@@ -6,6 +6,7 @@ use super::plan::PlanError;
 use crate::domain::{CaptureInstance, Lsn};
 use crate::lake::bronze::BronzeError;
 use crate::lake::checkpoint::CheckpointError;
+use crate::lake::claims::ClaimError;
 use crate::lake::facts::FactsError;
 use crate::lake::finalization::FinalizationError;
 use crate::lake::lease::LeaseError;
@@ -93,6 +94,10 @@ pub enum EngineError {
     /// Another process holds the checkpoint, or may hold it now.
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    /// Another table already goes by the target's (or silver's) name in a
+    /// shared table.
+    #[error(transparent)]
+    Claim(Box<ClaimError>),
     /// Changes were purged before they were read.
     #[error(transparent)]
     DataLoss(#[from] DataLossError),
@@ -173,6 +178,12 @@ pub enum EngineError {
     Inconsistent(String),
 }
 
+impl From<ClaimError> for EngineError {
+    fn from(error: ClaimError) -> Self {
+        EngineError::Claim(Box::new(error))
+    }
+}
+
 impl From<PlanError> for EngineError {
     fn from(error: PlanError) -> Self {
         match error {
@@ -196,6 +207,7 @@ impl EngineError {
                 store_transient(source)
             }
             EngineError::Lease(e) => e.is_transient(),
+            EngineError::Claim(e) => e.is_transient(),
             _ => false,
         }
     }
@@ -213,6 +225,7 @@ impl EngineError {
             EngineError::Silver(_) => "silver",
             EngineError::Checkpoint(_) => "checkpoint",
             EngineError::Lease(_) => "lease",
+            EngineError::Claim(_) => "name_claimed",
             EngineError::DataLoss(_) => "data_loss",
             EngineError::UnsafeStorage { .. } => "unsafe_storage",
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",

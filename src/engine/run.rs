@@ -145,6 +145,16 @@ async fn drive(
             return Ok(());
         }
     };
+    if !sink.columns_added().is_empty() {
+        run.warnings.raise(format!(
+            "bronze {} gained the column(s) {} that the stream reads now but did not before \
+             (spec.source.columns was widened, or the capture instance was enabled again with \
+             more columns); its rows written before hold NULL in them: re-snapshot into a new \
+             target (a new spec.appId) to fill them",
+            config.target.location,
+            sink.columns_added().join(", ")
+        ));
+    }
     let mut reconnect = false;
     loop {
         let result = if reconnect {

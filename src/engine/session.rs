@@ -45,6 +45,10 @@ pub struct SourceSession {
     wait_access: WaitAccess,
     /// The cleanup job's retention in minutes, once read (`read_retention`).
     retention_minutes: Option<i64>,
+    /// The instance read before it was found disabled and enabled again
+    /// under the same name (a new change table), until the step has given
+    /// bronze the new one's columns (`take_replaced`).
+    replaced: Option<CaptureInfo>,
 }
 
 /// Whether this session may read its own waits.
@@ -79,7 +83,14 @@ impl SourceSession {
             .or(reading.map(|info| &info.instance));
         let found =
             cdc::discover(&mut client, &source.table, named, source.columns.as_deref()).await?;
+        let mut replaced = None;
         let info = match reading {
+            // Same name, new change table: enabled again, with the columns
+            // it has now.
+            Some(known) if known.change_table_id != found.change_table_id => {
+                replaced = Some(known.clone());
+                found
+            }
             Some(known) if known != &found => {
                 tracing::warn!(
                     capture_instance = %found.instance,
@@ -99,6 +110,7 @@ impl SourceSession {
             server_major_version: previous.and_then(|p| p.server_major_version),
             wait_access: previous.map_or(WaitAccess::Unknown, |p| p.wait_access),
             retention_minutes: previous.and_then(|p| p.retention_minutes),
+            replaced: replaced.or_else(|| previous.and_then(|p| p.replaced.clone())),
         };
         session
             .take_utc_offset(previous.map(|p| p.utc_offset), warnings)
@@ -260,8 +272,13 @@ impl SourceSession {
             .checked_next()
             .ok_or(SourceError::LsnOverflow(position.lsn))?;
         let upper = plan::upper(max_lsn, options);
+        let mut min = self.min_lsn(&self.info.instance.clone()).await?;
+        // An instance's low end passing the position is cleanup, or the
+        // instance was disabled and enabled again: only then is it asked.
+        if min > next && self.enabled_again().await? {
+            min = self.min_lsn(&self.info.instance.clone()).await?;
+        }
         let read = self.info.clone();
-        let min = self.min_lsn(&read.instance).await?;
         let read = self
             .instance_marks(&read, min, next, None, upper, options)
             .await?;
@@ -281,6 +298,36 @@ impl SourceSession {
             read,
             newer,
         })
+    }
+
+    /// Whether the instance read was disabled and enabled again under its
+    /// name (its change table is another one now). If so, the new one is
+    /// read from now on, and `take_replaced` returns the old one. Changes
+    /// made while it was off are not in CDC: the position lies before the
+    /// new instance's start, and the data-loss policy decides.
+    async fn enabled_again(&mut self) -> Result<bool, EngineError> {
+        let instances =
+            cdc::capture_instances(&mut *self.client.lock().await, &self.source.table).await?;
+        let now = instances.iter().find(|i| i.name == self.info.instance);
+        let Some(entry) = now.filter(|i| i.change_table_id != self.info.change_table_id) else {
+            return Ok(false);
+        };
+        tracing::warn!(
+            capture_instance = %entry.name,
+            old_change_table = self.info.change_table_id,
+            new_change_table = entry.change_table_id,
+            "the capture instance was disabled and enabled again; reading the new one"
+        );
+        let new = self.discover(&entry.name.clone()).await?;
+        let old = std::mem::replace(&mut self.info, new);
+        self.replaced = Some(old);
+        Ok(true)
+    }
+
+    /// The instance read before the one of the same name read now, once:
+    /// the caller gives bronze the new one's columns.
+    pub fn take_replaced(&mut self) -> Option<CaptureInfo> {
+        self.replaced.take()
     }
 
     async fn instance_marks(

@@ -19,6 +19,7 @@ use crate::lake::checkpoint::{
     BronzeMark, Checkpoint, CheckpointIdentity, CommittedBatch, CompletedSnapshot, PlannedBatch,
     PlannedSnapshot,
 };
+use crate::lake::claims::{NameClaim, claim_name};
 use crate::lake::facts::{AppendOutcome, FactsKey, FactsTable};
 use crate::lake::finalization::FinalizationTable;
 use crate::lake::lease::LeaseGuard;
@@ -46,6 +47,64 @@ pub struct Sink {
     /// The stream's newest bronze commit this run knows of; every marker
     /// carries it forward.
     bronze_mark: Option<BronzeMark>,
+    /// The columns bronze gained when this run opened it.
+    columns_added: Vec<String>,
+}
+
+/// Gives bronze the columns the run reads that it lacks. Bronze's columns
+/// are fixed when it is created, so a column `spec.source.columns` names
+/// later, or one a capture instance enabled again under its old name
+/// brings, would otherwise never reach it. Returns their names.
+async fn add_read_columns(
+    bronze: &mut BronzeTable,
+    fields: &[Field],
+) -> Result<Vec<String>, EngineError> {
+    let schema = bronze.arrow_schema()?;
+    let missing: Vec<String> = fields
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|name| {
+            !schema
+                .fields()
+                .iter()
+                .any(|c| c.name().eq_ignore_ascii_case(name))
+        })
+        .collect();
+    if !missing.is_empty() {
+        bronze.add_missing_columns(fields).await?;
+    }
+    Ok(missing)
+}
+
+/// Claims the names this stream's rows carry in the shared tables: the
+/// target's in the facts table, the target's and silver's in the
+/// finalization table (`lake::claims`). Before anything is written, so a
+/// stream whose name stands for another table there writes nothing.
+async fn claim_names(
+    config: &StreamConfig,
+    env: &BTreeMap<String, String>,
+) -> Result<(), EngineError> {
+    let env = || env.clone().into_iter();
+    let claim =
+        |name: &str, location| NameClaim::new(name, location, &config.app_id, &config.checkpoint);
+    let target = claim(&config.target.name, &config.target.location);
+    let facts = &config.facts.location;
+    claim_name(
+        facts,
+        &facts.options(&config.storage_options, env()),
+        &target,
+    )
+    .await?;
+    if let Some(finalization) = &config.finalization {
+        let shared = &finalization.table.location;
+        let options = shared.options(&config.storage_options, env());
+        claim_name(shared, &options, &target).await?;
+        if let Some(silver) = &config.silver {
+            let silver = claim(&silver.table.name, &silver.table.location);
+            claim_name(shared, &options, &silver).await?;
+        }
+    }
+    Ok(())
 }
 
 /// The target's row (and silver's) of the finalization control table.
@@ -73,7 +132,8 @@ impl Sink {
         let env_vars = env;
         let env = || env_vars.clone().into_iter();
         let fields = info.arrow_fields()?;
-        let schema = bronze_schema(&Schema::new(fields))?;
+        let schema = bronze_schema(&Schema::new(fields.clone()))?;
+        claim_names(config, env_vars).await?;
         let target_options = config
             .target
             .location
@@ -90,6 +150,7 @@ impl Sink {
             identity,
             bronze_mark,
         } = identity::establish(config, adopt, &checkpoint, &mut bronze, known).await?;
+        let columns_added = add_read_columns(&mut bronze, &fields).await?;
         let facts_options = config
             .facts
             .location
@@ -124,7 +185,15 @@ impl Sink {
             finalization,
             lease,
             bronze_mark,
+            columns_added,
         })
+    }
+
+    /// The columns this run reads that bronze lacked when it opened, and
+    /// that it was given then (`spec.source.columns` was widened, or the
+    /// capture instance was enabled again with more columns).
+    pub fn columns_added(&self) -> &[String] {
+        &self.columns_added
     }
 
     /// Fails once the checkpoint may be another process's (its lease could
@@ -416,12 +485,10 @@ async fn open_silver(
         .table
         .location
         .options(&config.storage_options, env.clone());
-    Ok(SilverTable::open_or_create(
-        &spec.table.location,
-        &options,
-        &info.arrow_fields()?,
-        keys,
-        deletes,
-    )
-    .await?)
+    let fields = info.arrow_fields()?;
+    let mut table =
+        SilverTable::open_or_create(&spec.table.location, &options, &fields, keys, deletes).await?;
+    // Like bronze, silver takes the columns it lacks (add_read_columns).
+    table.add_missing_columns(&fields).await?;
+    Ok(table)
 }

@@ -16,6 +16,7 @@ use crate::domain::Lsn;
 use crate::failpoint;
 use crate::lake::checkpoint::PlannedBatch;
 use crate::lake::records::LsnRange;
+use crate::source::cdc::CaptureInfo;
 use crate::source::lsn_parts;
 
 /// The outcome of one step.
@@ -61,6 +62,9 @@ pub async fn step(
     }
     let options = run.plan_options();
     let marks = session.marks(&position, &options).await?;
+    if let Some(old) = session.take_replaced() {
+        follow_reenabled(run, session, sink, &old).await?;
+    }
     let watermarks = &marks.watermarks;
     run.observer().source_checked(&SourceCheck {
         observed_at: watermarks.observed_at,
@@ -187,6 +191,42 @@ async fn parts(
         Err(error) => return Err(error),
     };
     Ok(lsn_parts::split(start, end, &counts, readers))
+}
+
+/// The instance read was disabled and enabled again under its name: bronze
+/// and silver gain the columns the new one captures, and the run says so
+/// in its next facts row. The changes between the position and the new
+/// instance's start went through the data-loss policy in the plan.
+async fn follow_reenabled(
+    run: &mut Run<'_>,
+    session: &mut SourceSession,
+    sink: &mut Sink,
+    old: &CaptureInfo,
+) -> Result<(), EngineError> {
+    let new = session.info().clone();
+    session
+        .warn_left_out_columns(&new, &mut run.warnings)
+        .await?;
+    sink.add_columns(&new.arrow_fields()?).await?;
+    sink.silver_follows(&new, manifest_keys(run)).await?;
+    let names = |info: &CaptureInfo| -> String {
+        info.columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    run.warnings.raise(format!(
+        "capture instance {} was disabled and enabled again (change table {} is now {}); \
+         changes made while it was off are not in CDC, so spec.onDataLoss decides about the \
+         changes before its start; columns before: {}; now: {}",
+        new.instance,
+        old.change_table_id,
+        new.change_table_id,
+        names(old),
+        names(&new)
+    ));
+    Ok(())
 }
 
 /// Whether the manifest names silver's keys (else they are the capture

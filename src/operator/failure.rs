@@ -5,6 +5,7 @@
 //! the pod's termination message.
 
 use crate::engine::EngineError;
+use crate::lake::claims::ClaimError;
 use crate::source::SourceError;
 use crate::spec::StreamConfig;
 
@@ -61,11 +62,20 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         }
         EngineError::TargetBehind { .. } => Failure::new("TargetBehindCheckpoint", said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
+        EngineError::Claim(claim)
+            if matches!(
+                **claim,
+                ClaimError::Claimed { .. } | ClaimError::Unreadable { .. }
+            ) =>
+        {
+            Failure::new("NameClaimed", said)
+        }
         EngineError::Bronze(_)
         | EngineError::Facts(_)
         | EngineError::Finalization(_)
         | EngineError::Silver(_)
-        | EngineError::Checkpoint(_) => Failure::new(
+        | EngineError::Checkpoint(_)
+        | EngineError::Claim(_) => Failure::new(
             "LakeError",
             format!(
                 "{said}; check that the worker may write {} and its storageOptions",

@@ -43,10 +43,16 @@ use super::worker::WorkerSpec;
 pub struct CdcStreamSpec {
     /// Identity of the stream's writes: the Delta `txn` appId of every bronze
     /// commit. Changing it makes the stream a new writer.
-    #[schemars(length(min = 1), extend("x-kubernetes-validations" = [{
-        "rule": "self == oldSelf",
-        "message": "appId is immutable: a new appId is a new writer; create a new CdcStream instead"
-    }]))]
+    #[schemars(length(min = 1), extend("x-kubernetes-validations" = [
+        {
+            "rule": "self == oldSelf",
+            "message": "appId is immutable: a new appId is a new writer; create a new CdcStream instead"
+        },
+        {
+            "rule": "!self.contains('/')",
+            "message": "appId may not contain '/': it separates the parts of the stream's Delta txn ids"
+        }
+    ]))]
     pub app_id: String,
     /// The SQL Server table to read.
     #[schemars(extend("x-kubernetes-validations" = [
@@ -77,6 +83,11 @@ pub struct CdcStreamSpec {
         {
             "rule": "self.name == oldSelf.name",
             "message": "target.name is immutable: facts rows are keyed by it, so a replayed batch would get a second row; create a new CdcStream instead",
+            "fieldPath": ".name"
+        },
+        {
+            "rule": "!self.name.contains('/')",
+            "message": "target.name may not contain '/': it separates the parts of the stream's Delta txn ids",
             "fieldPath": ".name"
         }
     ]))]

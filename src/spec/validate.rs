@@ -252,6 +252,21 @@ impl Checker {
         value.to_string()
     }
 
+    /// A name that becomes one part of the stream's Delta `txn` ids
+    /// (`lake::txn`): a `/` in it would let two streams' ids read alike
+    /// (appId `a/b` with target `c`, appId `a` with target `b/c`).
+    fn id_part(&mut self, field: &str, value: &str) {
+        if value.contains('/') {
+            self.0.push(SpecError::Invalid {
+                field: field.into(),
+                value: value.into(),
+                reason: "may not contain '/', which separates the parts of the stream's Delta \
+                         txn ids"
+                    .into(),
+            });
+        }
+    }
+
     fn positive(&mut self, field: &str, value: u64) -> NonZeroU64 {
         NonZeroU64::new(value).unwrap_or_else(|| {
             self.0.push(SpecError::NotPositive {
@@ -544,6 +559,7 @@ impl CdcStreamSpec {
     pub fn validate(&self) -> Result<StreamConfig, ValidationErrors> {
         let mut c = Checker::default();
         let app_id = c.text("spec.appId", &self.app_id);
+        c.id_part("spec.appId", &app_id);
         let s = &self.source;
         let host = c.text("spec.source.host", &s.host);
         if s.port == 0 {
@@ -566,6 +582,7 @@ impl CdcStreamSpec {
         let username = c.text("spec.source.credentials.username", &s.credentials.username);
         let password = c.password(&s.credentials.password_from);
         let monitoring = c.monitoring(s.monitoring.as_ref(), &username);
+        c.id_part("spec.target.name", &self.target.name);
         let target = c.table("spec.target", &self.target);
         let checkpoint = c.location("spec.checkpoint", &self.checkpoint);
         let facts = c.table("spec.facts", &self.facts);

@@ -421,3 +421,20 @@ fn readers_from_one_to_the_most_are_accepted_and_the_schema_says_so() {
     assert_eq!(readers["maximum"], MAX_READERS, "{readers}");
     assert_eq!(readers["default"], 1, "{readers}");
 }
+
+#[test]
+fn a_slash_in_the_app_id_or_target_name_is_refused_since_txn_ids_would_read_alike() {
+    let said = errors(|s| s.app_id = "orders/v1".into());
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("spec.appId: may not contain '/'"),
+        "{said:?}"
+    );
+    let said = errors(|s| s.target.name = "bronze/orders".into());
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].starts_with("spec.target.name:"), "{said:?}");
+    assert!(
+        errors(|s| s.target.name = "bronze.orders".into()).is_empty(),
+        "dots stay allowed"
+    );
+}

@@ -411,13 +411,21 @@ async fn finalization_holds_during_a_snapshot_advances_per_period_and_never_goes
         "{after_snapshot:?} -> {advanced:?}"
     );
 
-    // A new stream of the same target starting from the oldest change ends
-    // its first batch before the verdict: the verdict stays.
-    let replay = StreamFixture::new(
+    // A new stream of the same target (a new appId into the same table)
+    // starting from the oldest change ends its first batch before the
+    // verdict: the verdict stays.
+    let mut replay = StreamFixture::new(
         &server,
         &db,
         &format!("  snapshot: {{mode: never}}\n  maxCommitsPerBatch: 1\n{finalization}"),
     );
+    replay.manifest = replay
+        .manifest
+        .replace(
+            &replay.path("bronze").display().to_string(),
+            &stream.path("bronze").display().to_string(),
+        )
+        .replace("appId: it-orders", "appId: it-orders-replay");
     let first_batch = run_copying_control(&replay, &control_path, true).await;
     let first_end = replay
         .facts_query(

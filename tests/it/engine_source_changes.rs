@@ -731,3 +731,138 @@ async fn the_heartbeat_keeps_a_quiet_stream_current() {
         "the worker wrote the heartbeat table ({beats} changes)"
     );
 }
+
+/// A column `spec.source.columns` names only after the first run: bronze
+/// was created without it, and before, its values never reached bronze.
+#[tokio::test]
+async fn a_column_added_to_spec_source_columns_reaches_bronze_from_the_next_run() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders(&server, "", 1).await;
+    let narrow = stream.manifest.replace(
+        "    table: dbo.orders\n",
+        "    table: dbo.orders\n    columns: [id, note]\n",
+    );
+    let stream = StreamFixture {
+        manifest: narrow,
+        ..stream
+    };
+    stream.run_once().await.expect("bootstrap without qty");
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (10, N'before', 7)",
+        1,
+    )
+    .await;
+    stream.run_once().await.expect("a batch without qty");
+
+    let widened = stream
+        .manifest
+        .replace("columns: [id, note]", "columns: [id, note, qty]");
+    let stream = StreamFixture {
+        manifest: widened,
+        ..stream
+    };
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (11, N'after', 8)",
+        1,
+    )
+    .await;
+    stream.run_once().await.expect("a run with qty");
+    let rows = stream
+        .bronze_query("SELECT CAST(id AS STRING) AS k, CAST(qty AS STRING) FROM t WHERE _operation = 'insert' ORDER BY k")
+        .await;
+    assert_eq!(
+        rows,
+        vec![vec!["10", ""], vec!["11", "8"]],
+        "the row read before the edit has no qty; the one after has its value"
+    );
+    let warned = stream
+        .facts_query(
+            "SELECT detail FROM t WHERE event IS NULL AND detail LIKE '%gained the column%'",
+        )
+        .await;
+    assert_eq!(
+        warned.len(),
+        1,
+        "the run says once what it added: {warned:?}"
+    );
+    assert!(warned[0][0].contains("qty"), "{warned:?}");
+}
+
+/// The capture instance is disabled and enabled again under its name, with
+/// a column more: the stream reads the new instance with that column, and
+/// the changes made while CDC was off go through `onDataLoss`.
+#[tokio::test]
+async fn an_instance_enabled_again_under_its_name_brings_its_new_columns() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders(&server, "  onDataLoss: skip\n", 1).await;
+    stream.run_once().await.expect("bootstrap");
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (10, N'first', 1)",
+        1,
+    )
+    .await;
+    stream
+        .run_once()
+        .await
+        .expect("a batch of the first instance");
+
+    run(
+        &mut client,
+        "ALTER TABLE dbo.orders ADD extra nvarchar(20) NULL",
+    )
+    .await
+    .expect("alter table");
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = N'orders', \
+         @capture_instance = N'dbo_orders'",
+    )
+    .await
+    .expect("disable the instance");
+    run(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (11, N'while off', 2, N'lost')",
+    )
+    .await
+    .expect("a change CDC never sees");
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', \
+         @role_name = NULL, @capture_instance = N'dbo_orders'",
+    )
+    .await
+    .expect("enable it again under the same name");
+    change(
+        &mut client,
+        "dbo_orders",
+        "INSERT INTO dbo.orders VALUES (12, N'again', 3, N'captured')",
+        1,
+    )
+    .await;
+
+    stream.run_once().await.expect("a run after the re-enable");
+    let rows = stream
+        .bronze_query(
+            "SELECT CAST(id AS STRING) AS k, extra FROM t WHERE _operation = 'insert' ORDER BY k",
+        )
+        .await;
+    assert_eq!(
+        rows,
+        vec![vec!["10", ""], vec!["12", "captured"]],
+        "the new instance's column reaches bronze; the change made while CDC was off is not in CDC"
+    );
+    let skipped = stream
+        .facts_query("SELECT COUNT(*) FROM t WHERE event = 'data_skipped'")
+        .await;
+    assert_eq!(
+        skipped,
+        vec![vec!["1"]],
+        "the gap while CDC was off went through onDataLoss: skip"
+    );
+}
