@@ -177,6 +177,14 @@ async fn cel_rules_reject_invalid_and_immutable_changes() {
             ),
             "Unsupported value: \"Sometimes\"",
         ),
+        (
+            stream("slash", "{}", "").replace("appId: slash-v1", "appId: slash/v1"),
+            "appId may not contain '/'",
+        ),
+        (
+            stream("tslash", "{}", "").replace("name: bronze.tslash", "name: bronze/tslash"),
+            "target.name may not contain '/'",
+        ),
     ];
     for (i, (manifest, message)) in rejected.iter().enumerate() {
         let file = env.write(&format!("bad-{i}.yaml"), manifest);
