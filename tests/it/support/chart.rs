@@ -105,8 +105,10 @@ impl ChartIdentity {
         format!("{}-worker", self.operator_account())
     }
 
-    /// The operator's settings as the chart's Deployment gives them: the
-    /// image, the chart's worker ServiceAccount, nothing else allowed.
+    /// The operator's settings as the chart's Deployment gives them with
+    /// its default values: the image, the chart's worker ServiceAccount,
+    /// the default volume types, no variables, no envFrom, and only
+    /// Secrets labelled `mssql-cdc.io/allow=true`.
     pub fn worker_defaults(&self, image: String) -> WorkerDefaults {
         WorkerDefaults {
             service_account: Some(self.worker_account()),
