@@ -1,8 +1,8 @@
 //! The operator's policy on what a stream may make its worker pod read or
-//! mount, under the chart's own identity: the test API server with its
-//! harness kubelet, the chart's ServiceAccounts and RBAC rendered by Helm
-//! and applied with kubectl, and the operator (in the test) with a token of
-//! the chart's operator account and the chart's default policy.
+//! mount, with the operator as the chart deploys it: the whole chart
+//! rendered by Helm (its default policy) and applied with kubectl to the
+//! test API server, whose harness kubelet runs the operator in its own pod
+//! as the chart's operator ServiceAccount, under the chart's RBAC.
 //!
 //! - a stream naming a Secret without the label (`mssql-cdc.io/allow=true`),
 //!   a Secret that does not exist, a `hostPath` volume, an `env` variable
@@ -11,43 +11,55 @@
 //!   Secret gets its worker (the chart's RBAC lets the operator read the
 //!   Secrets' labels, as metadata);
 //! - labelling the Secret lets the refused stream run; taking the label off
-//!   removes a worker that ran;
+//!   removes a worker that ran (each at the stream's next reconcile, which
+//!   the test brings on by annotating the stream rather than waiting for
+//!   the resync);
 //! - a Deployment or CronJob of the stream's name that the stream does not
 //!   own is left alone (no ownerReference, none of its fields taken): the
 //!   stream is refused with ChildNotOwned.
-
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
 use kube::Api;
 use mssql_cdc::spec::{CdcStream, Phase};
 
-use crate::support::chart::ChartIdentity;
+use crate::support::chart::ChartRelease;
+use crate::support::http::free_port;
 use crate::support::kube::{KubeEnv, eventually};
 use crate::support::operator::{
-    InProcessOperator, condition, labelled_secret, once_warned, start_operator_as, status_when,
-    stream_manifest, wait_gone, worker_image,
+    condition, labelled_secret, once_warned, status_when, stream_manifest, wait_gone,
 };
 
-/// The operator under the chart's identity and default values, watching
-/// the test's namespace; `None` when Helm (Python) is missing and allowed
-/// to be.
-async fn start() -> Option<(KubeEnv, InProcessOperator)> {
+/// The chart installed with its default policy (the operator watching the
+/// test's namespace, its metrics on a free port: the harness's pods share
+/// the host's network), the CRD applied apart; `None` when Helm (Python)
+/// is missing and allowed to be.
+async fn start() -> Option<KubeEnv> {
     let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
     let kube = KubeEnv::with_kubelet(binary).await;
-    let chart = ChartIdentity::render("cdc", &kube.namespace).await?;
+    let values = serde_json::json!({
+        "worker": {"namespaces": [kube.namespace]},
+        "crds": {"enabled": false},
+        "metrics": {"port": free_port()},
+    });
+    let chart = ChartRelease::render("cdc", &kube.namespace, &values.to_string()).await?;
     kube.install_crd().await;
     chart.apply(&kube).await;
-    let token = chart.operator_token(&kube).await;
-    let operator = start_operator_as(
-        &kube,
-        Duration::from_secs(1),
-        kube.client_with_token(&token).await,
-        chart.worker_defaults(worker_image(&kube)),
-    )
+    Some(kube)
+}
+
+/// Brings on a reconcile of the stream `name` now: any change of it does.
+async fn poke(kube: &KubeEnv, name: &str, round: u32) {
+    kube.kubectl_ok(&[
+        "annotate",
+        "-n",
+        &kube.namespace,
+        "--overwrite",
+        "cdcs",
+        name,
+        &format!("example.com/poke={round}"),
+    ])
     .await;
-    Some((kube, operator))
 }
 
 /// A stream `name` whose SQL password is the key `p` of the Secret
@@ -103,7 +115,7 @@ async fn refused(kube: &KubeEnv, name: &str, reason: &str, says: &[&str]) {
 
 #[tokio::test]
 async fn a_stream_gets_no_worker_for_an_unlabelled_secret_a_host_path_or_a_variable() {
-    let Some((kube, _operator)) = start().await else {
+    let Some(kube) = start().await else {
         return;
     };
     let ns = kube.namespace.clone();
@@ -245,6 +257,7 @@ async fn a_stream_gets_no_worker_for_an_unlabelled_secret_a_host_path_or_a_varia
         "mssql-cdc.io/allow=true",
     ])
     .await;
+    poke(&kube, "unlabelled-secret", 1).await;
     eventually("the worker once the Secret is labelled", || async {
         deployments
             .get_opt("unlabelled-secret")
@@ -256,6 +269,7 @@ async fn a_stream_gets_no_worker_for_an_unlabelled_secret_a_host_path_or_a_varia
     // A Secret whose label is taken off takes its streams' workers along.
     kube.kubectl_ok(&["label", "-n", &ns, "secret", "ours", "mssql-cdc.io/allow-"])
         .await;
+    poke(&kube, "allowed", 1).await;
     wait_gone(&deployments, "allowed").await;
     refused(&kube, "allowed", "SecretNotLabelled", &["Secret \"ours\""]).await;
 }
@@ -274,7 +288,7 @@ containers: [{name: backup, image: \"busybox:1.36\"}]\n";
 
 #[tokio::test]
 async fn a_child_of_the_streams_name_that_it_does_not_own_is_not_taken_over() {
-    let Some((kube, _operator)) = start().await else {
+    let Some(kube) = start().await else {
         return;
     };
     let ns = kube.namespace.clone();
@@ -374,6 +388,7 @@ async fn a_child_of_the_streams_name_that_it_does_not_own_is_not_taken_over() {
     // Once the name is free, the stream makes its own worker.
     kube.kubectl_ok(&["delete", "-n", &ns, "deployment", "orders"])
         .await;
+    poke(&kube, "orders", 1).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let own = eventually("the stream's own Deployment", || async {
         deployments
