@@ -70,10 +70,14 @@ async fn read_secret_labels<'a>(
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut found = FoundSecrets::new();
     for name in names.collect::<BTreeSet<_>>() {
-        let meta = api
-            .get_metadata_opt(name)
-            .await
-            .map_err(|source| api_error("read the labels of", "Secret", namespace, name, source))?;
+        let meta =
+            api.get_metadata_opt(name)
+                .await
+                .map_err(|source| ReconcileError::SecretLabels {
+                    namespace: namespace.to_string(),
+                    name: name.clone(),
+                    source,
+                })?;
         found.insert(
             name.clone(),
             meta.map(|m| m.metadata.labels.unwrap_or_default()),

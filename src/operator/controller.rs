@@ -57,6 +57,19 @@ pub enum ReconcileError {
         /// What the client said.
         source: kube::Error,
     },
+    /// The labels of a Secret the stream names cannot be read, so the
+    /// operator cannot tell whether the stream may have it.
+    #[error(
+        "cannot read the labels of Secret {namespace}/{name}: {source}; the operator needs get on secrets in this namespace (the chart grants it unless workerUnlabelledSecrets is set)"
+    )]
+    SecretLabels {
+        /// The stream's namespace.
+        namespace: String,
+        /// The Secret.
+        name: String,
+        /// What the client said.
+        source: kube::Error,
+    },
     /// The stream has no namespace (a cluster-scoped copy cannot exist).
     #[error("CdcStream {0} has no namespace")]
     NoNamespace(String),
@@ -79,6 +92,11 @@ impl ReconcileError {
                 ..
             } => "api_rejected",
             ReconcileError::Api { .. } => "api_unreachable",
+            ReconcileError::SecretLabels {
+                source: kube::Error::Api(_),
+                ..
+            } => "api_rejected",
+            ReconcileError::SecretLabels { .. } => "api_unreachable",
             ReconcileError::NoNamespace(_) => "no_namespace",
             ReconcileError::Invalid(_) => "invalid_child",
         }

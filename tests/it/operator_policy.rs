@@ -16,7 +16,9 @@
 //!   the resync);
 //! - a Deployment or CronJob of the stream's name that the stream does not
 //!   own is left alone (no ownerReference, none of its fields taken): the
-//!   stream is refused with ChildNotOwned.
+//!   stream is refused with ChildNotOwned;
+//! - without the chart's `get` on Secrets the operator runs no worker and
+//!   says (ReconcileError) that it may not read the Secret's labels.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
@@ -35,6 +37,11 @@ use crate::support::operator::{
 /// the host's network), the CRD applied apart; `None` when Helm (Python)
 /// is missing and allowed to be.
 async fn start() -> Option<KubeEnv> {
+    start_with(|chart| chart).await
+}
+
+/// [`start`] with the rendered chart as `edit` leaves it.
+async fn start_with(edit: impl FnOnce(ChartRelease) -> ChartRelease) -> Option<KubeEnv> {
     let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
     let kube = KubeEnv::with_kubelet(binary).await;
     let values = serde_json::json!({
@@ -42,11 +49,14 @@ async fn start() -> Option<KubeEnv> {
         "crds": {"enabled": false},
         "metrics": {"port": free_port()},
     });
-    let chart = ChartRelease::render("cdc", &kube.namespace, &values.to_string()).await?;
+    let chart = edit(ChartRelease::render(RELEASE, &kube.namespace, &values.to_string()).await?);
     kube.install_crd().await;
     chart.apply(&kube).await;
     Some(kube)
 }
+
+/// The Helm release of these tests.
+const RELEASE: &str = "cdc";
 
 /// Brings on a reconcile of the stream `name` now: any change of it does.
 async fn poke(kube: &KubeEnv, name: &str, round: u32) {
@@ -409,4 +419,42 @@ async fn a_child_of_the_streams_name_that_it_does_not_own_is_not_taken_over() {
         own.metadata.owner_references.unwrap_or_default()[0].uid,
         uid.unwrap_or_default()
     );
+}
+
+#[tokio::test]
+async fn without_get_on_secrets_the_operator_runs_nothing_and_says_what_it_needs() {
+    let Some(kube) = start_with(|chart| chart.without_operator_rule_on(RELEASE, "secrets")).await
+    else {
+        return;
+    };
+    let ns = kube.namespace.clone();
+    let manifests = format!(
+        "{}---\n{}",
+        labelled_secret("ours", "p: x"),
+        stream("orders", "ours", "{}")
+    );
+    kube.kubectl_ok(&[
+        "apply",
+        "-n",
+        &ns,
+        "-f",
+        &kube.write("orders.yaml", &manifests),
+    ])
+    .await;
+    let client = kube.client().await;
+    let streams: Api<CdcStream> = Api::namespaced(client.clone(), &ns);
+    let status = status_when(&streams, "orders", "Ready=False with ReconcileError", |s| {
+        condition(s, "Ready").is_some_and(|c| c.reason == "ReconcileError")
+    })
+    .await;
+    let message = &condition(&status, "Ready").expect("Ready").message;
+    for part in [
+        &format!("cannot read the labels of Secret {ns}/ours"),
+        "forbidden",
+        "the operator needs get on secrets",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client, &ns);
+    assert!(deployments.get_opt("orders").await.expect("get").is_none());
 }

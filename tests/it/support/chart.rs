@@ -222,6 +222,25 @@ impl ChartRelease {
         Some(ChartRelease { documents })
     }
 
+    /// Removes the rules on `resource` from the operator's Roles and
+    /// ClusterRole (named after the release, as the chart names them): how
+    /// a test proves that the operator needs them.
+    pub fn without_operator_rule_on(mut self, release: &str, resource: &str) -> Self {
+        let operator = format!("{release}-mssql-cdc-operator");
+        for doc in &mut self.documents {
+            let is_operator_role = matches!(doc["kind"].as_str(), Some("Role" | "ClusterRole"))
+                && doc["metadata"]["name"].as_str() == Some(operator.as_str());
+            if let (true, Some(rules)) = (is_operator_role, doc["rules"].as_sequence_mut()) {
+                rules.retain(|rule| {
+                    !rule["resources"]
+                        .as_sequence()
+                        .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(resource)))
+                });
+            }
+        }
+        self
+    }
+
     /// Applies every object with kubectl (as the admin).
     pub async fn apply(&self, kube: &KubeEnv) {
         apply_documents(kube, "chart-release.yaml", &self.documents).await;
