@@ -1,12 +1,14 @@
 //! The controller shell: for each CdcStream (of every namespace, or of the
 //! watched ones, one controller each) it applies the worker that
-//! `children` builds (server-side apply, field manager
-//! `mssql-cdc-operator`), removes a worker of the other kind, or any worker
-//! when the policy refuses the stream, reads the worker's pods, records an
-//! Event when the phase or readiness changes (and a Warning when a
-//! reconcile fails), and applies the phase and the health conditions to
-//! the status, a failed reconcile included. Every decision is made by the
-//! pure steps in `children`, `policy`, `status` and `conditions`.
+//! `children` builds once `admission` found its Secrets labelled and its
+//! name free (server-side apply, field manager `mssql-cdc-operator`,
+//! forced only onto its own child), removes a worker of the other kind, or
+//! any worker it owns when the stream is refused, reads the worker's pods,
+//! records an Event when the phase or readiness changes (and a Warning
+//! when a reconcile fails), and applies the phase and the health
+//! conditions to the status, a failed reconcile included. Every decision
+//! is made by the pure steps in `children`, `policy`, `pod_policy`,
+//! `secret_refs`, `status` and `conditions`.
 
 use std::sync::Arc;
 use std::time::Duration;
