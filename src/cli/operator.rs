@@ -10,7 +10,8 @@ use mssql_cdc::operator::children::WorkerDefaults;
 use mssql_cdc::operator::controller::{Context, run_controller};
 use mssql_cdc::operator::leader::{Leadership, LeaseConfig, lease_client};
 use mssql_cdc::operator::metrics::OperatorMetrics;
-use mssql_cdc::operator::policy::WorkerPolicy;
+use mssql_cdc::operator::policy::{DEFAULT_VOLUME_TYPES, WorkerPolicy};
+use mssql_cdc::operator::secret_refs::{DEFAULT_SECRET_LABEL, SecretLabel};
 use tokio_util::sync::CancellationToken;
 
 /// Arguments of `operator`.
@@ -35,6 +36,31 @@ pub struct OperatorArgs {
     /// comma separated, besides --worker-service-account.
     #[arg(long, value_delimiter = ',')]
     pub worker_service_accounts: Vec<String>,
+    /// Volume types a stream's spec.worker.volumes may use, comma
+    /// separated, as core/v1 Volume spells them. A projected volume passes
+    /// when each of its sources does; a serviceAccountToken source always
+    /// does. Add hostPath only if streams may mount their node.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_VOLUME_TYPES)]
+    pub worker_volume_types: Vec<String>,
+    /// Names of the variables a stream's spec.worker.env may set, comma
+    /// separated; NAME* allows every name starting with NAME. None by
+    /// default.
+    #[arg(long, value_delimiter = ',')]
+    pub worker_env: Vec<String>,
+    /// Let streams use spec.worker.envFrom, which imports every key of a
+    /// ConfigMap or (labelled) Secret as a variable, names unchecked.
+    #[arg(long)]
+    pub worker_env_from: bool,
+    /// The label every Secret a stream names must carry (KEY=VALUE, or
+    /// KEY for any value): its password, env values, envFrom, volumes and
+    /// pull secrets.
+    #[arg(long, default_value = DEFAULT_SECRET_LABEL)]
+    pub worker_secret_label: SecretLabel,
+    /// Let streams name any Secret of their namespace, labelled or not:
+    /// anyone who may create a CdcStream can then read them. For an
+    /// upgrade, until the Secrets are labelled.
+    #[arg(long)]
+    pub worker_unlabelled_secrets: bool,
     /// Pull secrets of every worker pod, comma separated.
     #[arg(long, value_delimiter = ',')]
     pub worker_image_pull_secrets: Vec<String>,
@@ -90,6 +116,10 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
         policy: WorkerPolicy {
             images: non_empty(args.worker_images),
             service_accounts: non_empty(args.worker_service_accounts),
+            volume_types: non_empty(args.worker_volume_types),
+            env: non_empty(args.worker_env),
+            env_from: args.worker_env_from,
+            secret_label: (!args.worker_unlabelled_secrets).then_some(args.worker_secret_label),
         },
         log_level: args.worker_log_level,
     };

@@ -1,7 +1,7 @@
 //! The worker a stream needs, as pure data: a Deployment for a continuous
 //! stream, a CronJob for a scheduled `availableNow` stream, around the pod
-//! `pod` builds, once `policy` allows the image and ServiceAccount the
-//! stream asks for. No API calls here; `controller` applies what this
+//! `pod` builds, once `policy` allows the image, ServiceAccount, volumes
+//! and variables the stream asks for. No API calls here; `controller` applies what this
 //! builds.
 
 use std::collections::BTreeMap;
@@ -58,7 +58,8 @@ pub struct WorkerDefaults {
     /// Labels of every worker pod (the chart's `worker.podLabels`); a
     /// stream's `podLabels` win over them.
     pub pod_labels: BTreeMap<String, String>,
-    /// The images and ServiceAccounts a stream may ask for.
+    /// What a stream may ask for: images, ServiceAccounts, volume types,
+    /// variables and Secrets.
     pub policy: WorkerPolicy,
     /// The worker's log level (`--log-level`), when not the default.
     pub log_level: Option<String>,
@@ -110,9 +111,21 @@ pub enum BuildError {
         /// What is wrong and what to do.
         problem: String,
     },
-    /// The operator's policy refuses the image or ServiceAccount.
+    /// The operator's policy refuses what the stream asks for.
     #[error(transparent)]
     NotAllowed(#[from] Refusal),
+    /// An object of the child's kind and name exists that this stream
+    /// does not own: applying would take it over (and garbage collection
+    /// would later delete it with the stream).
+    #[error(
+        "{kind} {name} exists and this CdcStream does not own it (no ownerReference with its uid): the operator does not take it over; delete or rename that {kind}, or give the stream another name"
+    )]
+    ChildNotOwned {
+        /// Its kind, `Deployment` or `CronJob`.
+        kind: String,
+        /// Its name, the stream's.
+        name: String,
+    },
 }
 
 impl BuildError {
@@ -126,16 +139,21 @@ impl BuildError {
     /// The reason of the stream's Event and Ready condition.
     pub fn reason(&self) -> &'static str {
         match self {
-            BuildError::NotAllowed(Refusal::Image { .. }) => "ImageNotAllowed",
-            BuildError::NotAllowed(Refusal::ServiceAccount { .. }) => "ServiceAccountNotAllowed",
+            BuildError::NotAllowed(refusal) => refusal.reason(),
+            BuildError::ChildNotOwned { .. } => "ChildNotOwned",
             _ => "InvalidSpec",
         }
     }
 
     /// Whether a worker built before must go too: the policy refuses what
-    /// it would run (an invalid spec keeps the last good worker running).
+    /// it would run, or the child's name is taken (an invalid spec keeps
+    /// the last good worker running). Only children the stream owns are
+    /// ever deleted.
     pub fn removes_worker(&self) -> bool {
-        matches!(self, BuildError::NotAllowed(_))
+        matches!(
+            self,
+            BuildError::NotAllowed(_) | BuildError::ChildNotOwned { .. }
+        )
     }
 }
 
@@ -160,9 +178,14 @@ pub fn desired_workload(
     }
 }
 
-/// The policy's verdict on the image and ServiceAccount `stream` asks for.
+/// The policy's verdict on the image, ServiceAccount, volumes and
+/// variables `stream` asks for (its Secrets are judged against the
+/// cluster, by `admission`).
 fn admit(stream: &CdcStream, defaults: &WorkerDefaults) -> Result<(), Refusal> {
     let worker = stream.spec.worker.as_ref();
+    if let Some(worker) = worker {
+        defaults.policy.admit_pod(worker)?;
+    }
     let image = worker
         .and_then(|w| w.image.as_deref())
         .unwrap_or(&defaults.image);

@@ -11,6 +11,8 @@ fn defaults() -> WorkerDefaults {
         policy: WorkerPolicy {
             images: vec!["registry.local/".into()],
             service_accounts: vec!["special".into()],
+            env: vec!["AWS_REGION".into()],
+            ..WorkerPolicy::default()
         },
         ..WorkerDefaults::new("mssql-cdc:test")
     }

@@ -1,12 +1,14 @@
 //! The controller shell: for each CdcStream (of every namespace, or of the
 //! watched ones, one controller each) it applies the worker that
-//! `children` builds (server-side apply, field manager
-//! `mssql-cdc-operator`), removes a worker of the other kind, or any worker
-//! when the policy refuses the stream, reads the worker's pods, records an
-//! Event when the phase or readiness changes (and a Warning when a
-//! reconcile fails), and applies the phase and the health conditions to
-//! the status, a failed reconcile included. Every decision is made by the
-//! pure steps in `children`, `policy`, `status` and `conditions`.
+//! `children` builds once `admission` found its Secrets labelled and its
+//! name free (server-side apply, field manager `mssql-cdc-operator`,
+//! forced only onto its own child), removes a worker of the other kind, or
+//! any worker it owns when the stream is refused, reads the worker's pods,
+//! records an Event when the phase or readiness changes (and a Warning
+//! when a reconcile fails), and applies the phase and the health
+//! conditions to the status, a failed reconcile included. Every decision
+//! is made by the pure steps in `children`, `policy`, `pod_policy`,
+//! `secret_refs`, `status` and `conditions`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,7 @@ use serde::de::DeserializeOwned;
 
 use crate::spec::CdcStream;
 
+use super::admission::{Child, ChildKind, admit_in_cluster, child_state};
 use super::children::{BuildError, STREAM_LABEL, WorkerDefaults, Workload, desired_workload};
 use super::conditions::{Observed, RECONCILE_ERROR, conditions, ready_changed, ready_event};
 use super::metrics::OperatorMetrics;
@@ -56,6 +59,19 @@ pub enum ReconcileError {
         /// What the client said.
         source: kube::Error,
     },
+    /// The labels of a Secret the stream names cannot be read, so the
+    /// operator cannot tell whether the stream may have it.
+    #[error(
+        "cannot read the labels of Secret {namespace}/{name}: {source}; the operator needs get on secrets in this namespace (the chart grants it unless workerUnlabelledSecrets is set)"
+    )]
+    SecretLabels {
+        /// The stream's namespace.
+        namespace: String,
+        /// The Secret.
+        name: String,
+        /// What the client said.
+        source: kube::Error,
+    },
     /// The stream has no namespace (a cluster-scoped copy cannot exist).
     #[error("CdcStream {0} has no namespace")]
     NoNamespace(String),
@@ -78,6 +94,11 @@ impl ReconcileError {
                 ..
             } => "api_rejected",
             ReconcileError::Api { .. } => "api_unreachable",
+            ReconcileError::SecretLabels {
+                source: kube::Error::Api(_),
+                ..
+            } => "api_rejected",
+            ReconcileError::SecretLabels { .. } => "api_unreachable",
             ReconcileError::NoNamespace(_) => "no_namespace",
             ReconcileError::Invalid(_) => "invalid_child",
         }
@@ -245,8 +266,7 @@ async fn reconcile(
         .namespace()
         .ok_or_else(|| ReconcileError::NoNamespace(name.clone()))?;
     let client = &context.client;
-    let built = desired_workload(&stream, &context.defaults);
-    let applied = apply_workload(client, &stream, &namespace, &built).await;
+    let (built, applied) = build_and_apply(client, &stream, &namespace, &context.defaults).await;
     let pods = worker_pods(client, &namespace, &name).await;
     let build: Result<(), &BuildError> = built.as_ref().map(|_| ());
     let new_phase = phase(&stream, build);
@@ -291,21 +311,51 @@ async fn reconcile(
     Ok(Action::requeue(context.resync))
 }
 
+/// The worker the stream needs, judged by the policy and then against the
+/// cluster (its Secrets' labels, the owner of the child's name), and the
+/// outcome of applying it. When the cluster cannot tell, nothing is
+/// applied or removed.
+async fn build_and_apply(
+    client: &Client,
+    stream: &CdcStream,
+    namespace: &str,
+    defaults: &WorkerDefaults,
+) -> (Result<Workload, BuildError>, Result<(), ReconcileError>) {
+    let built = desired_workload(stream, defaults);
+    let child = match &built {
+        Ok(workload) => {
+            admit_in_cluster(client, namespace, stream, workload, &defaults.policy).await
+        }
+        Err(_) => Ok(Ok(Child::Absent)),
+    };
+    let (built, child) = match child {
+        Err(error) => return (built, Err(error)),
+        Ok(Err(refused)) => (Err(refused), Child::Absent),
+        Ok(Ok(child)) => (built, child),
+    };
+    let applied = apply_workload(client, stream, namespace, &built, child).await;
+    (built, applied)
+}
+
 /// Applies the worker `built` describes and removes the other kind (or
-/// both, when the policy refuses the stream).
+/// both, when the policy refuses the stream). The apply is forced only
+/// onto the stream's own `child`.
 async fn apply_workload(
     client: &Client,
     stream: &CdcStream,
     namespace: &str,
     built: &Result<Workload, BuildError>,
+    child: Child,
 ) -> Result<(), ReconcileError> {
     let name = stream.name_any();
+    let force = child == Child::Owned;
     match built {
         Ok(Workload::Continuous(deployment)) => {
             apply(
                 Api::namespaced(client.clone(), namespace),
                 &name,
                 deployment.as_ref(),
+                force,
             )
             .await?;
             delete_owned::<CronJob>(client, namespace, &name, stream).await?;
@@ -323,6 +373,7 @@ async fn apply_workload(
                 Api::namespaced(client.clone(), namespace),
                 &name,
                 cron_job.as_ref(),
+                force,
             )
             .await?;
             delete_owned::<Deployment>(client, namespace, &name, stream).await?;
@@ -384,42 +435,34 @@ fn apply_params() -> PatchParams {
     PatchParams::apply(OPERATOR_FIELD_MANAGER).force()
 }
 
-async fn apply<K>(api: Api<K>, name: &str, object: &K) -> Result<(), ReconcileError>
+/// Server-side apply of `object`; forced only onto the stream's own child
+/// (see [`admit_in_cluster`]), so that an object someone made meanwhile
+/// makes the apply conflict instead of being taken over.
+async fn apply<K>(api: Api<K>, name: &str, object: &K, force: bool) -> Result<(), ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
-    api.patch(name, &apply_params(), &Patch::Apply(object))
+    let params = if force {
+        apply_params()
+    } else {
+        PatchParams::apply(OPERATOR_FIELD_MANAGER)
+    };
+    api.patch(name, &params, &Patch::Apply(object))
         .await
         .map(|_| ())
         .map_err(|source| api_error("apply", kind_of::<K>(), api_namespace(object), name, source))
 }
 
 /// Deletes the stream's child of kind `K` if the stream owns one (after a
-/// trigger change swapped Deployment and CronJob).
-async fn delete_owned<K>(
+/// trigger change swapped Deployment and CronJob); someone else's is left.
+async fn delete_owned<K: ChildKind>(
     client: &Client,
     namespace: &str,
     name: &str,
     stream: &CdcStream,
-) -> Result<(), ReconcileError>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let existing = api
-        .get_opt(name)
-        .await
-        .map_err(|source| api_error("read", kind_of::<K>(), namespace, name, source))?;
-    let owned = existing.is_some_and(|child| {
-        child
-            .owner_references()
-            .iter()
-            .any(|owner| Some(&owner.uid) == stream.metadata.uid.as_ref())
-    });
-    if owned {
+) -> Result<(), ReconcileError> {
+    if let Ok(Child::Owned) = child_state::<K>(client, namespace, name, stream).await? {
+        let api: Api<K> = Api::namespaced(client.clone(), namespace);
         api.delete(name, &DeleteParams::background())
             .await
             .map_err(|source| api_error("delete", kind_of::<K>(), namespace, name, source))?;
@@ -435,7 +478,8 @@ fn api_namespace<K: Resource>(object: &K) -> &str {
     object.meta().namespace.as_deref().unwrap_or_default()
 }
 
-fn api_error(
+/// A [`ReconcileError::Api`] for `action` on the object.
+pub(super) fn api_error(
     action: &'static str,
     kind: impl Into<String>,
     namespace: &str,

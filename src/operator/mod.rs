@@ -5,6 +5,7 @@
 //! worker shells that apply them, with what runs around the controller:
 //! leader election, metrics and retry backoff.
 
+pub mod admission;
 pub mod backoff;
 pub mod capture_conditions;
 pub mod children;
@@ -16,9 +17,11 @@ pub mod failure;
 pub mod leader;
 pub mod metrics;
 pub mod pod;
+pub mod pod_policy;
 pub mod policy;
 pub mod progress;
 pub mod rollout;
+pub mod secret_refs;
 pub mod spec_hash;
 pub mod status;
 pub mod supervisor;

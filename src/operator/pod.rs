@@ -232,6 +232,17 @@ fn check(worker: &WorkerSpec) -> Result<(), BuildError> {
             ));
         }
     }
+    for (i, var) in worker.env.iter().enumerate() {
+        if [PASSWORD_ENV, MONITORING_PASSWORD_ENV].contains(&var.name.as_str()) {
+            return Err(BuildError::worker(
+                format!("spec.worker.env[{i}].name"),
+                format!(
+                    "{} is the operator's own, filled from passwordFrom; remove it",
+                    var.name
+                ),
+            ));
+        }
+    }
     let selector = super::children::selector_labels("");
     if let Some(key) = worker.pod_labels.keys().find(|k| selector.contains_key(*k)) {
         return Err(BuildError::worker(

@@ -3,6 +3,7 @@ use serde_json::json;
 
 use super::*;
 use crate::operator::children::{BuildError, Workload, desired_workload};
+use crate::operator::policy::WorkerPolicy;
 use crate::operator::test_fixtures::stream;
 
 fn defaults() -> WorkerDefaults {
@@ -13,6 +14,11 @@ fn defaults() -> WorkerDefaults {
             ("team".to_string(), "data".to_string()),
             ("tier".to_string(), "chart".to_string()),
         ]),
+        policy: WorkerPolicy {
+            env_from: true,
+            env: vec!["MSSQL_CDC_*".into()],
+            ..WorkerPolicy::default()
+        },
         ..WorkerDefaults::new("mssql-cdc:test")
     }
 }
@@ -186,6 +192,10 @@ fn what_the_pod_cannot_have_is_refused_naming_the_field() {
             json!({"volumes": [{"name": "lake", "emptyDir": {}}],
                    "volumeMounts": [{"name": "lake", "mountPath": "/tmp/"}]}),
             "spec.worker.volumeMounts[0].mountPath: /tmp is the operator's own emptyDir",
+        ),
+        (
+            json!({"env": [{"name": "MSSQL_CDC_PASSWORD", "value": "mine"}]}),
+            "spec.worker.env[0].name: MSSQL_CDC_PASSWORD is the operator's own",
         ),
         (
             json!({"podLabels": {"mssql-cdc.io/stream": "other"}}),

@@ -1,15 +1,29 @@
 //! Who may run what: the operator creates pods with its own rights, so a
-//! stream may only ask for the images and ServiceAccounts its
-//! administrator allowed (`--worker-images`, `--worker-service-accounts`).
-//! Without this, anyone allowed to create a CdcStream could run any image
-//! as any ServiceAccount of the namespace (a confused deputy).
+//! stream may only ask for what its administrator allowed: images and
+//! ServiceAccounts (`--worker-images`, `--worker-service-accounts`), volume
+//! types (`--worker-volume-types`), environment variables (`--worker-env`,
+//! `--worker-env-from`) and Secrets carrying a label
+//! (`--worker-secret-label`). Without this, anyone allowed to create a
+//! CdcStream could run any image as any ServiceAccount of the namespace,
+//! mount the node, or read any Secret of the namespace through the worker
+//! (a confused deputy).
+//!
+//! The volume and environment checks are in `pod_policy`, the Secrets a
+//! stream names in `secret_refs`; this module holds the policy and its
+//! refusals.
 
 use std::fmt;
 
-/// The images and ServiceAccounts workers may run with, besides the
-/// operator's own defaults (its image and its worker ServiceAccount),
-/// which are always allowed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+use super::secret_refs::SecretLabel;
+
+/// The volume types a stream may use when the operator is not told
+/// otherwise: storage for a lake or checkpoint, configuration, CA bundles,
+/// CSI drivers. Never `hostPath`. Comma separated, as the flag takes it.
+pub const DEFAULT_VOLUME_TYPES: &str = "persistentVolumeClaim,emptyDir,configMap,secret,csi";
+
+/// What workers may run with, besides the operator's own defaults (its
+/// image and its worker ServiceAccount), which are always allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerPolicy {
     /// Image prefixes: `registry.example.com/team/` allows every image
     /// below that path, `registry.example.com/team/cdc` that repository
@@ -17,6 +31,34 @@ pub struct WorkerPolicy {
     pub images: Vec<String>,
     /// ServiceAccount names (in the stream's namespace).
     pub service_accounts: Vec<String>,
+    /// Volume types (core/v1 Volume field names, e.g. `configMap`) of
+    /// `spec.worker.volumes`.
+    pub volume_types: Vec<String>,
+    /// Names of the variables `spec.worker.env` may set; `PREFIX*` allows
+    /// every name that starts with `PREFIX`.
+    pub env: Vec<String>,
+    /// Whether `spec.worker.envFrom` is allowed at all: it imports keys
+    /// whose names the policy cannot see.
+    pub env_from: bool,
+    /// The label every Secret a stream names must carry; `None` lets a
+    /// stream name any Secret of its namespace.
+    pub secret_label: Option<SecretLabel>,
+}
+
+impl Default for WorkerPolicy {
+    /// Nothing beyond the operator's own image and account, the
+    /// [`DEFAULT_VOLUME_TYPES`], no variables, and only Secrets labelled
+    /// [`SecretLabel::default`].
+    fn default() -> Self {
+        WorkerPolicy {
+            images: Vec::new(),
+            service_accounts: Vec::new(),
+            volume_types: DEFAULT_VOLUME_TYPES.split(',').map(String::from).collect(),
+            env: Vec::new(),
+            env_from: false,
+            secret_label: Some(SecretLabel::default()),
+        }
+    }
 }
 
 /// What a stream asked for that the policy refuses.
@@ -43,6 +85,77 @@ pub enum Refusal {
         /// The allowed accounts, for the message.
         allowed: Allowed,
     },
+    /// A volume of a type the operator does not allow (`hostPath`...).
+    #[error(
+        "{field}: volumes of type {kind} are not allowed: streams may use {allowed}; use one of them, or ask the operator's administrator to add {kind} to --worker-volume-types (chart value workerVolumeTypes)"
+    )]
+    VolumeType {
+        /// The field, e.g. `spec.worker.volumes[1].hostPath`.
+        field: String,
+        /// The volume type asked for.
+        kind: String,
+        /// The allowed types, for the message.
+        allowed: Allowed,
+    },
+    /// A variable `spec.worker.env` may not set.
+    #[error(
+        "{field}: the variable {name:?} is not allowed: streams may set {allowed}; remove it, or ask the operator's administrator to add it to --worker-env (chart value workerEnv)"
+    )]
+    Env {
+        /// The field, e.g. `spec.worker.env[0].name`.
+        field: String,
+        /// The variable's name.
+        name: String,
+        /// The allowed names, for the message.
+        allowed: Allowed,
+    },
+    /// `spec.worker.envFrom` while the operator does not allow it.
+    #[error(
+        "{field}: envFrom is not allowed (it imports variables the operator cannot check); set the variables one by one in spec.worker.env, or ask the operator's administrator for --worker-env-from (chart value workerEnvFrom)"
+    )]
+    EnvFrom {
+        /// The field, e.g. `spec.worker.envFrom[0]`.
+        field: String,
+    },
+    /// A Secret the stream names lacks the label the operator requires.
+    #[error(
+        "{field}: Secret {secret:?} does not carry the label {label}: the operator only hands a stream Secrets labelled for it; label it (kubectl label secret {secret} {label}) if this stream may read it, or name another Secret"
+    )]
+    SecretNotLabelled {
+        /// The field naming the Secret.
+        field: String,
+        /// The Secret's name.
+        secret: String,
+        /// The label required, `KEY=VALUE`.
+        label: SecretLabel,
+    },
+    /// A Secret the stream names does not exist (so its label is unknown).
+    #[error(
+        "{field}: Secret {secret:?} does not exist in the stream's namespace; create it with the label {label} (the operator looks again within its resync interval)"
+    )]
+    SecretNotFound {
+        /// The field naming the Secret.
+        field: String,
+        /// The Secret's name.
+        secret: String,
+        /// The label required, `KEY=VALUE`.
+        label: SecretLabel,
+    },
+}
+
+impl Refusal {
+    /// The reason of the stream's Event and Ready condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Image { .. } => "ImageNotAllowed",
+            Refusal::ServiceAccount { .. } => "ServiceAccountNotAllowed",
+            Refusal::VolumeType { .. } => "VolumeTypeNotAllowed",
+            Refusal::Env { .. } => "EnvNotAllowed",
+            Refusal::EnvFrom { .. } => "EnvFromNotAllowed",
+            Refusal::SecretNotLabelled { .. } => "SecretNotLabelled",
+            Refusal::SecretNotFound { .. } => "SecretNotFound",
+        }
+    }
 }
 
 /// A list of allowed values, shown in a message.
@@ -52,11 +165,21 @@ pub struct Allowed {
     values: Vec<String>,
 }
 
+impl Allowed {
+    /// `values` of `what` (a word such as "image"), for a message.
+    pub(super) fn new(what: &'static str, values: Vec<String>) -> Self {
+        Allowed { what, values }
+    }
+}
+
 impl fmt::Display for Allowed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let quoted: Vec<String> = self.values.iter().map(|v| format!("{v:?}")).collect();
         match quoted.as_slice() {
-            [] => write!(f, "the default {} only", self.what),
+            [] if matches!(self.what, "image" | "ServiceAccount") => {
+                write!(f, "the default {} only", self.what)
+            }
+            [] => write!(f, "no {}s", self.what),
             [one] => write!(f, "only {} {one}", self.what),
             many => write!(f, "only the {}s {}", self.what, many.join(", ")),
         }
@@ -133,6 +256,7 @@ mod tests {
         WorkerPolicy {
             images: images.iter().map(|s| s.to_string()).collect(),
             service_accounts: accounts.iter().map(|s| s.to_string()).collect(),
+            ..WorkerPolicy::default()
         }
     }
 

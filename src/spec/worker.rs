@@ -78,16 +78,21 @@ pub struct WorkerSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pod_annotations: BTreeMap<String, String>,
     /// Extra environment variables of the worker container, e.g. storage
-    /// credentials from Secrets.
+    /// credentials from Secrets. The operator sets only the names its
+    /// policy lists (`--worker-env`, none by default), and a Secret only
+    /// when it carries the operator's label (`--worker-secret-label`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
     /// ConfigMaps and Secrets whose keys become environment variables of
-    /// the worker container.
+    /// the worker container; refused unless the operator allows it
+    /// (`--worker-env-from`), and a Secret only with the operator's label.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_from: Vec<EnvFromSource>,
     /// Volumes of the worker pod (core/v1 Volume): a PersistentVolumeClaim
     /// for a local lake and checkpoint, a Secret with a CA bundle, a
     /// projected token for cloud identity. `tmp` is the operator's own.
+    /// Only the types the operator allows (`--worker-volume-types`; never
+    /// `hostPath` by default), and Secrets with the operator's label.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "compact_volumes")]
     pub volumes: Vec<Volume>,

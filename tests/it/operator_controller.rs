@@ -13,7 +13,8 @@ use mssql_cdc::spec::{CdcStream, Phase};
 
 use crate::support::kube::{KubeEnv, eventually, repo_file};
 use crate::support::operator::{
-    Operator, condition, start_operator, status_when, stream_manifest, suspend, wait_gone,
+    Operator, condition, once_warned, start_operator, status_when, stream_manifest,
+    stream_with_secret, suspend, wait_gone,
 };
 
 #[tokio::test]
@@ -122,31 +123,6 @@ async fn operator_runs_workers_for_streams_and_follows_suspend_and_delete() {
     wait_gone(&deployments, "orders").await;
 }
 
-/// The Events about the object `name` in `namespace`: (type, reason, note).
-async fn events_of(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Vec<(String, String, String)> {
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), namespace);
-    events
-        .list(&Default::default())
-        .await
-        .expect("list Events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_stream_asking_for_an_image_or_account_not_allowed_gets_no_worker() {
     let kube = KubeEnv::start().await;
@@ -167,7 +143,7 @@ async fn a_stream_asking_for_an_image_or_account_not_allowed_gets_no_worker() {
     ];
     let manifests: Vec<String> = streams
         .iter()
-        .map(|(name, worker)| stream_manifest(name, worker))
+        .map(|(name, worker)| stream_with_secret(name, worker))
         .collect();
     let file = kube.write("streams.yaml", &manifests.join("---\n"));
     kube.kubectl_ok(&["apply", "-f", &file]).await;
@@ -206,14 +182,7 @@ async fn a_stream_asking_for_an_image_or_account_not_allowed_gets_no_worker() {
             deployments.get_opt(name).await.expect("get").is_none(),
             "{name}"
         );
-        let events = eventually(&format!("a Warning Event for {name}"), || async {
-            let events = events_of(&client, "default", name).await;
-            events
-                .iter()
-                .any(|(type_, r, _)| type_ == "Warning" && r == reason)
-                .then_some(events)
-        })
-        .await;
+        let events = once_warned(&client, "default", name, reason).await;
         assert!(
             events.iter().any(|(_, _, note)| note.contains(says)),
             "{events:?}"
@@ -241,7 +210,7 @@ async fn with_watch_namespaces_streams_elsewhere_are_ignored() {
         kube.kubectl_ok(&["create", "namespace", namespace]).await;
         let file = kube.write(
             &format!("{namespace}.yaml"),
-            &stream_manifest("orders", "{}"),
+            &stream_with_secret("orders", "{}"),
         );
         kube.kubectl_ok(&["apply", "-n", namespace, "-f", &file])
             .await;
@@ -278,7 +247,7 @@ async fn a_child_that_cannot_be_applied_is_a_reconcile_error_with_a_warning() {
     let _operator = start_operator(&kube, std::path::Path::new(env!("CARGO_BIN_EXE_mssql-cdc")));
     // A scheduled stream whose name is too long for its CronJob.
     let name = "a-scheduled-stream-whose-name-is-too-long-for-a-cronjob";
-    let manifest = stream_manifest(name, "{}").replace(
+    let manifest = stream_with_secret(name, "{}").replace(
         "trigger: {processingTime: 10s}",
         "trigger: {availableNow: true, schedule: \"@hourly\"}",
     );
@@ -292,14 +261,7 @@ async fn a_child_that_cannot_be_applied_is_a_reconcile_error_with_a_warning() {
     .await;
     let ready = condition(&status, "Ready").expect("Ready");
     assert!(ready.message.contains("52 characters"), "{}", ready.message);
-    let events = eventually("a Warning Event", || async {
-        let events = events_of(&client, "default", name).await;
-        events
-            .iter()
-            .any(|(type_, reason, _)| type_ == "Warning" && reason == "ReconcileError")
-            .then_some(events)
-    })
-    .await;
+    let events = once_warned(&client, "default", name, "ReconcileError").await;
     assert!(
         events
             .iter()

@@ -55,7 +55,7 @@ async fn worker_pods_when(pods: &Api<Pod>, what: &str, wanted: impl Fn(&[Pod]) -
 }
 
 /// Whether every container of `pod` waits on its configuration (here: the
-/// deleted Secret), so no worker process runs.
+/// Secret's removed key), so no worker process runs.
 fn cannot_start(pod: &Pod) -> bool {
     let statuses = pod
         .status
@@ -162,10 +162,21 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     let row = cells(table.lines().nth(1).unwrap_or_default());
     assert_eq!(row[..3], ["orders", "Streaming", "True"], "{table}");
 
-    // Kill the worker so it stays dead: without the Secret no new worker
-    // can start (CreateContainerConfigError).
-    kube.kubectl_ok(&["delete", "-n", &ns, "secret", "sql"])
-        .await;
+    // Kill the worker so it stays dead: without the Secret's key no new
+    // worker can start (CreateContainerConfigError). The Secret itself
+    // stays: without it the operator would refuse the stream
+    // (SecretNotFound) and remove the worker.
+    kube.kubectl_ok(&[
+        "patch",
+        "-n",
+        &ns,
+        "secret",
+        "sql",
+        "--type=json",
+        "-p",
+        r#"[{"op": "remove", "path": "/data/password"}]"#,
+    ])
+    .await;
     kube.kubectl_ok(&["delete", "-n", &ns, "pods", "-l", WORKER_PODS])
         .await;
     worker_pods_when(&pods, "a replacement worker that cannot start", |pods| {

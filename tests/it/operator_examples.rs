@@ -36,7 +36,7 @@ use crate::support::examples::{Example, example_files};
 use crate::support::kube::{KubeEnv, eventually, poll};
 use crate::support::objectstores::{Azurite, Moto};
 use crate::support::operator::{
-    InProcessOperator, condition, has_condition, start_operator_as, worker_image,
+    HARNESS_ENV, InProcessOperator, condition, has_condition, start_operator_as, worker_image,
 };
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::query_table;
@@ -64,6 +64,14 @@ fn billing(login: &str, password: &str) -> String {
 const SHOP_EXAMPLES: [&str; 2] = ["orders-continuous.yaml", "orders-hourly.yaml"];
 /// The examples that run on `billing` and an object store.
 const BILLING_EXAMPLES: [&str; 2] = ["invoices-s3.yaml", "invoices-adls.yaml"];
+
+/// The chart values an example's header says it needs besides the
+/// defaults: `workerServiceAccounts` and `workerEnv`.
+#[derive(Clone, Copy, Default)]
+struct Values {
+    service_accounts: &'static [&'static str],
+    env: &'static [&'static str],
+}
 
 /// The test API server with its kubelet, the chart's identities applied,
 /// the CRD from `crds/`, a sandbox with the example's database and
@@ -103,9 +111,9 @@ const INVOICES: Source = Source {
 
 impl Cluster {
     /// Everything but the example, whose SQL login and password the
-    /// sandbox takes; `accounts` are the ServiceAccounts the operator
-    /// allows besides the chart's.
-    async fn start(example: &Example, source: &'static Source, accounts: &[&str]) -> Option<Self> {
+    /// sandbox takes; the operator runs with the chart's defaults and the
+    /// `values` the example's header asks for.
+    async fn start(example: &Example, source: &'static Source, values: Values) -> Option<Self> {
         let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
         let kube = KubeEnv::with_kubelet(binary).await;
         let chart = ChartIdentity::render("cdc", &kube.namespace).await?;
@@ -122,7 +130,13 @@ impl Cluster {
         chart.apply(&kube).await;
         let token = chart.operator_token(&kube).await;
         let mut defaults = chart.worker_defaults(worker_image(&kube));
-        defaults.policy.service_accounts = accounts.iter().map(|a| a.to_string()).collect();
+        defaults.policy.service_accounts = values
+            .service_accounts
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        defaults.policy.env = values.env.iter().map(|a| a.to_string()).collect();
+        defaults.policy.env.push(HARNESS_ENV.to_string());
         let operator = start_operator_as(
             &kube,
             Duration::from_secs(1),
@@ -275,7 +289,7 @@ async fn every_example_is_run_by_a_test_here() {
 #[tokio::test]
 async fn the_continuous_example_is_ready_with_its_lake_on_its_claim() {
     let example = Example::load("orders-continuous.yaml");
-    let Some(cluster) = Cluster::start(&example, &ORDERS, &[]).await else {
+    let Some(cluster) = Cluster::start(&example, &ORDERS, Values::default()).await else {
         return;
     };
     let name = example.stream_name();
@@ -331,7 +345,7 @@ async fn completed_job(jobs: &Api<Job>, name: &str) -> Job {
 #[tokio::test]
 async fn the_hourly_example_runs_on_its_schedule_and_is_ready_between_runs() {
     let example = Example::load("orders-hourly.yaml");
-    let Some(cluster) = Cluster::start(&example, &CUSTOMERS, &[]).await else {
+    let Some(cluster) = Cluster::start(&example, &CUSTOMERS, Values::default()).await else {
         return;
     };
     let name = example.stream_name();
@@ -408,6 +422,17 @@ async fn the_hourly_example_runs_on_its_schedule_and_is_ready_between_runs() {
     assert_eq!(live.status, "True", "{}", live.message);
 }
 
+/// What invoices-s3.yaml says the chart needs.
+const S3_VALUES: Values = Values {
+    service_accounts: &["invoices-s3"],
+    env: &["AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"],
+};
+/// What invoices-adls.yaml says the chart needs.
+const ADLS_VALUES: Values = Values {
+    service_accounts: &[],
+    env: &["AZURE_STORAGE_*"],
+};
+
 #[tokio::test]
 async fn the_s3_example_streams_with_web_identity_and_no_keys() {
     let example = Example::load("invoices-s3.yaml");
@@ -415,7 +440,7 @@ async fn the_s3_example_streams_with_web_identity_and_no_keys() {
         return;
     };
     let sts = WebIdentitySts::start().await;
-    let Some(cluster) = Cluster::start(&example, &INVOICES, &["invoices-s3"]).await else {
+    let Some(cluster) = Cluster::start(&example, &INVOICES, S3_VALUES).await else {
         return;
     };
     let name = example.stream_name();
@@ -475,7 +500,7 @@ async fn the_adls_example_streams_to_azurite() {
     let Some(azurite) = Azurite::with_account(&account, &key, "lake").await else {
         return;
     };
-    let Some(cluster) = Cluster::start(&example, &INVOICES, &[]).await else {
+    let Some(cluster) = Cluster::start(&example, &INVOICES, ADLS_VALUES).await else {
         return;
     };
     let name = example.stream_name();
@@ -496,7 +521,7 @@ async fn a_lake_on_the_read_only_root_crash_loops_and_says_why() {
         return;
     }
     let example = Example::load("orders-continuous.yaml").without_volumes();
-    let Some(cluster) = Cluster::start(&example, &ORDERS, &[]).await else {
+    let Some(cluster) = Cluster::start(&example, &ORDERS, Values::default()).await else {
         return;
     };
     let name = example.stream_name();

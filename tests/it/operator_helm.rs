@@ -77,6 +77,10 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
         "--lease-name=mssql-cdc-operator",
         "--lease-duration=15s",
         "--worker-service-account=cdc-mssql-cdc-operator-worker",
+        // The operator's own defaults, spelt out: never hostPath, and only
+        // labelled Secrets.
+        "--worker-volume-types=persistentVolumeClaim,emptyDir,configMap,secret,csi",
+        "--worker-secret-label=mssql-cdc.io/allow=true",
     ] {
         assert!(args.contains(&arg.to_string()), "{arg} missing: {args:?}");
     }
@@ -84,6 +88,8 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
     assert!(
         args.iter().all(|a| !a.starts_with("--worker-images")
             && !a.starts_with("--worker-service-accounts")
+            && !a.starts_with("--worker-env")
+            && a != "--worker-unlabelled-secrets"
             && !a.starts_with("--watch-namespaces")),
         "{args:?}"
     );
@@ -146,11 +152,40 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
             .any(|d| d["kind"] == "Role"),
         "no Lease Role without leader election"
     );
-    // The operator never reads Secrets.
-    let operator_rules = rendered["mssql-cdc-operator/templates/rbac-operator.yaml"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(!operator_rules.contains("secrets"), "{operator_rules}");
+    // Of Secrets the operator may only get one (for its labels), and
+    // nothing at all when it does not check them.
+    let secret_rules = |rendered: &serde_json::Value| -> Vec<Vec<String>> {
+        documents(rendered, "rbac-operator.yaml")
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRole")
+            .flat_map(|role| {
+                let role: ClusterRole = serde_yaml::from_value(role.clone()).expect("ClusterRole");
+                role.rules
+                    .into_iter()
+                    .flatten()
+                    .map(|r| (r.resources.unwrap_or_default(), r.verbs))
+            })
+            .filter(|(resources, _)| resources.iter().any(|r| r == "secrets"))
+            .map(|(resources, verbs)| {
+                assert_eq!(resources, ["secrets"]);
+                verbs
+            })
+            .collect()
+    };
+    assert_eq!(secret_rules(&rendered), [["get"]]);
+    let Some(unchecked) = render("cdc", "ops", r#"{"workerUnlabelledSecrets":true}"#).await else {
+        return;
+    };
+    assert_eq!(secret_rules(&unchecked), Vec::<Vec<String>>::new());
+    let args = operator_args(&unchecked);
+    assert!(
+        args.contains(&"--worker-unlabelled-secrets".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.iter().all(|a| !a.starts_with("--worker-secret-label")),
+        "{args:?}"
+    );
 }
 
 #[tokio::test]
@@ -188,6 +223,7 @@ async fn worker_namespaces_make_the_operator_watch_only_them_with_roles() {
         "cronjobs",
         "pods",
         "events",
+        "secrets",
     ] {
         assert!(resources.contains(&needed.to_string()), "{resources:?}");
     }
@@ -219,6 +255,10 @@ async fn worker_values_reach_the_operator_and_the_worker_account() {
     let values = r#"{
         "workerImages": ["registry.acme.io/cdc/", "registry.acme.io/tools/cdc"],
         "workerServiceAccounts": ["s3-writer", "adls-writer"],
+        "workerVolumeTypes": ["persistentVolumeClaim", "hostPath"],
+        "workerEnv": ["AWS_ROLE_ARN", "AZURE_STORAGE_*"],
+        "workerEnvFrom": true,
+        "workerSecretLabel": "team.example.com/cdc",
         "worker": {
             "imagePullSecrets": [{"name": "regcred"}, {"name": "mirror"}],
             "podLabels": {"team": "data", "cost-center": "cdc"},
@@ -233,6 +273,10 @@ async fn worker_values_reach_the_operator_and_the_worker_account() {
     for arg in [
         "--worker-images=registry.acme.io/cdc/,registry.acme.io/tools/cdc",
         "--worker-service-accounts=s3-writer,adls-writer",
+        "--worker-volume-types=persistentVolumeClaim,hostPath",
+        "--worker-env=AWS_ROLE_ARN,AZURE_STORAGE_*",
+        "--worker-env-from",
+        "--worker-secret-label=team.example.com/cdc",
         "--worker-image-pull-secrets=regcred,mirror",
         "--worker-pod-labels=cost-center=cdc,team=data",
     ] {
@@ -266,6 +310,13 @@ async fn the_values_schema_refuses_what_it_does_not_know() {
             "workerServiceAccounts",
         ),
         (r#"{"crds": {"enabled": "yes"}}"#, "crds"),
+        (r#"{"workerEnv": ["A,B"]}"#, "workerEnv"),
+        (
+            r#"{"workerVolumeTypes": ["host path"]}"#,
+            "workerVolumeTypes",
+        ),
+        (r#"{"workerSecretLabel": "a=b,c=d"}"#, "workerSecretLabel"),
+        (r#"{"workerEnvFrom": "yes"}"#, "workerEnvFrom"),
         (r#"{"worker": {"namespaces": [""]}}"#, "namespaces"),
     ];
     for (values, field) in refused {

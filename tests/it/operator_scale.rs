@@ -18,7 +18,7 @@ use mssql_cdc::spec::{CdcStream, Phase};
 use serde::Deserialize;
 
 use crate::support::kube::{KubeEnv, eventually, repo_file};
-use crate::support::operator::Operator;
+use crate::support::operator::{Operator, labelled_secret};
 
 const STREAMS_ENV: &str = "MSSQL_CDC_OPERATOR_STREAMS";
 
@@ -107,6 +107,10 @@ async fn operator_reconciles_every_one_of_many_streams() {
     let watch = tokio::spawn(watch);
 
     let example = example_stream();
+    // The Secret every stream names, labelled for them (the example's).
+    let secret = labelled_secret("shop-sql", "password: change-me");
+    kube.kubectl_ok(&["apply", "-f", &kube.write("secret.yaml", &secret)])
+        .await;
     let started = Instant::now();
     let created: HashMap<String, Instant> = futures::stream::iter(0..count)
         .map(|i| {

@@ -264,7 +264,8 @@ fn route(ctx: &Ctx, req: &Request<'_>) -> ApiResult<Response<Body>> {
         return Err(not_found());
     }
     let accept = header(h, header::ACCEPT);
-    let wants_table = table::wants_table(accept);
+    let rendering = table::rendering(accept);
+    let wants_table = rendering == table::Rendering::Table;
     let wo = write_opts(q, h);
     let now = st.clock.now();
     match (method.clone(), t.name.is_empty()) {
@@ -314,6 +315,12 @@ fn route(ctx: &Ctx, req: &Request<'_>) -> ApiResult<Response<Body>> {
                 md["continue"] = json!(c);
                 md["remainingItemCount"] = json!(page.remaining);
             }
+            if rendering == table::Rendering::Metadata {
+                return Ok(json_response(
+                    200,
+                    &table::partial_metadata_list(&page.items, md),
+                ));
+            }
             Ok(json_response(
                 200,
                 &json!({ "kind": format!("{}List", t.rt.kind), "apiVersion": t.api_version(), "metadata": md, "items": page.items }),
@@ -342,6 +349,9 @@ fn route(ctx: &Ctx, req: &Request<'_>) -> ApiResult<Response<Body>> {
                     200,
                     &table::table(&t.rt, &t.version, &[obj], &rv, None, now),
                 ));
+            }
+            if rendering == table::Rendering::Metadata {
+                return Ok(json_response(200, &table::partial_metadata(&obj)));
             }
             Ok(json_response(200, &obj))
         }

@@ -17,6 +17,61 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table"))
 }
 
+/// What an Accept header asks a GET for, by its first range (the real
+/// server's preference, which clients use to fall back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rendering {
+    /// The objects themselves.
+    Objects,
+    /// A `meta.k8s.io/v1` Table.
+    Table,
+    /// `PartialObjectMetadata` (one object) or `PartialObjectMetadataList`
+    /// (a list): only each object's metadata.
+    Metadata,
+}
+
+/// The rendering `accept` asks for; `as=PartialObjectMetadata` and
+/// `as=PartialObjectMetadataList` (of `g=meta.k8s.io;v=v1`) both ask for
+/// metadata, as the real server serves either on a list or a single GET.
+pub fn rendering(accept: &str) -> Rendering {
+    let first = accept.split(',').next().unwrap_or_default();
+    let params: Vec<&str> = first.split(';').map(str::trim).collect();
+    if wants_table(accept) {
+        return Rendering::Table;
+    }
+    let metadata = params.iter().any(|p| {
+        matches!(
+            *p,
+            "as=PartialObjectMetadata" | "as=PartialObjectMetadataList"
+        )
+    });
+    if metadata && params.contains(&"g=meta.k8s.io") && params.contains(&"v=v1") {
+        Rendering::Metadata
+    } else {
+        Rendering::Objects
+    }
+}
+
+/// `obj` as `PartialObjectMetadata`: its metadata (managedFields
+/// included, as the real server sends them), none of its data.
+pub fn partial_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// A list page as `PartialObjectMetadataList`.
+pub fn partial_metadata_list(items: &[Value], metadata: Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "items": items.iter().map(partial_metadata).collect::<Vec<_>>(),
+    })
+}
+
 /// Evaluates a JSONPath of the forms printer columns use: `.a.b`,
 /// `.a[0].b`, `.a[*].b`, `{.a.b}` and filters such as
 /// `.a[?(@.type=="Ready")].status`.
@@ -272,12 +327,7 @@ pub fn table(
                     Source::Computed(f) => f(o, now),
                 })
                 .collect();
-            let meta = json!({
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": o.get("metadata").cloned().unwrap_or(json!({})),
-            });
-            json!({ "cells": cells, "object": meta })
+            json!({ "cells": cells, "object": partial_metadata(o) })
         })
         .collect();
     let mut md = json!({ "resourceVersion": rv });

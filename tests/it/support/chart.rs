@@ -105,8 +105,10 @@ impl ChartIdentity {
         format!("{}-worker", self.operator_account())
     }
 
-    /// The operator's settings as the chart's Deployment gives them: the
-    /// image, the chart's worker ServiceAccount, nothing else allowed.
+    /// The operator's settings as the chart's Deployment gives them with
+    /// its default values: the image, the chart's worker ServiceAccount,
+    /// the default volume types, no variables, no envFrom, and only
+    /// Secrets labelled `mssql-cdc.io/allow=true`.
     pub fn worker_defaults(&self, image: String) -> WorkerDefaults {
         WorkerDefaults {
             service_account: Some(self.worker_account()),
@@ -141,13 +143,7 @@ impl ChartIdentity {
 
     /// Applies the documents with kubectl (as the admin).
     pub async fn apply(&self, kube: &KubeEnv) {
-        let text: Vec<String> = self
-            .documents
-            .iter()
-            .map(|d| serde_yaml::to_string(d).expect("YAML"))
-            .collect();
-        let file = kube.write("chart-identity.yaml", &text.join("---\n"));
-        kube.kubectl_ok(&["apply", "-f", &file]).await;
+        apply_documents(kube, "chart-identity.yaml", &self.documents).await;
     }
 
     /// A token of the operator's ServiceAccount (`kubectl create token`).
@@ -186,5 +182,67 @@ impl ChartIdentity {
                 )
             })
             .collect()
+    }
+}
+
+/// `documents` written to the scratch file `name` and applied with kubectl
+/// (as the admin).
+async fn apply_documents(kube: &KubeEnv, name: &str, documents: &[serde_yaml::Value]) {
+    let text: Vec<String> = documents
+        .iter()
+        .map(|d| serde_yaml::to_string(d).expect("YAML"))
+        .collect();
+    let file = kube.write(name, &text.join("---\n"));
+    kube.kubectl_ok(&["apply", "-f", &file]).await;
+}
+
+/// The whole chart as Helm renders it: every object of every template, the
+/// operator's Deployment included, so that the harness kubelet runs the
+/// operator in its own pod, as its ServiceAccount, with the flags the
+/// chart gives it.
+pub struct ChartRelease {
+    documents: Vec<serde_yaml::Value>,
+}
+
+impl ChartRelease {
+    /// The chart rendered for `release` in `namespace` with `values`
+    /// (JSON); `None` when Python is missing and allowed to be.
+    pub async fn render(release: &str, namespace: &str, values: &str) -> Option<Self> {
+        let rendered = render(release, namespace, values).await?;
+        let documents = rendered
+            .as_object()
+            .expect("templates")
+            .iter()
+            .filter(|(template, _)| template.ends_with(".yaml"))
+            .flat_map(|(template, _)| {
+                let name = template.trim_start_matches("mssql-cdc-operator/templates/");
+                documents(&rendered, name)
+            })
+            .collect();
+        Some(ChartRelease { documents })
+    }
+
+    /// Removes the rules on `resource` from the operator's Roles and
+    /// ClusterRole (named after the release, as the chart names them): how
+    /// a test proves that the operator needs them.
+    pub fn without_operator_rule_on(mut self, release: &str, resource: &str) -> Self {
+        let operator = format!("{release}-mssql-cdc-operator");
+        for doc in &mut self.documents {
+            let is_operator_role = matches!(doc["kind"].as_str(), Some("Role" | "ClusterRole"))
+                && doc["metadata"]["name"].as_str() == Some(operator.as_str());
+            if let (true, Some(rules)) = (is_operator_role, doc["rules"].as_sequence_mut()) {
+                rules.retain(|rule| {
+                    !rule["resources"]
+                        .as_sequence()
+                        .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(resource)))
+                });
+            }
+        }
+        self
+    }
+
+    /// Applies every object with kubectl (as the admin).
+    pub async fn apply(&self, kube: &KubeEnv) {
+        apply_documents(kube, "chart-release.yaml", &self.documents).await;
     }
 }

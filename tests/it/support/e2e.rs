@@ -12,7 +12,8 @@ use crate::support::chart::ChartIdentity;
 use crate::support::cluster::{sandbox_endpoint_for_pods, start_sandbox_pod};
 use crate::support::kube::KubeEnv;
 use crate::support::operator::{
-    InProcessOperator, cluster_manifest, orders_with_changes, start_operator_as, worker_image,
+    HARNESS_ENV, InProcessOperator, cluster_manifest, labelled_secret, orders_with_changes,
+    start_operator_as, worker_image,
 };
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::StreamFixture;
@@ -128,8 +129,7 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
         ),
         None => (
             StreamFixture::new(&server, &db, &options.extra),
-            "  worker:\n    env:\n    - {name: MSSQL_CDC_LISTEN, value: \"127.0.0.1:0\"}\n"
-                .to_string(),
+            format!("  worker:\n    env:\n    - {{name: {HARNESS_ENV}, value: \"127.0.0.1:0\"}}\n"),
         ),
     };
     let mut manifest = cluster_manifest(&fixture).replace(
@@ -150,21 +150,24 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
     let password = options
         .secret_password
         .unwrap_or_else(|| fixture.password.clone());
-    let secret = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: sql, namespace: {ns}}}\nstringData: {{password: \"{password}\"{monitoring_key}}}\n",
-    );
-    kube.kubectl_ok(&["apply", "-f", &kube.write("secret.yaml", &secret)])
-        .await;
+    let secret = labelled_secret("sql", &format!("password: \"{password}\"{monitoring_key}"));
+    kube.kubectl_ok(&[
+        "apply",
+        "-n",
+        &ns,
+        "-f",
+        &kube.write("secret.yaml", &secret),
+    ])
+    .await;
     chart.apply(&kube).await;
     let token = chart.operator_token(&kube).await;
     let operator_client = kube.client_with_token(&token).await;
-    let operator = start_operator_as(
-        &kube,
-        Duration::from_secs(1),
-        operator_client,
-        chart.worker_defaults(worker_image(&kube)),
-    )
-    .await;
+    let mut defaults = chart.worker_defaults(worker_image(&kube));
+    if kube.cluster.is_none() {
+        defaults.policy.env.push(HARNESS_ENV.to_string());
+    }
+    let operator =
+        start_operator_as(&kube, Duration::from_secs(1), operator_client, defaults).await;
     kube.kubectl_ok(&[
         "apply",
         "-n",

@@ -145,7 +145,7 @@ impl Example {
             .as_sequence_mut()
             .expect("spec.worker.env is a list");
         let mut var = Mapping::new();
-        var.insert("name".into(), "MSSQL_CDC_LISTEN".into());
+        var.insert("name".into(), super::operator::HARNESS_ENV.into());
         var.insert("value".into(), "127.0.0.1:0".into());
         env.push(Value::Mapping(var));
         self

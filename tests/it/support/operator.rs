@@ -138,6 +138,11 @@ impl Drop for InProcessOperator {
     }
 }
 
+/// The variable every worker of the harness kubelet sets (a free metrics
+/// port: its pods share the host's network), which the operator must
+/// allow there (`--worker-env`); a real cluster needs none.
+pub const HARNESS_ENV: &str = "MSSQL_CDC_LISTEN";
+
 /// The image workers run: the cluster's test image, or a name the harness
 /// kubelet ignores.
 pub fn worker_image(kube: &KubeEnv) -> String {
@@ -218,6 +223,29 @@ pub async fn suspend(kube: &KubeEnv, name: &str) {
     .await;
 }
 
+/// A Secret `name` in the kubectl namespace with `string_data` (the body of
+/// a flow mapping, e.g. `p: x`), labelled as the operator requires by
+/// default (`--worker-secret-label`), so that streams may name it.
+pub fn labelled_secret(name: &str, string_data: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, labels: {{{DEFAULT_SECRET_LABEL_YAML}}}}}\n\
+         stringData: {{{string_data}}}\n"
+    )
+}
+
+/// The operator's default Secret label as a YAML mapping entry.
+const DEFAULT_SECRET_LABEL_YAML: &str = "mssql-cdc.io/allow: \"true\"";
+
+/// [`stream_manifest`] after the labelled Secret `s` it names, as one
+/// file: what the operator turns into a worker.
+pub fn stream_with_secret(name: &str, worker: &str) -> String {
+    format!(
+        "{}---\n{}",
+        labelled_secret("s", "p: x"),
+        stream_manifest(name, worker)
+    )
+}
+
 /// A valid continuous CdcStream `name` (its source need not exist) with
 /// `worker` as the flow mapping of `spec.worker`, e.g. `{image: x}`.
 pub fn stream_manifest(name: &str, worker: &str) -> String {
@@ -229,4 +257,46 @@ pub fn stream_manifest(name: &str, worker: &str) -> String {
          facts: {{name: ops.facts, location: /lake/facts}}\n  trigger: {{processingTime: 10s}}\n  \
          worker: {worker}\n"
     )
+}
+
+/// The Events about the object `name` in `namespace`: (type, reason, note).
+pub async fn events_of(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    events
+        .list(&Default::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The Events about `name` once one is a Warning with `reason`.
+pub async fn once_warned(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<(String, String, String)> {
+    eventually(&format!("a Warning Event {reason} for {name}"), || async {
+        let events = events_of(client, namespace, name).await;
+        events
+            .iter()
+            .any(|(type_, r, _)| type_ == "Warning" && r == reason)
+            .then_some(events)
+    })
+    .await
 }

@@ -283,3 +283,72 @@ async fn custom_resources_status_generation_pruning_validation() {
         s.message
     );
 }
+
+#[tokio::test]
+async fn metadata_only_reads_return_labels_never_data() {
+    use k8s_openapi::api::core::v1::Secret;
+    let env = common::start().await;
+    let client = env.client().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "sql", "labels": {"mssql-cdc.io/allow": "true"}},
+        "stringData": {"password": "s3cret-value"}
+    }))
+    .expect("secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create");
+
+    let meta = secrets
+        .get_metadata_opt("sql")
+        .await
+        .expect("metadata GET")
+        .expect("the Secret exists");
+    assert_eq!(
+        meta.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    assert_eq!(
+        meta.metadata
+            .labels
+            .unwrap_or_default()
+            .get("mssql-cdc.io/allow")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(
+        secrets
+            .get_metadata_opt("missing")
+            .await
+            .expect("GET")
+            .is_none()
+    );
+
+    let list = secrets
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("metadata list");
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("sql"));
+
+    // Neither answer carries the data: the raw bodies, as a client sees them.
+    for path in [
+        "/api/v1/namespaces/default/secrets/sql",
+        "/api/v1/namespaces/default/secrets",
+    ] {
+        let request = axum::http::Request::get(path)
+            .header(
+                "Accept",
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+            )
+            .body(Vec::new())
+            .expect("request");
+        let body = client.request_text(request).await.expect("raw GET");
+        assert!(
+            !body.contains("s3cret") && !body.contains("czNjcmV0"),
+            "{body}"
+        );
+        assert!(body.contains("PartialObjectMetadata"), "{body}");
+    }
+}

@@ -1,0 +1,172 @@
+//! What the operator checks against the cluster before it applies a
+//! worker, which the pure policy cannot see: that every Secret the stream
+//! names carries the label the operator requires (read as metadata only,
+//! never a Secret's data), and that the child of the stream's name is the
+//! stream's own, so that a forced apply never takes over (and garbage
+//! collection never deletes) an object someone else made.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::spec::CdcStream;
+
+use super::children::{BuildError, Workload};
+use super::controller::{ReconcileError, api_error};
+use super::policy::WorkerPolicy;
+use super::secret_refs::{FoundSecrets, admit_secrets, secret_refs};
+
+/// Whether the child of the stream's name exists (and is the stream's):
+/// an apply may then be forced; a new one is created by an apply that is
+/// not, which a concurrent creator's object makes conflict instead of
+/// being taken over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Child {
+    /// No object of the child's kind and name.
+    Absent,
+    /// The stream's own child.
+    Owned,
+}
+
+/// The cluster's verdict on `workload` for `stream`: a refusal (an
+/// unlabelled or missing Secret, a child the stream does not own), or the
+/// child's state; an error when the API server cannot tell.
+pub async fn admit_in_cluster(
+    client: &Client,
+    namespace: &str,
+    stream: &CdcStream,
+    workload: &Workload,
+    policy: &WorkerPolicy,
+) -> Result<Result<Child, BuildError>, ReconcileError> {
+    if let Some(label) = &policy.secret_label {
+        let refs = secret_refs(stream);
+        let found = read_secret_labels(client, namespace, refs.iter().map(|r| &r.name)).await?;
+        if let Err(refusal) = admit_secrets(label, &refs, &found) {
+            return Ok(Err(refusal.into()));
+        }
+    }
+    let name = stream.name_any();
+    match workload {
+        Workload::Continuous(_) => {
+            child_state::<Deployment>(client, namespace, &name, stream).await
+        }
+        Workload::Scheduled(_) => child_state::<CronJob>(client, namespace, &name, stream).await,
+    }
+}
+
+/// The labels of each of `names` (once each), read as metadata only
+/// (`PartialObjectMetadata`: the operator needs `get` on Secrets, but never
+/// asks for their data).
+async fn read_secret_labels<'a>(
+    client: &Client,
+    namespace: &str,
+    names: impl Iterator<Item = &'a String>,
+) -> Result<FoundSecrets, ReconcileError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut found = FoundSecrets::new();
+    for name in names.collect::<BTreeSet<_>>() {
+        let meta =
+            api.get_metadata_opt(name)
+                .await
+                .map_err(|source| ReconcileError::SecretLabels {
+                    namespace: namespace.to_string(),
+                    name: name.clone(),
+                    source,
+                })?;
+        found.insert(
+            name.clone(),
+            meta.map(|m| m.metadata.labels.unwrap_or_default()),
+        );
+    }
+    Ok(found)
+}
+
+/// A kind of child the operator makes (Deployment, CronJob): namespaced,
+/// read and written whole.
+pub trait ChildKind:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> ChildKind for K where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+/// Whether the `K` of `name` is absent, the stream's, or someone else's.
+pub(super) async fn child_state<K: ChildKind>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    stream: &CdcStream,
+) -> Result<Result<Child, BuildError>, ReconcileError> {
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let kind = K::kind(&()).to_string();
+    let existing = api
+        .get_metadata_opt(name)
+        .await
+        .map_err(|source| api_error("read", kind.clone(), namespace, name, source))?;
+    Ok(match existing {
+        None => Ok(Child::Absent),
+        Some(child) if owned_by(&child.metadata, stream) => Ok(Child::Owned),
+        Some(_) => Err(BuildError::ChildNotOwned {
+            kind,
+            name: name.to_string(),
+        }),
+    })
+}
+
+/// Whether `child` has an ownerReference to `stream` (by uid: a stream
+/// deleted and made again under the same name owns nothing of the old).
+pub fn owned_by(child: &ObjectMeta, stream: &CdcStream) -> bool {
+    let Some(uid) = stream.metadata.uid.as_ref() else {
+        return false;
+    };
+    child
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| &owner.uid == uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::test_fixtures::stream;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owned(uid: &str) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                api_version: "mssql-cdc.io/v1alpha1".into(),
+                kind: "CdcStream".into(),
+                name: "orders".into(),
+                uid: uid.into(),
+                ..OwnerReference::default()
+            }]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_child_is_owned_by_the_stream_of_its_owner_uid_only() {
+        let orders = stream(serde_json::json!({}));
+        assert!(owned_by(&owned("7f3c-uid"), &orders));
+        // Same name, another stream (deleted and made again).
+        assert!(!owned_by(&owned("another-uid"), &orders));
+        assert!(!owned_by(&ObjectMeta::default(), &orders));
+        let no_uid = stream(serde_json::json!({"metadata": {"uid": null}}));
+        assert!(!owned_by(&owned(""), &no_uid));
+    }
+}
