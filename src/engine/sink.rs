@@ -314,7 +314,7 @@ impl Sink {
                 given: info.key_columns.join(","),
             }));
         }
-        table.add_missing_columns(&info.arrow_fields()?).await?;
+        table.add_missing_columns(&info.declared_fields()?).await?;
         Ok(())
     }
 
@@ -419,7 +419,7 @@ async fn open_silver(
     Ok(SilverTable::open_or_create(
         &spec.table.location,
         &options,
-        &info.arrow_fields()?,
+        &info.declared_fields()?,
         keys,
         deletes,
     )

@@ -36,6 +36,16 @@ impl CaptureInfo {
     pub fn arrow_fields(&self) -> Result<Vec<Field>, SourceError> {
         self.columns.iter().map(SqlColumn::field).collect()
     }
+
+    /// The same fields, nullable only where the source column is: what
+    /// silver needs to know to match a nullable key column null-safely
+    /// (bronze's fields are all nullable, whatever the source declares).
+    pub fn declared_fields(&self) -> Result<Vec<Field>, SourceError> {
+        self.columns
+            .iter()
+            .map(|c| Ok(c.field()?.with_nullable(c.nullable)))
+            .collect()
+    }
 }
 
 /// Minutes the server's local clock is ahead of UTC (CDC commit times are
