@@ -397,17 +397,7 @@ async fn open_silver(
     info: &CaptureInfo,
     env: &BTreeMap<String, String>,
 ) -> Result<SilverTable, EngineError> {
-    let keys = match &spec.keys {
-        Some(keys) => keys.clone(),
-        None if !info.key_columns.is_empty() => info.key_columns.clone(),
-        None => {
-            return Err(EngineError::Inconsistent(format!(
-                "spec.silver: capture instance {} has no index columns (the table has no primary \
-                 key and CDC was enabled without @index_name); name the key in spec.silver.keys",
-                info.instance
-            )));
-        }
-    };
+    let keys = super::silver_keys::keys(spec, info)?;
     let deletes = match spec.deletes {
         SilverDeletes::Hard => Deletes::Hard,
         SilverDeletes::Soft => Deletes::Soft,

@@ -855,3 +855,33 @@ async fn a_null_key_column_matches_its_row_so_updates_replace_it_and_deletes_lan
         [vec![Value::from(3), Value::Null, Value::from(30)]]
     );
 }
+
+#[tokio::test]
+async fn a_silver_key_that_is_not_unique_is_refused_before_anything_is_written() {
+    let server = TestServer::start().await;
+    let (_client, mut stream) = orders_with_silver(&server, ORDERS, &two_rows(), "").await;
+    stream.manifest = stream.manifest.replace(
+        "silver: {name: silver.orders,",
+        "silver: {keys: [note, QTY], name: silver.orders,",
+    );
+    let error = stream.run_once().await.expect_err("refused");
+    assert_eq!(error.kind(), "silver_key", "{error}");
+    let said = error.to_string();
+    for part in [
+        "spec.silver.keys (note, QTY)",
+        "dbo.orders",
+        "(id) primary key",
+    ] {
+        assert!(said.contains(part), "{part:?} in {said}");
+    }
+    for table in ["silver", "bronze"] {
+        assert!(!stream.path(table).exists(), "no {table} table: {said}");
+    }
+
+    // With the primary key among them, the same keys are accepted.
+    stream.manifest = stream
+        .manifest
+        .replace("keys: [note, QTY]", "keys: [note, QTY, ID]");
+    stream.run_once().await.expect("accepted");
+    assert_eq!(silver_rows(&stream).await.len(), 2);
+}
