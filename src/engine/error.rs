@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::plan::PlanError;
+use super::silver_keys::SilverKeyNotUnique;
 use crate::domain::{CaptureInstance, Lsn};
 use crate::lake::bronze::BronzeError;
 use crate::lake::checkpoint::CheckpointError;
@@ -173,6 +174,9 @@ pub enum EngineError {
         /// What the table holds instead, in words.
         found: String,
     },
+    /// Silver's key does not identify one row of the source table.
+    #[error(transparent)]
+    SilverKeyNotUnique(Box<SilverKeyNotUnique>),
     /// The snapshot's progress in bronze does not match the checkpoint.
     #[error("{0}")]
     Inconsistent(String),
@@ -230,6 +234,7 @@ impl EngineError {
             EngineError::UnsafeStorage { .. } => "unsafe_storage",
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
             EngineError::TargetBehind { .. } => "target_behind",
+            EngineError::SilverKeyNotUnique(_) => "silver_key",
             EngineError::Inconsistent(_) => "inconsistent",
         }
     }

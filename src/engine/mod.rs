@@ -11,7 +11,8 @@
 //! `batch` runs a planned batch, `snapshot` the bootstrap and re-snapshots,
 //! both reading through `readers` (one session, or several at once),
 //! `source_changes` moves to a newer capture instance; `identity` makes sure
-//! the checkpoint and the target belong together; `heartbeat` is the
+//! the checkpoint and the target belong together; `silver_keys` that
+//! silver's key identifies one row of the source; `heartbeat` is the
 //! optional write that keeps a quiet database's max LSN moving; `observer`
 //! is how the CLI, the demo, the worker and the metrics see progress.
 //! The exactly-once protocol is docs/adr/0002-exactly-once.md.
@@ -32,6 +33,7 @@ mod retention;
 mod retry;
 mod run;
 mod session;
+mod silver_keys;
 mod sink;
 mod snapshot;
 mod snapshot_copy;
@@ -46,3 +48,4 @@ pub use observer::{Fanout, Observer, PositionMeasures, Silent, SnapshotProgress,
 pub use options::{RunOptions, RunSummary};
 pub use retry::Backoff;
 pub use run::run;
+pub use silver_keys::SilverKeyNotUnique;

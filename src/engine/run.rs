@@ -13,6 +13,7 @@ use super::heartbeat::Heartbeat;
 use super::options::{RunOptions, RunSummary};
 use super::retry::Backoff;
 use super::session::SourceSession;
+use super::silver_keys;
 use super::sink::Sink;
 use super::step::{Step, step};
 use crate::lake::checkpoint::Checkpoint;
@@ -112,10 +113,10 @@ async fn drive(
         let opened =
             SourceSession::open(&config.source, password, heartbeat, None, &mut run.warnings).await;
         let opened = match opened {
-            Ok(mut session) => session
-                .read_retention(monitoring, &mut run.warnings)
-                .await
-                .map(|()| session),
+            Ok(mut session) => match session.read_retention(monitoring, &mut run.warnings).await {
+                Ok(()) => silver_keys::check(config, &session).await.map(|()| session),
+                Err(error) => Err(error),
+            },
             Err(error) => Err(error),
         };
         match opened {

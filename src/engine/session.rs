@@ -24,6 +24,7 @@ use crate::source::key_ranges::{bounds, sample_for, sample_keys};
 use crate::source::lsn_parts::{CommitChanges, change_counts};
 use crate::source::session_stats::{self, NetworkWait};
 use crate::source::snapshot::estimated_rows;
+use crate::source::unique_keys::{UniqueKey, unique_keys};
 use crate::source::{SourceError, SqlClient, connect, heartbeat};
 use crate::spec::{HeartbeatConfig, SourceConfig};
 
@@ -143,6 +144,13 @@ impl SourceSession {
     /// The capture instance read and its columns.
     pub fn info(&self) -> &CaptureInfo {
         &self.info
+    }
+
+    /// The source table's primary key, unique constraints and unique
+    /// indexes: what silver's key is checked against at start.
+    pub async fn unique_keys(&self) -> Result<Vec<UniqueKey>, EngineError> {
+        let mut client = self.client.lock().await;
+        Ok(unique_keys(&mut client, &self.source.table).await?)
     }
 
     /// Minutes the server's clock is ahead of UTC.

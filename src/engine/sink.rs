@@ -383,7 +383,7 @@ impl Sink {
                 given: info.key_columns.join(","),
             }));
         }
-        table.add_missing_columns(&info.arrow_fields()?).await?;
+        table.add_missing_columns(&info.declared_fields()?).await?;
         Ok(())
     }
 
@@ -466,17 +466,7 @@ async fn open_silver(
     info: &CaptureInfo,
     env: &BTreeMap<String, String>,
 ) -> Result<SilverTable, EngineError> {
-    let keys = match &spec.keys {
-        Some(keys) => keys.clone(),
-        None if !info.key_columns.is_empty() => info.key_columns.clone(),
-        None => {
-            return Err(EngineError::Inconsistent(format!(
-                "spec.silver: capture instance {} has no index columns (the table has no primary \
-                 key and CDC was enabled without @index_name); name the key in spec.silver.keys",
-                info.instance
-            )));
-        }
-    };
+    let keys = super::silver_keys::keys(spec, info)?;
     let deletes = match spec.deletes {
         SilverDeletes::Hard => Deletes::Hard,
         SilverDeletes::Soft => Deletes::Soft,
@@ -485,7 +475,7 @@ async fn open_silver(
         .table
         .location
         .options(&config.storage_options, env.clone());
-    let fields = info.arrow_fields()?;
+    let fields = info.declared_fields()?;
     let mut table =
         SilverTable::open_or_create(&spec.table.location, &options, &fields, keys, deletes).await?;
     // Like bronze, silver takes the columns it lacks (add_read_columns).

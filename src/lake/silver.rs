@@ -7,13 +7,16 @@
 //! moved the row to another key. A change older
 //! than the row it would replace is ignored, and every MERGE carries its
 //! own `txn`, so a replay applies nothing twice and nothing out of order.
-//! See docs/silver.md.
+//! A key column the source declares nullable is matched null-safely (a
+//! unique index lets one row have NULL there), the others with `=`, which
+//! lets the MERGE skip files by key range. See docs/silver.md.
 
 use std::ops::Not;
 use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::datafusion::common::Column;
+use deltalake::datafusion::logical_expr::{Operator, binary_expr};
 use deltalake::datafusion::prelude::{DataFrame, Expr, SessionContext, lit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::CommitProperties;
@@ -105,6 +108,9 @@ pub struct SilverTable {
     table: DeltaTable,
     location: String,
     keys: Vec<String>,
+    /// The keys matched with `IS NOT DISTINCT FROM`: those a source column
+    /// declared nullable (once, by any capture instance).
+    nullable_keys: Vec<String>,
     deletes: Deletes,
 }
 
@@ -139,6 +145,7 @@ pub fn silver_schema(captured: &[Field], deletes: Deletes) -> SchemaRef {
 impl SilverTable {
     /// Opens the table, creating it with `captured`'s columns when needed.
     /// `keys` must be among them, and an existing table must have the same.
+    /// A key whose field in `captured` is nullable is matched null-safely.
     pub async fn open_or_create(
         location: &StorageLocation,
         options: &StorageOptions,
@@ -175,6 +182,7 @@ impl SilverTable {
                     .map(|c| c.name().clone())
             })
             .collect();
+        let nullable_keys = nullable_among(captured, &keys);
         let schema = silver_schema(captured, deletes);
         let kernel: StructType = schema
             .as_ref()
@@ -193,6 +201,7 @@ impl SilverTable {
             table,
             location: where_,
             keys,
+            nullable_keys,
             deletes,
         };
         if let Some(recorded) = silver.recorded_keys()?
@@ -246,8 +255,14 @@ impl SilverTable {
         Ok(txn.is_done(version))
     }
 
-    /// Adds the columns silver lacks (a newer capture instance's).
+    /// Adds the columns silver lacks (a newer capture instance's). A key
+    /// column `columns` declares nullable is matched null-safely from now on.
     pub async fn add_missing_columns(&mut self, columns: &[Field]) -> Result<(), SilverError> {
+        for key in nullable_among(columns, &self.keys) {
+            if !self.nullable_keys.contains(&key) {
+                self.nullable_keys.push(key);
+            }
+        }
         let current = self
             .table
             .snapshot()
@@ -300,12 +315,7 @@ impl SilverTable {
         let properties = CommitProperties::default()
             .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
             .with_metadata(metadata);
-        let on_keys = self
-            .keys
-            .iter()
-            .map(|k| side("target", k).eq(side("source", k)))
-            .reduce(Expr::and)
-            .unwrap_or_else(|| lit(false));
+        let on_keys = on_keys(&self.keys, &self.nullable_keys);
         let newer = side("source", LSN).gt_eq(side("target", LSN));
         // A before-image that is its key's last change left the key: an
         // update of a manifest key column that is not the capture index
@@ -464,6 +474,38 @@ impl SilverTable {
             source: Box::new(source),
         }
     }
+}
+
+/// The MERGE's match of a target row and a source row: every key equal,
+/// NULL equal to NULL in `nullable` keys (SQL Server's unique indexes treat
+/// NULLs as equal, so such a key names one row). `=` elsewhere: deltalake
+/// turns it into a key range that skips files, which it cannot do for
+/// `IS NOT DISTINCT FROM`.
+fn on_keys(keys: &[String], nullable: &[String]) -> Expr {
+    keys.iter()
+        .map(|k| {
+            let (target, source) = (side("target", k), side("source", k));
+            if nullable.contains(k) {
+                binary_expr(target, Operator::IsNotDistinctFrom, source)
+            } else {
+                target.eq(source)
+            }
+        })
+        .reduce(Expr::and)
+        .unwrap_or_else(|| lit(false))
+}
+
+/// The `keys` (as the columns spell them) whose field in `fields` is
+/// nullable.
+fn nullable_among(fields: &[Field], keys: &[String]) -> Vec<String> {
+    keys.iter()
+        .filter(|k| {
+            fields
+                .iter()
+                .any(|f| f.name().eq_ignore_ascii_case(k) && f.is_nullable())
+        })
+        .cloned()
+        .collect()
 }
 
 /// `relation.name`, exactly as spelled.

@@ -30,6 +30,12 @@ fn lsn(n: u32) -> String {
 /// `changes` as a bronze commit's rows (the captured columns, then the CDC
 /// columns), in the given order.
 fn commit(changes: &[Change]) -> DataFrame {
+    let names: Vec<Option<&str>> = changes.iter().map(|c| Some(c.1)).collect();
+    commit_named(changes, &names)
+}
+
+/// [`commit`] with each change's name given by `names` (NULL as `None`).
+fn commit_named(changes: &[Change], names: &[Option<&str>]) -> DataFrame {
     let mut fields = captured();
     for (name, data_type) in [
         (LSN, DataType::Utf8),
@@ -42,7 +48,7 @@ fn commit(changes: &[Change]) -> DataFrame {
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.0))),
-        Arc::new(StringArray::from_iter_values(changes.iter().map(|c| c.1))),
+        Arc::new(StringArray::from_iter(names.iter().copied())),
         Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.2))),
         Arc::new(StringArray::from_iter_values(
             changes.iter().map(|c| lsn(c.3)),
@@ -72,12 +78,16 @@ struct Record {
 }
 
 async fn open(dir: &std::path::Path, deletes: Deletes) -> SilverTable {
+    open_keyed(dir, deletes, &["orderid"]).await
+}
+
+async fn open_keyed(dir: &std::path::Path, deletes: Deletes, keys: &[&str]) -> SilverTable {
     let location = StorageLocation::parse(dir.join("silver").to_str().unwrap()).unwrap();
     SilverTable::open_or_create(
         &location,
         &StorageOptions::default(),
         &captured(),
-        vec!["orderid".into()],
+        keys.iter().map(|k| k.to_string()).collect(),
         deletes,
     )
     .await
@@ -85,12 +95,23 @@ async fn open(dir: &std::path::Path, deletes: Deletes) -> SilverTable {
 }
 
 async fn apply(silver: &mut SilverTable, version: i64, changes: &[Change]) -> ApplyOutcome {
+    let names: Vec<Option<&str>> = changes.iter().map(|c| Some(c.1)).collect();
+    apply_named(silver, version, changes, &names).await
+}
+
+/// [`apply`] with each change's name given by `names` (NULL as `None`).
+async fn apply_named(
+    silver: &mut SilverTable,
+    version: i64,
+    changes: &[Change],
+    names: &[Option<&str>],
+) -> ApplyOutcome {
     let txn = Txn {
         app_id: "orders/silver".into(),
         version,
     };
     silver
-        .apply(&txn, commit(changes), &Record { test: true })
+        .apply(&txn, commit_named(changes, names), &Record { test: true })
         .await
         .unwrap()
 }
@@ -352,5 +373,53 @@ async fn a_table_keeps_its_keys_and_gains_columns() {
         query(silver.delta_table(), "SELECT \"OrderId\", \"Note\" FROM t").await,
         [["1", ""]],
         "an existing row has no value for the new column"
+    );
+}
+
+#[tokio::test]
+async fn a_null_key_matches_its_row_so_updates_replace_it_and_deletes_land() {
+    for deletes in [Deletes::Hard, Deletes::Soft] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut silver = open_keyed(dir.path(), deletes, &["OrderId", "Customer Name"]).await;
+        let null = [None, None];
+        // Two changes of the NULL key in one commit reduce to the last.
+        apply_named(
+            &mut silver,
+            1,
+            &[(1, "", 1, 10, 1, Insert), (1, "", 2, 11, 1, UpdateAfter)],
+            &null,
+        )
+        .await;
+        apply_named(&mut silver, 2, &[(1, "", 3, 20, 1, UpdateAfter)], &[None]).await;
+        let updated: &[&str] = match deletes {
+            Deletes::Hard => &["1  3 20"],
+            Deletes::Soft => &["1  3 20 false"],
+        };
+        assert_eq!(
+            rows(&silver).await,
+            updated,
+            "{deletes:?}: one row, updated"
+        );
+        apply_named(&mut silver, 3, &[(1, "", 3, 30, 1, Delete)], &[None]).await;
+        let deleted: &[&str] = match deletes {
+            Deletes::Hard => &[],
+            Deletes::Soft => &["1  3 30 true"],
+        };
+        assert_eq!(
+            rows(&silver).await,
+            deleted,
+            "{deletes:?}: the delete landed"
+        );
+    }
+}
+
+#[test]
+fn only_nullable_keys_are_matched_null_safely() {
+    let keys = ["OrderId".to_string(), "Customer Name".to_string()];
+    assert_eq!(nullable_among(&captured(), &keys), ["Customer Name"]);
+    let on = on_keys(&keys, &nullable_among(&captured(), &keys)).to_string();
+    assert_eq!(
+        on,
+        "target.OrderId = source.OrderId AND target.Customer Name IS NOT DISTINCT FROM source.Customer Name"
     );
 }

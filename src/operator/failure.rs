@@ -61,6 +61,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
             Failure::new("IdentityMismatch", said)
         }
         EngineError::TargetBehind { .. } => Failure::new("TargetBehindCheckpoint", said),
+        EngineError::SilverKeyNotUnique(_) => Failure::new("SilverKeyNotUnique", said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
         EngineError::Claim(claim)
             if matches!(
@@ -153,6 +154,7 @@ pub fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::SilverKeyNotUnique;
     use crate::operator::test_fixtures::stream;
 
     fn config() -> StreamConfig {
@@ -187,6 +189,18 @@ mod tests {
                 }),
                 "SourceUnreachable",
                 "spec.source.host",
+            ),
+            (
+                EngineError::SilverKeyNotUnique(Box::new(SilverKeyNotUnique {
+                    app_id: "orders-v1".into(),
+                    silver: "silver.orders".into(),
+                    keys_from: "spec.silver.keys",
+                    keys: "note".into(),
+                    table: "dbo.orders".into(),
+                    unique: "PK_orders (id) primary key".into(),
+                })),
+                "SilverKeyNotUnique",
+                "spec.silver.keys",
             ),
         ];
         for (error, reason, todo) in cases {

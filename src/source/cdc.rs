@@ -13,7 +13,7 @@ use tiberius::{ColumnData, Row};
 use super::SourceError;
 use super::arrow_rows::naive_utc;
 use super::connection::SqlClient;
-use super::types::{SqlColumn, quote_ident, quote_literal};
+use super::types::{SqlColumn, quote_literal, quote_table};
 use crate::domain::TableName;
 use crate::domain::{CaptureInstance, Lsn};
 
@@ -35,6 +35,16 @@ impl CaptureInfo {
     /// The Arrow fields of the columns read, in capture order.
     pub fn arrow_fields(&self) -> Result<Vec<Field>, SourceError> {
         self.columns.iter().map(SqlColumn::field).collect()
+    }
+
+    /// The same fields, nullable only where the source column is: what
+    /// silver needs to know to match a nullable key column null-safely
+    /// (bronze's fields are all nullable, whatever the source declares).
+    pub fn declared_fields(&self) -> Result<Vec<Field>, SourceError> {
+        self.columns
+            .iter()
+            .map(|c| Ok(c.field()?.with_nullable(c.nullable)))
+            .collect()
     }
 }
 
@@ -173,11 +183,7 @@ pub async fn capture_instances(
     client: &mut SqlClient,
     table: &TableName,
 ) -> Result<Vec<InstanceEntry>, SourceError> {
-    let qualified = format!(
-        "{}.{}",
-        quote_ident(&table.schema),
-        quote_ident(&table.table)
-    );
+    let qualified = quote_table(table);
     let sql = format!(
         "SELECT ct.capture_instance, ct.object_id, ct.start_lsn FROM cdc.change_tables AS ct \
          WHERE ct.source_object_id = OBJECT_ID({}) ORDER BY ct.create_date DESC, ct.object_id DESC",
@@ -418,11 +424,7 @@ pub async fn computed_columns(
     client: &mut SqlClient,
     table: &TableName,
 ) -> Result<Vec<String>, SourceError> {
-    let qualified = format!(
-        "{}.{}",
-        quote_ident(&table.schema),
-        quote_ident(&table.table)
-    );
+    let qualified = quote_table(table);
     let sql = format!(
         "SELECT name FROM sys.columns WHERE object_id = OBJECT_ID({}) AND is_computed = 1 \
          ORDER BY column_id",
@@ -496,7 +498,8 @@ async fn single_row(
         .ok_or_else(|| SourceError::Missing(context.into()))
 }
 
-async fn all_rows(
+/// Every row of the first result of `sql`; failures say `context`.
+pub(super) async fn all_rows(
     client: &mut SqlClient,
     sql: &str,
     params: &[&dyn tiberius::ToSql],

@@ -3,7 +3,8 @@
 //! the CDC jobs (`jobs`: retention, the capture job's state), capture's
 //! health as a monitoring login reads it (`capture_health`), where a
 //! parallel read splits a batch (`lsn_parts`) or a table (`key_ranges`),
-//! and the mapping of SQL Server types to Arrow.
+//! the table's unique keys (`unique_keys`) and the mapping of SQL Server
+//! types to Arrow.
 
 mod arrow_rows;
 pub mod capture_health;
@@ -18,6 +19,7 @@ pub mod reader;
 pub mod session_stats;
 pub mod snapshot;
 pub mod types;
+pub mod unique_keys;
 
 pub use cdc::CaptureInfo;
 pub use connection::{SqlClient, client_config, connect};

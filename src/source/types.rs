@@ -190,6 +190,15 @@ pub fn quote_ident(name: &str) -> String {
     format!("[{}]", name.replace(']', "]]"))
 }
 
+/// `table` as `[schema].[table]`, each part quoted.
+pub fn quote_table(table: &crate::domain::TableName) -> String {
+    format!(
+        "{}.{}",
+        quote_ident(&table.schema),
+        quote_ident(&table.table)
+    )
+}
+
 /// Quotes a string as an N'...' literal, doubling `'`.
 pub fn quote_literal(text: &str) -> String {
     format!("N'{}'", text.replace('\'', "''"))

@@ -397,6 +397,9 @@ pub struct SilverSpec {
     pub location: String,
     /// The columns identifying a row; default: the capture instance's index
     /// columns (the primary key, or the unique index CDC was enabled with).
+    /// They must hold every column of the table's primary key, a unique
+    /// constraint or a unique index, or the stream refuses to start; a NULL
+    /// in a key column is matched like a value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<Vec<String>>,
     /// What a delete on the source does to the row: `hard` (default)

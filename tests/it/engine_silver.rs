@@ -802,3 +802,86 @@ async fn silver_gains_a_newer_capture_instances_column() {
     .await;
     assert_eq!(extra, [["1", "10"], ["2", "20"]]);
 }
+
+#[tokio::test]
+async fn a_null_key_column_matches_its_row_so_updates_replace_it_and_deletes_land() {
+    // Keyed by the primary key and a nullable column: rows whose `note` is
+    // NULL must still be found by their key, across batches.
+    let server = TestServer::start().await;
+    let seed = [
+        "INSERT INTO dbo.orders VALUES (1, NULL, 1, 1.00)",
+        "INSERT INTO dbo.orders VALUES (2, NULL, 2, 2.00)",
+        "INSERT INTO dbo.orders VALUES (3, N'c', 3, 3.00)",
+    ]
+    .map(String::from);
+    let (mut client, mut stream) = orders_with_silver(&server, ORDERS, &seed, "").await;
+    stream.manifest = stream.manifest.replace(
+        "silver: {name: silver.orders,",
+        "silver: {keys: [id, note], name: silver.orders,",
+    );
+    stream.run_once().await.expect("bootstrap");
+    let batches: [&[(&str, i32)]; 2] = [
+        &[
+            ("UPDATE dbo.orders SET qty = 10 WHERE id = 1", 2),
+            ("DELETE FROM dbo.orders WHERE id = 2", 1),
+            // Moves row 3 from key (3, 'c') to (3, NULL).
+            ("UPDATE dbo.orders SET note = NULL WHERE id = 3", 2),
+        ],
+        &[
+            ("UPDATE dbo.orders SET qty = 30 WHERE id = 3", 2),
+            ("DELETE FROM dbo.orders WHERE id = 1", 1),
+        ],
+    ];
+    for batch in batches {
+        for (sql, rows) in batch {
+            change(&mut client, sql, *rows).await;
+        }
+        stream.run_once().await.expect("a batch of changes");
+    }
+
+    assert_eq!(silver_rows(&stream).await, source_rows(&mut client).await);
+    assert_eq!(source_rows(&mut client).await, ["3||30|3.00"]);
+    let Some(silver) = read_delta(
+        &stream.path("silver"),
+        Some("SELECT id, note, qty FROM t ORDER BY id"),
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(silver.rows, 1, "DuckDB sees one row: {:?}", silver.query);
+    assert_eq!(
+        silver.query,
+        [vec![Value::from(3), Value::Null, Value::from(30)]]
+    );
+}
+
+#[tokio::test]
+async fn a_silver_key_that_is_not_unique_is_refused_before_anything_is_written() {
+    let server = TestServer::start().await;
+    let (_client, mut stream) = orders_with_silver(&server, ORDERS, &two_rows(), "").await;
+    stream.manifest = stream.manifest.replace(
+        "silver: {name: silver.orders,",
+        "silver: {keys: [note, QTY], name: silver.orders,",
+    );
+    let error = stream.run_once().await.expect_err("refused");
+    assert_eq!(error.kind(), "silver_key", "{error}");
+    let said = error.to_string();
+    for part in [
+        "spec.silver.keys (note, QTY)",
+        "dbo.orders",
+        "(id) primary key",
+    ] {
+        assert!(said.contains(part), "{part:?} in {said}");
+    }
+    for table in ["silver", "bronze"] {
+        assert!(!stream.path(table).exists(), "no {table} table: {said}");
+    }
+
+    // With the primary key among them, the same keys are accepted.
+    stream.manifest = stream
+        .manifest
+        .replace("keys: [note, QTY]", "keys: [note, QTY, ID]");
+    stream.run_once().await.expect("accepted");
+    assert_eq!(silver_rows(&stream).await.len(), 2);
+}

@@ -354,50 +354,43 @@ fn indexes_cols() -> Vec<Column> {
         col("is_unique", BIT, true),
         col("is_primary_key", BIT, true),
         col("is_unique_constraint", BIT, true),
+        col("is_disabled", BIT, true),
+        col("is_hypothetical", BIT, true),
+        col("has_filter", BIT, true),
+        col("filter_definition", DataType::NVarChar(Length::Max), true),
     ]
 }
 
 fn indexes_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
     let mut out = Vec::new();
     for t in visible_tables(ctx, db) {
-        let id = i(t.meta.object_id);
-        let heap = || {
+        // The sandbox's only indexes are the heap or clustered index and a
+        // primary key, so is_unique and is_primary_key agree.
+        let row = |name: Value, index_id: i32, ty: u8, unique: bool| {
+            let type_desc = ["HEAP", "CLUSTERED", "NONCLUSTERED"][usize::from(ty)];
             vec![
-                id.clone(),
+                i(t.meta.object_id),
+                name,
+                i(index_id),
+                Value::TinyInt(ty),
+                s(type_desc),
+                b(unique),
+                b(unique),
+                b(false),
+                // Never disabled, hypothetical or filtered.
+                b(false),
+                b(false),
+                b(false),
                 Value::Null,
-                i(0),
-                Value::TinyInt(0),
-                s("HEAP"),
-                b(false),
-                b(false),
-                b(false),
             ]
         };
         match &t.meta.primary_key {
-            Some(pk) if pk.clustered => out.push(vec![
-                id.clone(),
-                s(&pk.name),
-                i(1),
-                Value::TinyInt(1),
-                s("CLUSTERED"),
-                b(true),
-                b(true),
-                b(false),
-            ]),
+            Some(pk) if pk.clustered => out.push(row(s(&pk.name), 1, 1, true)),
             Some(pk) => {
-                out.push(heap());
-                out.push(vec![
-                    id.clone(),
-                    s(&pk.name),
-                    i(2),
-                    Value::TinyInt(2),
-                    s("NONCLUSTERED"),
-                    b(true),
-                    b(true),
-                    b(false),
-                ]);
+                out.push(row(Value::Null, 0, 0, false));
+                out.push(row(s(&pk.name), 2, 2, true));
             }
-            None => out.push(heap()),
+            None => out.push(row(Value::Null, 0, 0, false)),
         }
     }
     Ok(out)

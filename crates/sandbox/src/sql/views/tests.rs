@@ -67,3 +67,66 @@ fn catalog_views_describe_tables() {
     );
     assert_eq!(r, vec![vec![text("dbo")]]);
 }
+
+#[test]
+fn sys_indexes_says_which_indexes_are_unique_and_enforced() {
+    let (_e, mut s) = shop();
+    crate::sql::test_support::ok(
+        &mut s,
+        "CREATE TABLE dbo.heap (a int NULL, b int NULL)
+         CREATE TABLE dbo.nc (a int NOT NULL, b int NOT NULL,
+             CONSTRAINT PK_nc PRIMARY KEY NONCLUSTERED (b, a))",
+    );
+    // Every index of these tables, as SQL Server describes them: a heap is
+    // index 0 and never unique; none is disabled, hypothetical or filtered.
+    let r = rows(
+        &mut s,
+        "SELECT t.name, i.index_id, i.type_desc, i.is_unique, i.is_primary_key,
+                i.is_unique_constraint, i.is_disabled, i.is_hypothetical, i.has_filter,
+                i.filter_definition
+         FROM sys.indexes AS i JOIN sys.tables AS t ON t.object_id = i.object_id
+         WHERE t.name IN ('heap', 'nc') ORDER BY t.name, i.index_id",
+    );
+    let f = Value::Bit(false);
+    let t = Value::Bit(true);
+    let index = |table: &str, id: i32, desc: &str, unique: bool| {
+        let mut row = vec![text(table), int(id), text(desc)];
+        row.extend([Value::Bit(unique), Value::Bit(unique)]);
+        row.extend(std::iter::repeat_n(Value::Bit(false), 4));
+        row.push(Value::Null);
+        row
+    };
+    assert_eq!(
+        r,
+        vec![
+            index("heap", 0, "HEAP", false),
+            index("nc", 0, "HEAP", false),
+            index("nc", 2, "NONCLUSTERED", true),
+        ]
+    );
+    // The engine's query of a table's unique keys (src/source/unique_keys.rs).
+    let unique_keys = |table: &str| {
+        format!(
+            "SELECT i.index_id, i.name, i.is_primary_key, i.is_unique_constraint, c.name
+             FROM sys.indexes AS i
+             JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id
+             JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+             WHERE i.object_id = OBJECT_ID(N'{table}') AND i.is_unique = 1 AND i.has_filter = 0
+               AND i.is_disabled = 0 AND i.is_hypothetical = 0 AND ic.is_included_column = 0
+             ORDER BY i.index_id, ic.key_ordinal"
+        )
+    };
+    assert_eq!(
+        rows(&mut s, &unique_keys("[dbo].[nc]")),
+        vec![
+            vec![int(2), text("PK_nc"), t.clone(), f.clone(), text("b")],
+            vec![int(2), text("PK_nc"), t.clone(), f.clone(), text("a")],
+        ],
+        "in key order"
+    );
+    assert_eq!(
+        rows(&mut s, &unique_keys("[dbo].[orders]")),
+        vec![vec![int(1), text("PK_orders"), t, f, text("id")]]
+    );
+    assert!(rows(&mut s, &unique_keys("[dbo].[heap]")).is_empty());
+}
