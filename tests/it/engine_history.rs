@@ -80,48 +80,55 @@ async fn bronze_version(stream: &StreamFixture) -> Option<u64> {
 }
 
 /// Batches per run of the long-history test: two runs put the bootstrap
-/// past the old 200-version search. The 1,000 batches take about
-/// 15 minutes in the debug build (0.8 s a batch), too long for CI.
+/// past the old 200-version search. The 1,000 batches (two runs of
+/// 500) take about 15 minutes in the debug build (0.8 s a batch), too long
+/// for CI: `MSSQL_CDC_TEST_LONG_RUN=500` runs them.
 #[cfg(feature = "failpoints")]
-const RUN: i32 = 120;
+fn batches_per_run() -> i32 {
+    std::env::var("MSSQL_CDC_TEST_LONG_RUN")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(120)
+}
 
 #[cfg(feature = "failpoints")]
 #[tokio::test]
 async fn a_long_stream_restarts_after_compaction_and_a_kill() {
+    let per_run = batches_per_run();
     let server = TestServer::start().await;
     let (mut client, stream) = bootstrapped(&server).await;
-    // Two runs of RUN batches with a compaction between them, so the
+    // Two runs of `per_run` batches with a compaction between them, so the
     // bootstrap's commit lies further back in bronze's log than the 200
     // versions the old search read, behind commits without a `txn`.
-    insert_commits(&mut client, 100, RUN).await;
+    insert_commits(&mut client, 100, per_run).await;
     let first = stream.run_once().await.expect("the first run");
-    assert!(first.batches >= RUN as u64, "{first:?}");
+    assert!(first.batches >= per_run as u64, "{first:?}");
     compact_bronze(&stream).await;
-    insert_commits(&mut client, 100 + RUN, RUN).await;
+    insert_commits(&mut client, 100 + per_run, per_run).await;
     let second = stream
         .run_once()
         .await
         .expect("a restart after a run and a compaction");
-    assert!(second.batches >= RUN as u64, "{second:?}");
+    assert!(second.batches >= per_run as u64, "{second:?}");
     compact_bronze(&stream).await;
 
     // A restart with one more change: before, the bootstrap's commit was
     // looked for among the newest 200 versions and the run refused.
-    insert_commits(&mut client, 100 + 2 * RUN, 1).await;
+    insert_commits(&mut client, 100 + 2 * per_run, 1).await;
     let third = stream.run_once().await.expect("a restart after both runs");
     assert!(third.batches >= 1, "{third:?}");
 
     // Killed between the bronze commit and the facts row, compacted while
     // down, restarted: the replay finds its commit behind the compaction's.
-    insert_commits(&mut client, 101 + 2 * RUN, 1).await;
+    insert_commits(&mut client, 101 + 2 * per_run, 1).await;
     crate::engine_crash::run_until_killed(&stream, "after_bronze_commit").await;
     compact_bronze(&stream).await;
     stream.run_once().await.expect("the restart after the kill");
-    insert_commits(&mut client, 102 + 2 * RUN, 1).await;
+    insert_commits(&mut client, 102 + 2 * per_run, 1).await;
     stream.run_once().await.expect("streaming on");
 
     let (bronze, facts) = counts(&stream).await;
-    let rows = (13 + 2 * RUN).to_string();
+    let rows = (13 + 2 * per_run).to_string();
     assert_eq!(
         bronze,
         [rows.as_str(), rows.as_str(), "10"],
