@@ -423,3 +423,24 @@ fn only_nullable_keys_are_matched_null_safely() {
         "target.OrderId = source.OrderId AND target.Customer Name IS NOT DISTINCT FROM source.Customer Name"
     );
 }
+
+#[tokio::test]
+async fn a_not_null_key_still_lets_the_merge_skip_files() {
+    // "OrderId" is declared NOT NULL: matched with `=`, which deltalake
+    // turns into a key range that skips the files outside it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut silver = open(dir.path(), Deletes::Hard).await;
+    apply(
+        &mut silver,
+        1,
+        &[(1, "a", 1, 10, 1, Insert), (2, "b", 2, 10, 2, Insert)],
+    )
+    .await;
+    apply(&mut silver, 2, &[(100, "c", 3, 20, 1, Insert)]).await;
+    let outcome = apply(&mut silver, 3, &[(2, "b2", 4, 30, 1, UpdateAfter)]).await;
+    let ApplyOutcome::Applied { files_skipped, .. } = outcome else {
+        panic!("applied: {outcome:?}");
+    };
+    assert!(files_skipped > 0, "{outcome:?}");
+    assert_eq!(rows(&silver).await, ["1 a 1 10", "2 b2 4 30", "100 c 3 20"]);
+}
