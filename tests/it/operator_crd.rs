@@ -412,6 +412,22 @@ async fn kubectl_applies_crds_then_a_stream_with_each_enum_value() {
     let env = KubeEnv::start().await;
     // The folder, as the docs say: kubectl reads it as YAML 1.1.
     env.kubectl_ok(&["apply", "-f", &repo_file("crds/")]).await;
+    // Client-side apply stored the CRD's JSON in an annotation, well
+    // within the 256 KiB the API server allows (the test API server
+    // refuses more, as kube-apiserver does).
+    let crd = env
+        .kubectl_ok(&["get", "crd", "cdcstreams.mssql-cdc.io", "-o", "json"])
+        .await;
+    let crd: serde_json::Value = serde_json::from_str(&crd).expect("json");
+    let key = "kubectl.kubernetes.io/last-applied-configuration";
+    let stored = crd["metadata"]["annotations"][key]
+        .as_str()
+        .expect("kubectl apply stores the applied object")
+        .len();
+    assert!(
+        key.len() + stored < 256 * 1024 * 3 / 4,
+        "the CRD takes {stored} bytes of last-applied annotation"
+    );
     env.kubectl_ok(&[
         "wait",
         "--for=condition=Established",
