@@ -171,7 +171,7 @@ fn shorten_descriptions(schema: &mut Value) {
         return;
     };
     if let Some(Value::String(d)) = node.get_mut("description") {
-        *d = first_sentence(d);
+        *d = short_description(d);
     }
     if let Some(Value::Object(properties)) = node.get_mut("properties") {
         properties.values_mut().for_each(shorten_descriptions);
@@ -185,6 +185,18 @@ fn shorten_descriptions(schema: &mut Value) {
         if let Some(Value::Array(children)) = node.get_mut(key) {
             children.iter_mut().for_each(shorten_descriptions);
         }
+    }
+}
+
+/// The first sentence of `text`, and whether the rest deprecates the
+/// field (in-tree volume plugins mostly are).
+fn short_description(text: &str) -> String {
+    let sentence = first_sentence(text);
+    let deprecated = |t: &str| t.to_ascii_lowercase().contains("deprecated");
+    if deprecated(text) && !deprecated(&sentence) {
+        format!("{sentence} (Deprecated.)")
+    } else {
+        sentence
     }
 }
 

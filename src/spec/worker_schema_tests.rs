@@ -14,6 +14,19 @@ fn first_sentence_skips_abbreviations_and_caps_length() {
 }
 
 #[test]
+fn a_deprecation_after_the_first_sentence_is_kept() {
+    assert_eq!(
+        short_description("cinder represents a volume. Deprecated: Cinder is deprecated."),
+        "cinder represents a volume. (Deprecated.)"
+    );
+    assert_eq!(
+        short_description("Deprecated: use csi."),
+        "Deprecated: use csi."
+    );
+    assert_eq!(short_description("path of the file."), "path of the file.");
+}
+
+#[test]
 fn the_exactly_one_rule_sums_every_source() {
     let rule = exactly_one_rule(&["a".into(), "b".into()]);
     assert_eq!(rule, "(has(self.a) ? 1 : 0) + (has(self.b) ? 1 : 0) == 1");
