@@ -47,3 +47,21 @@ fn two_sources_are_refused_and_named() {
         "{text}"
     );
 }
+
+#[test]
+fn the_operator_builds_no_worker_for_a_name_only_volume() {
+    use crate::operator::children::{WorkerDefaults, desired_workload};
+    use crate::operator::test_fixtures::stream;
+
+    let stream = stream(serde_json::json!({"spec": {"worker": {
+        "volumes": [{"name": "ckpt", "persistentVolumeClam": {"claimName": "x"}}],
+        "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt"}]
+    }}}));
+    let err =
+        desired_workload(&stream, &WorkerDefaults::new("mssql-cdc:test")).expect_err("no worker");
+    assert!(
+        err.to_string()
+            .starts_with("spec.worker.volumes[0]: volume \"ckpt\" has no source"),
+        "{err}"
+    );
+}
