@@ -199,6 +199,7 @@ fn pull_secrets(defaults: &WorkerDefaults, worker: &WorkerSpec) -> Vec<LocalObje
 /// What the API server would refuse in the pod, or what would take the
 /// operator's own volume or labels, named by the field to fix.
 fn check(worker: &WorkerSpec) -> Result<(), BuildError> {
+    super::volume_source::check_one_source_each(&worker.volumes)?;
     let mut names = BTreeSet::new();
     for (i, volume) in worker.volumes.iter().enumerate() {
         let field = format!("spec.worker.volumes[{i}].name");

@@ -17,6 +17,7 @@ mod status;
 mod types;
 mod validate;
 mod worker;
+mod worker_schema;
 
 pub use alerts::{AlertLimits, AlertsSpec, DEFAULT_LIVE_CAPTURE_LAG};
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
@@ -35,3 +36,4 @@ pub use validate::{
     SilverConfig, SourceConfig, SpecError, StreamConfig, TableConfig, Trigger, ValidationErrors,
 };
 pub use worker::{TMP_VOLUME, WorkerSpec};
+pub use worker_schema::MAX_VOLUMES;

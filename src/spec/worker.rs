@@ -2,12 +2,14 @@
 //! operator reads it; `mssql-cdc run` ignores it.
 //!
 //! The fields are core/v1 types, so they mean exactly what they mean in a
-//! Deployment. The largest of them (volumes, affinity, topology spread
-//! constraints) get a short schema in the CRD (`compact_*` below): their
-//! full upstream schemas would push the CRD past the 256 KiB that
-//! `kubectl apply` (client side) can store in its annotation. The API
-//! server then checks them when the operator applies the worker, and the
-//! operator reports a rejection on the stream.
+//! Deployment. Every one has a closed schema in the CRD, so the API server
+//! refuses (or, without strict validation, prunes) a misspelt key instead
+//! of storing it for the operator's typed structs to drop. The largest
+//! (volumes, affinity, topology spread constraints) get theirs from
+//! `worker_schema`: the upstream schemas with short descriptions, and a
+//! rule that a volume has exactly one source. The API server checks the
+//! values (a missing claim, a disallowed volume type...) when the operator
+//! applies the worker, and the operator reports a rejection on the stream.
 
 use std::collections::BTreeMap;
 
@@ -15,8 +17,10 @@ use k8s_openapi::api::core::v1::{
     Affinity, EnvFromSource, EnvVar, LocalObjectReference, ResourceRequirements, Toleration,
     TopologySpreadConstraint, Volume, VolumeMount,
 };
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::worker_schema;
 
 /// Name of the `emptyDir` the operator always mounts on `/tmp`.
 pub const TMP_VOLUME: &str = "tmp";
@@ -46,12 +50,12 @@ pub struct WorkerSpec {
     pub tolerations: Vec<Toleration>,
     /// Node and pod affinity of the worker pod (core/v1 Affinity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "compact_affinity")]
+    #[schemars(schema_with = "worker_schema::affinity")]
     pub affinity: Option<Affinity>,
     /// How the worker pod spreads across zones or nodes (core/v1
     /// TopologySpreadConstraint).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "compact_topology_spread")]
+    #[schemars(schema_with = "worker_schema::topology_spread")]
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     /// PriorityClass of the worker pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,7 +98,7 @@ pub struct WorkerSpec {
     /// Only the types the operator allows (`--worker-volume-types`; never
     /// `hostPath` by default), and Secrets with the operator's label.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "compact_volumes")]
+    #[schemars(schema_with = "worker_schema::volumes")]
     pub volumes: Vec<Volume>,
     /// Where the worker container mounts `volumes` (core/v1 VolumeMount).
     /// The root filesystem is read-only: a lake or checkpoint on a local
@@ -105,85 +109,4 @@ pub struct WorkerSpec {
         "message": "/tmp is the operator's own emptyDir: mount volumes elsewhere"
     }]))]
     pub volume_mounts: Vec<VolumeMount>,
-}
-
-/// Volumes keep their name in the schema (so the API server can key the
-/// list by it and refuse duplicates); the volume source is checked when
-/// the operator applies the pod.
-fn compact_volumes(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "array",
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["name"],
-        "x-kubernetes-validations": [{
-            "rule": "self.all(v, v.name != 'tmp')",
-            "message": "the volume name tmp is the operator's own emptyDir on /tmp"
-        }],
-        "items": {
-            "type": "object",
-            "description": "A core/v1 Volume: its name and one volume source (persistentVolumeClaim, secret, configMap, projected, csi, emptyDir...).",
-            "required": ["name"],
-            "properties": {
-                "name": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "Name of the volume, as volumeMounts refer to it."
-                }
-            },
-            "x-kubernetes-preserve-unknown-fields": true
-        }
-    })
-}
-
-fn compact_affinity(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "object",
-        "properties": {
-            "nodeAffinity": {
-                "type": "object",
-                "description": "core/v1 NodeAffinity.",
-                "x-kubernetes-preserve-unknown-fields": true
-            },
-            "podAffinity": {
-                "type": "object",
-                "description": "core/v1 PodAffinity.",
-                "x-kubernetes-preserve-unknown-fields": true
-            },
-            "podAntiAffinity": {
-                "type": "object",
-                "description": "core/v1 PodAntiAffinity.",
-                "x-kubernetes-preserve-unknown-fields": true
-            }
-        }
-    })
-}
-
-fn compact_topology_spread(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "array",
-        "items": {
-            "type": "object",
-            "description": "A core/v1 TopologySpreadConstraint.",
-            "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
-            "properties": {
-                "maxSkew": {
-                    "type": "integer",
-                    "format": "int32",
-                    "minimum": 1,
-                    "description": "How unevenly the pods may be spread."
-                },
-                "topologyKey": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "The node label whose values are the domains, e.g. topology.kubernetes.io/zone."
-                },
-                "whenUnsatisfiable": {
-                    "type": "string",
-                    "enum": ["DoNotSchedule", "ScheduleAnyway"],
-                    "description": "What the scheduler does when the constraint cannot be met."
-                }
-            },
-            "x-kubernetes-preserve-unknown-fields": true
-        }
-    })
 }

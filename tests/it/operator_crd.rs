@@ -247,6 +247,151 @@ async fn cel_rules_reject_invalid_and_immutable_changes() {
     assert_eq!(suspended, "true");
 }
 
+/// A worker with one volume of each common source, an affinity with every
+/// kind of term and a topology spread constraint with every field.
+const CLOSED_WORKER: &str = "  worker:
+    volumes:
+      - {name: lake, persistentVolumeClaim: {claimName: lake, readOnly: false}}
+      - {name: scratch, emptyDir: {medium: Memory, sizeLimit: 1Gi}}
+      - {name: conf, configMap: {name: conf, items: [{key: a, path: a.conf, mode: 420}], optional: true}}
+      - {name: ca, secret: {secretName: ca, defaultMode: 292}}
+      - name: blob
+        csi: {driver: blob.csi.azure.com, volumeAttributes: {containerName: lake}, nodePublishSecretRef: {name: blob}}
+      - name: identity
+        projected:
+          defaultMode: 420
+          sources:
+            - serviceAccountToken: {audience: sts.amazonaws.com, expirationSeconds: 3600, path: token}
+            - configMap: {name: conf, items: [{key: a, path: a}]}
+            - secret: {name: ca, optional: true}
+            - downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]}
+      - name: meta
+        downwardAPI: {items: [{path: cpu, resourceFieldRef: {containerName: worker, resource: limits.cpu, divisor: 1m}}]}
+      - {name: host, hostPath: {path: /var/lake, type: DirectoryOrCreate}}
+      - name: claim
+        ephemeral:
+          volumeClaimTemplate:
+            metadata: {labels: {app: lake}, annotations: {note: scratch}}
+            spec: {accessModes: [ReadWriteOnce], storageClassName: fast, resources: {requests: {storage: 10Gi}}}
+    affinity:
+      nodeAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: In, values: [a]}]}]
+        preferredDuringSchedulingIgnoredDuringExecution:
+          - {weight: 10, preference: {matchFields: [{key: metadata.name, operator: NotIn, values: [n1]}]}}
+      podAffinity:
+        preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 5
+            podAffinityTerm: {topologyKey: zone, labelSelector: {matchLabels: {app: sql}}, namespaces: [db]}
+      podAntiAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          - {topologyKey: kubernetes.io/hostname, matchLabelKeys: [pod-template-hash], namespaceSelector: {}}
+    topologySpreadConstraints:
+      - maxSkew: 1
+        topologyKey: zone
+        whenUnsatisfiable: ScheduleAnyway
+        labelSelector: {matchExpressions: [{key: app, operator: Exists}]}
+        matchLabelKeys: [pod-template-hash]
+        minDomains: 2
+        nodeAffinityPolicy: Honor
+        nodeTaintsPolicy: Ignore
+";
+
+/// `volumes`, `affinity` and `topologySpreadConstraints` have closed
+/// schemas: every valid field is kept, a misspelt one is refused (not
+/// silently dropped by the operator's types), and a volume needs exactly
+/// one source (a name-only volume would become an emptyDir).
+#[tokio::test]
+async fn worker_volumes_affinity_and_spread_refuse_unknown_fields() {
+    let env = KubeEnv::start().await;
+    env.install_crd().await;
+
+    let file = env.write("closed.yaml", &stream("closed", "{}", CLOSED_WORKER));
+    env.kubectl_ok(&["apply", "-f", &file]).await;
+    let stored = env
+        .kubectl_ok(&["get", "cdcs", "closed", "-o", "json"])
+        .await;
+    let stored: serde_json::Value = serde_json::from_str(&stored).expect("json");
+    let sent: serde_json::Value =
+        serde_yaml::from_str(&stream("closed", "{}", CLOSED_WORKER)).expect("yaml");
+    assert_eq!(
+        stored["spec"]["worker"], sent["spec"]["worker"],
+        "the API server pruned a valid field"
+    );
+
+    let worker = |yaml: &str| stream("typo", "{}", &format!("  worker:\n{yaml}"));
+    let rejected = [
+        (
+            worker("    volumes: [{name: checkpoint, persistentVolumeClam: {claimName: x}}]\n"),
+            "unknown field \"spec.worker.volumes[0].persistentVolumeClam\"",
+        ),
+        (
+            worker("    volumes: [{name: checkpoint, persistentVolumeClaim: {claimNam: x}}]\n"),
+            "unknown field \"spec.worker.volumes[0].persistentVolumeClaim.claimNam\"",
+        ),
+        (
+            worker(
+                "    volumes: [{name: id, projected: {sources: [{serviceAccountTokn: {path: t}}]}}]\n",
+            ),
+            "unknown field \"spec.worker.volumes[0].projected.sources[0].serviceAccountTokn\"",
+        ),
+        (
+            worker("    volumes: [{name: checkpoint}]\n"),
+            "a volume needs exactly one source",
+        ),
+        (
+            worker("    volumes: [{name: two, emptyDir: {}, secret: {secretName: s}}]\n"),
+            "a volume needs exactly one source",
+        ),
+        (
+            worker(
+                "    affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+                 {nodeSelectorTerm: [{matchExpressions: [{key: a, operator: In}]}]}}}\n",
+            ),
+            "unknown field \"spec.worker.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerm\"",
+        ),
+        (
+            worker(
+                "    affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+                 [{topologyKey: zone, labelSelecter: {}}]}}\n",
+            ),
+            "unknown field \"spec.worker.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelecter\"",
+        ),
+        (
+            worker(
+                "    topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, \
+                 whenUnsatisfiable: DoNotSchedule, minDomain: 2}]\n",
+            ),
+            "unknown field \"spec.worker.topologySpreadConstraints[0].minDomain\"",
+        ),
+        (
+            worker(
+                "    topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, \
+                 whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: Ignored}]\n",
+            ),
+            "Unsupported value: \"Ignored\"",
+        ),
+    ];
+    for (i, (manifest, message)) in rejected.iter().enumerate() {
+        let file = env.write(&format!("typo-{i}.yaml"), manifest);
+        let err = env.kubectl_fails(&["apply", "-f", &file]).await;
+        assert!(err.contains(message), "expected {message:?} in:\n{err}");
+        let listed = env.kubectl_ok(&["get", "cdcs", "-o", "name"]).await;
+        assert!(!listed.contains("typo"), "{listed}");
+    }
+
+    // Without strict validation the API server prunes the misspelt source:
+    // the volume is then name-only, and the exactly-one rule refuses it.
+    let file = env.write("typo-lax.yaml", &rejected[0].0);
+    let err = env
+        .kubectl_fails(&["apply", "--validate=false", "-f", &file])
+        .await;
+    assert!(
+        err.contains("a volume needs exactly one source"),
+        "expected the exactly-one rule in:\n{err}"
+    );
+}
+
 /// Every `enum` under `spec` reachable through objects: (path, values).
 fn spec_enums() -> Vec<(Vec<String>, Vec<serde_json::Value>)> {
     fn walk(
@@ -275,6 +420,22 @@ async fn kubectl_applies_crds_then_a_stream_with_each_enum_value() {
     let env = KubeEnv::start().await;
     // The folder, as the docs say: kubectl reads it as YAML 1.1.
     env.kubectl_ok(&["apply", "-f", &repo_file("crds/")]).await;
+    // Client-side apply stored the CRD's JSON in an annotation, well
+    // within the 256 KiB the API server allows (the test API server
+    // refuses more, as kube-apiserver does).
+    let crd = env
+        .kubectl_ok(&["get", "crd", "cdcstreams.mssql-cdc.io", "-o", "json"])
+        .await;
+    let crd: serde_json::Value = serde_json::from_str(&crd).expect("json");
+    let key = "kubectl.kubernetes.io/last-applied-configuration";
+    let stored = crd["metadata"]["annotations"][key]
+        .as_str()
+        .expect("kubectl apply stores the applied object")
+        .len();
+    assert!(
+        key.len() + stored < 256 * 1024 * 3 / 4,
+        "the CRD takes {stored} bytes of last-applied annotation"
+    );
     env.kubectl_ok(&[
         "wait",
         "--for=condition=Established",

@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod aggregated;
+pub mod annotations;
 pub mod apply;
 pub mod auth;
 pub mod builtin;

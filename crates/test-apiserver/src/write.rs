@@ -173,7 +173,7 @@ pub fn prepare(
     }
     let group = t.rt.group.clone();
     let kind = t.rt.kind.clone();
-    let mut causes = Vec::new();
+    let mut causes: Vec<Cause> = crate::annotations::validate(&new).into_iter().collect();
     if let Some(schema) = t.schema().cloned() {
         let before = new.clone();
         crd::prune(&mut new, &schema);

@@ -279,3 +279,43 @@ async fn kubectl_end_to_end() {
     let nf = fails(&env, &["get", "widget", "a"]).await;
     assert!(nf.contains("NotFound") || nf.contains("not found"), "{nf}");
 }
+
+/// Client-side apply stores the object's JSON in an annotation, and the
+/// API server allows 256 KiB of annotations: a large object is refused by
+/// `kubectl apply` and accepted by `kubectl create`, as in a real cluster.
+#[tokio::test]
+async fn client_side_apply_of_a_large_object_passes_the_annotation_limit() {
+    let env = common::start().await;
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big, namespace: default}}\ndata:\n  blob: {}\n",
+        "x".repeat(300 * 1024)
+    );
+    let file = write(&env, "big.yaml", &big);
+    let err = fails(&env, &["apply", "-f", &file]).await;
+    assert!(
+        err.contains("metadata.annotations: Too long: may not be more than 262144 bytes"),
+        "{err}"
+    );
+    assert!(ok(&env, &["create", "-f", &file]).await.contains("created"));
+
+    let small = big
+        .replace(&"x".repeat(300 * 1024), "x")
+        .replace("big", "small");
+    let file = write(&env, "small.yaml", &small);
+    ok(&env, &["apply", "-f", &file]).await;
+    let stored = ok(
+        &env,
+        &[
+            "get",
+            "configmap",
+            "small",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ],
+    )
+    .await;
+    assert!(
+        stored.contains("kubectl.kubernetes.io/last-applied-configuration"),
+        "{stored}"
+    );
+}
