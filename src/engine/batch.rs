@@ -17,7 +17,7 @@ use super::error::EngineError;
 use super::facts_row::{self, BatchMeasures};
 use super::plan::{self, BronzeHolds, Resume, Watermarks};
 use super::session::SourceSession;
-use super::sink::Sink;
+use super::sink::{BronzeCommit, Sink};
 use super::source_changes::switch_failpoint;
 use crate::domain::{FactRow, Lsn};
 use crate::failpoint;
@@ -50,7 +50,9 @@ pub async fn run_batch(
     {
         // Bronze holds the batch: a crash came after its commit. Its facts
         // rows travelled in the commit; finish the bookkeeping.
-        Resume::Recover(rows) => record_facts(run, sink, plan, None, rows).await,
+        Resume::Recover(rows) => {
+            record_facts(run, sink, plan, None, BronzeCommit::Made, rows).await
+        }
         Resume::Read => read_and_commit(run, session, sink, plan, &txn, marks).await,
     }
 }
@@ -144,14 +146,15 @@ async fn read_and_commit(
     let outcome = sink.commit_to_bronze(txn, read.staged, &record).await?;
     failpoint::hit("after_bronze_commit");
     switch_failpoint(plan, "after_bronze_commit");
-    let version = match outcome {
+    let (version, made) = match outcome {
         BronzeOutcome::Committed { version, .. } => {
             run.warnings.recorded(record.facts.detail.as_deref());
-            Some(version)
+            (Some(version), BronzeCommit::Made)
         }
-        BronzeOutcome::AlreadyCommitted | BronzeOutcome::Empty => None,
+        BronzeOutcome::AlreadyCommitted => (None, BronzeCommit::Made),
+        BronzeOutcome::Empty => (None, BronzeCommit::None),
     };
-    record_facts(run, sink, plan, version, record.rows()).await
+    record_facts(run, sink, plan, version, made, record.rows()).await
 }
 
 /// Cleanup passed the batch's start (`min` is the new low-water mark): the
@@ -187,6 +190,7 @@ async fn record_facts(
     sink: &mut Sink,
     plan: &PlannedBatch,
     bronze_version: Option<i64>,
+    made: BronzeCommit,
     rows: Vec<FactRow>,
 ) -> Result<(), EngineError> {
     // Silver applies the batch from its bronze commit (again after a
@@ -194,6 +198,7 @@ async fn record_facts(
     sink.apply_to_silver(
         &Txn::bronze_batch(&run.config.app_id, plan.batch_id),
         &Txn::silver_batch(&run.config.app_id, plan.batch_id),
+        made,
     )
     .await?;
     let key = FactsKey {

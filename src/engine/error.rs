@@ -177,6 +177,22 @@ pub enum EngineError {
     /// Silver's key does not identify one row of the source table.
     #[error(transparent)]
     SilverKeyNotUnique(Box<SilverKeyNotUnique>),
+    /// Bronze committed a batch or chunk whose commit cannot be found in
+    /// its log, so silver cannot apply it; going on would skip it in silver.
+    #[error(
+        "target {target}: the commit of {txn_app_id} version {txn_version} is not in its Delta log \
+         (it expired or was removed), so silver cannot apply it; nothing was written to silver. \
+         Rebuild silver from bronze: point spec.silver at a new table with a new spec.appId (a \
+         fresh stream with a bootstrap)"
+    )]
+    BronzeCommitMissing {
+        /// The bronze table.
+        target: String,
+        /// The commit's `txn` app id.
+        txn_app_id: String,
+        /// The commit's `txn` version.
+        txn_version: i64,
+    },
     /// The snapshot's progress in bronze does not match the checkpoint.
     #[error("{0}")]
     Inconsistent(String),
@@ -235,7 +251,9 @@ impl EngineError {
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
             EngineError::TargetBehind { .. } => "target_behind",
             EngineError::SilverKeyNotUnique(_) => "silver_key",
-            EngineError::Inconsistent(_) => "inconsistent",
+            EngineError::Inconsistent(_) | EngineError::BronzeCommitMissing { .. } => {
+                "inconsistent"
+            }
         }
     }
 }

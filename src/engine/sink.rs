@@ -107,6 +107,18 @@ async fn claim_names(
     Ok(())
 }
 
+/// Whether bronze holds a commit for a batch or chunk silver is to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BronzeCommit {
+    /// Bronze committed it (this run, or a crashed one): it must be found.
+    Made,
+    /// It had no rows, so bronze committed nothing.
+    None,
+    /// Unknown (a snapshot chunk a crashed run may have left empty): look,
+    /// and apply it if it is there.
+    Maybe,
+}
+
 /// The target's row (and silver's) of the finalization control table.
 struct Finalization {
     table: FinalizationTable,
@@ -313,14 +325,28 @@ impl Sink {
 
     /// Applies bronze's commit `bronze` (a batch's or a snapshot chunk's)
     /// to silver as the commit `silver`, unless silver holds it. Nothing
-    /// without silver, or when bronze made no commit (no rows).
-    pub async fn apply_to_silver(&mut self, bronze: &Txn, silver: &Txn) -> Result<(), EngineError> {
-        if self.silver.is_none() {
+    /// without silver, or when bronze made no commit (`BronzeCommit::None`,
+    /// which costs no read). A commit bronze made but that cannot be found
+    /// stops the stream: going on would move silver's `txn` past it.
+    pub async fn apply_to_silver(
+        &mut self,
+        bronze: &Txn,
+        silver: &Txn,
+        made: BronzeCommit,
+    ) -> Result<(), EngineError> {
+        if self.silver.is_none() || made == BronzeCommit::None {
             return Ok(());
         }
         self.fence()?;
         let hint = self.hint_for(bronze);
         let Some(commit) = self.bronze.find_commit(bronze, hint).await? else {
+            if made == BronzeCommit::Made {
+                return Err(EngineError::BronzeCommitMissing {
+                    target: self.bronze.location().to_string(),
+                    txn_app_id: bronze.app_id.clone(),
+                    txn_version: bronze.version,
+                });
+            }
             return Ok(());
         };
         let rows = self.bronze.commit_rows(&commit).await?;

@@ -18,7 +18,7 @@ use super::error::EngineError;
 use super::facts_row::{self, SnapshotMeasures};
 use super::plan::{Position, Start};
 use super::session::SourceSession;
-use super::sink::Sink;
+use super::sink::{BronzeCommit, Sink};
 use super::snapshot_copy::{SnapshotCopy, copy_ranges};
 use super::snapshot_ranges::SnapshotRanges;
 use super::source_changes::read_schema;
@@ -185,6 +185,7 @@ async fn take(
                 sink.apply_to_silver(
                     &Txn::snapshot_chunk(app_id, n, done),
                     &Txn::silver_chunk(app_id, n, done),
+                    BronzeCommit::Maybe,
                 )
                 .await?;
             }

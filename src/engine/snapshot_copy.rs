@@ -18,10 +18,11 @@ use super::error::EngineError;
 use super::observer::SnapshotProgress;
 use super::readers::{Check, Checked, PartRead, RangeEnd, Readers};
 use super::session::SourceSession;
-use super::sink::Sink;
+use super::sink::{BronzeCommit, Sink};
 use super::snapshot_ranges::SnapshotRanges;
 use crate::domain::{BatchId, CopyShare};
 use crate::failpoint;
+use crate::lake::bronze::BronzeOutcome;
 use crate::lake::checkpoint::PlannedSnapshot;
 use crate::lake::records::ChunkRecord;
 use crate::lake::txn::Txn;
@@ -128,8 +129,11 @@ async fn copy_chunks(
             progress: progress_record,
         };
         let txn = Txn::snapshot_chunk(app_id, plan.snapshot, chunk);
-        sink.commit_to_bronze(&txn, part.staged, &record).await?;
-        sink.apply_to_silver(&txn, &Txn::silver_chunk(app_id, plan.snapshot, chunk))
+        let made = match sink.commit_to_bronze(&txn, part.staged, &record).await? {
+            BronzeOutcome::Empty => BronzeCommit::None,
+            BronzeOutcome::Committed { .. } | BronzeOutcome::AlreadyCommitted => BronzeCommit::Made,
+        };
+        sink.apply_to_silver(&txn, &Txn::silver_chunk(app_id, plan.snapshot, chunk), made)
             .await?;
         failpoint::hit("mid_snapshot");
         if ended && !ranges.finished() {

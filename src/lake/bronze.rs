@@ -240,6 +240,11 @@ pub struct BronzeTable {
 }
 
 impl BronzeTable {
+    /// Where the table is, for errors.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
     /// Opens the table, creating it with `schema` (see [`bronze_schema`]) if
     /// needed.
     pub async fn open_or_create(

@@ -83,7 +83,9 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
                 config.target.location
             ),
         ),
-        EngineError::Inconsistent(_) => Failure::new("Inconsistent", said),
+        EngineError::Inconsistent(_) | EngineError::BronzeCommitMissing { .. } => {
+            Failure::new("Inconsistent", said)
+        }
     }
     .with_login_named(&source.username)
 }
