@@ -59,21 +59,7 @@ async fn add_read_columns(
     bronze: &mut BronzeTable,
     fields: &[Field],
 ) -> Result<Vec<String>, EngineError> {
-    let schema = bronze.arrow_schema()?;
-    let missing: Vec<String> = fields
-        .iter()
-        .map(|f| f.name().clone())
-        .filter(|name| {
-            !schema
-                .fields()
-                .iter()
-                .any(|c| c.name().eq_ignore_ascii_case(name))
-        })
-        .collect();
-    if !missing.is_empty() {
-        bronze.add_missing_columns(fields).await?;
-    }
-    Ok(missing)
+    Ok(bronze.add_missing_columns(fields).await?)
 }
 
 /// Claims the names this stream's rows carry in the shared tables: the

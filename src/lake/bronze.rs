@@ -315,11 +315,11 @@ impl BronzeTable {
     /// Schema evolution for a newer capture instance: adds the `columns` the
     /// table lacks as nullable columns after the existing ones (nothing
     /// already written is rewritten; older rows read them as NULL), and
-    /// returns the table's schema.
+    /// returns the names of those it added.
     pub async fn add_missing_columns(
         &mut self,
         columns: &[Field],
-    ) -> Result<SchemaRef, BronzeError> {
+    ) -> Result<Vec<String>, BronzeError> {
         let current = self.arrow_schema()?;
         let missing: Vec<Field> = columns
             .iter()
@@ -332,8 +332,9 @@ impl BronzeTable {
             .map(|f| Field::new(f.name(), f.data_type().clone(), true))
             .collect();
         if missing.is_empty() {
-            return Ok(current);
+            return Ok(Vec::new());
         }
+        let added = missing.iter().map(|f| f.name().clone()).collect();
         let kernel: StructType = (&Schema::new(missing))
             .try_into_kernel()
             .map_err(|e| self.delta_error(DeltaTableError::from(e)))?;
@@ -344,7 +345,7 @@ impl BronzeTable {
             .with_fields(kernel.fields().cloned().collect::<Vec<_>>())
             .await
             .map_err(|e| self.delta_error(e))?;
-        self.arrow_schema()
+        Ok(added)
     }
 
     /// The newest `txn.version` committed under `txn_app_id`.
