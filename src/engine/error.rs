@@ -180,14 +180,17 @@ pub enum EngineError {
     /// Bronze committed a batch or chunk whose commit cannot be found in
     /// its log, so silver cannot apply it; going on would skip it in silver.
     #[error(
-        "target {target}: the commit of {txn_app_id} version {txn_version} is not in its Delta log \
-         (it expired or was removed), so silver cannot apply it; nothing was written to silver. \
-         Rebuild silver from bronze: point spec.silver at a new table with a new spec.appId (a \
-         fresh stream with a bootstrap)"
+        "target {target} holds {commit} (txn {txn_app_id} version {txn_version}) but its commit \
+         cannot be read from its Delta log (it expired or was removed), so the stream cannot \
+         check whose it is or apply it to silver; nothing more was written. Restore the log entry \
+         from a backup, or rebuild: a new spec.appId (a fresh stream with a bootstrap) into new \
+         tables"
     )]
     BronzeCommitMissing {
         /// The bronze table.
         target: String,
+        /// The batch or snapshot chunk, in words.
+        commit: String,
         /// The commit's `txn` app id.
         txn_app_id: String,
         /// The commit's `txn` version.

@@ -352,11 +352,24 @@ async fn target_marks(
         let batch = BatchId::from_txn_version(version)
             .map_err(|e| EngineError::Inconsistent(format!("bronze txn of {app_id}: {e}")))?;
         let txn = Txn::bronze_batch(app_id, batch);
-        let origin = bronze.record_at::<CommitOrigin>(&txn, hint(&txn)).await?;
-        marks.batch = Some((
-            batch,
-            origin.and_then(|(o, _)| o.checkpoint().map(str::to_string)),
-        ));
+        let origin = match bronze.record_at::<CommitOrigin>(&txn, hint(&txn)).await? {
+            Some((origin, _)) => origin.checkpoint().map(str::to_string),
+            // The checkpoint recorded this very commit: it is its own even
+            // when Delta has expired the log entry that says so.
+            None if hint(&txn).is_some() => Some(identity.id.clone()),
+            // Bronze's state holds the batch but its commit is not in the
+            // log: whose it is cannot be told, and a replay could not give
+            // it to silver. Stop and say which, rather than call it foreign.
+            None => {
+                return Err(EngineError::BronzeCommitMissing {
+                    target: bronze.location().to_string(),
+                    commit: txn.describe(),
+                    txn_app_id: txn.app_id,
+                    txn_version: txn.version,
+                });
+            }
+        };
+        marks.batch = Some((batch, origin));
     }
     if marks
         .batch

@@ -12,7 +12,8 @@
 //! both reading through `readers` (one session, or several at once),
 //! `source_changes` moves to a newer capture instance; `identity` makes sure
 //! the checkpoint and the target belong together; `silver_keys` that
-//! silver's key identifies one row of the source; `heartbeat` is the
+//! silver's key identifies one row of the source, `silver_fill` that a
+//! silver table added to a running stream is filled from bronze first; `heartbeat` is the
 //! optional write that keeps a quiet database's max LSN moving; `observer`
 //! is how the CLI, the demo, the worker and the metrics see progress.
 //! The exactly-once protocol is docs/adr/0002-exactly-once.md.
@@ -33,6 +34,7 @@ mod retention;
 mod retry;
 mod run;
 mod session;
+mod silver_fill;
 mod silver_keys;
 mod sink;
 mod snapshot;
@@ -44,7 +46,9 @@ mod time_zone;
 mod warnings;
 
 pub use error::{DataLossError, EngineError};
-pub use observer::{Fanout, Observer, PositionMeasures, Silent, SnapshotProgress, SourceCheck};
+pub use observer::{
+    Fanout, Observer, PositionMeasures, Silent, SilverFill, SnapshotProgress, SourceCheck,
+};
 pub use options::{RunOptions, RunSummary};
 pub use retry::Backoff;
 pub use run::run;

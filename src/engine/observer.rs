@@ -58,6 +58,16 @@ pub struct PositionMeasures {
     pub capture_lag_seconds: Option<f64>,
 }
 
+/// A silver table being filled from bronze (`Observer::silver_filling`).
+#[derive(Debug, Clone)]
+pub struct SilverFill {
+    /// The silver table's name.
+    pub table: String,
+    /// The position the fill reaches: the newest batch's end (or the newest
+    /// snapshot's LSN); the control table holds silver there meanwhile.
+    pub lsn: Lsn,
+}
+
 /// Receives the engine's progress. Every method has a do-nothing default.
 pub trait Observer: Send + Sync {
     /// A snapshot copied another part of the table.
@@ -67,6 +77,9 @@ pub trait Observer: Send + Sync {
     fn snapshot_reading(&self, _rows: u64) {}
     /// A snapshot finished; `row` is its facts row.
     fn snapshot_done(&self, _row: &FactRow) {}
+    /// A silver table added to a stream that already ran is being filled
+    /// from bronze; its verdict is held until the fill commits.
+    fn silver_filling(&self, _fill: &SilverFill) {}
     /// A trigger read the source's newest offset (every trigger, idle ones
     /// included, before any batch it plans runs).
     fn source_checked(&self, _check: &SourceCheck) {}
@@ -107,6 +120,9 @@ impl Observer for Fanout {
     }
     fn snapshot_done(&self, row: &FactRow) {
         self.0.iter().for_each(|o| o.snapshot_done(row));
+    }
+    fn silver_filling(&self, fill: &SilverFill) {
+        self.0.iter().for_each(|o| o.silver_filling(fill));
     }
     fn source_checked(&self, check: &SourceCheck) {
         self.0.iter().for_each(|o| o.source_checked(check));

@@ -13,9 +13,9 @@ use super::heartbeat::Heartbeat;
 use super::options::{RunOptions, RunSummary};
 use super::retry::Backoff;
 use super::session::SourceSession;
-use super::silver_keys;
 use super::sink::Sink;
 use super::step::{Step, step};
+use super::{silver_fill, silver_keys};
 use crate::lake::checkpoint::Checkpoint;
 use crate::lake::lease::{CheckpointLease, LeaseGuard};
 use crate::lake::storage::{UNSAFE_RENAME, unsafe_rename_source};
@@ -139,7 +139,11 @@ async fn drive(
         )
         .await
         {
-            Ok(sink) => break sink,
+            // A silver table new to the stream is filled before any batch.
+            Ok(mut sink) => match silver_fill::fill_added_silver(run, &mut sink).await {
+                Ok(()) => break sink,
+                Err(error) => pause(run, &mut backoff, error).await?,
+            },
             Err(error) => pause(run, &mut backoff, error).await?,
         }
         if run.options.stop.is_cancelled() {

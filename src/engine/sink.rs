@@ -23,7 +23,7 @@ use crate::lake::claims::{NameClaim, claim_name};
 use crate::lake::facts::{AppendOutcome, FactsKey, FactsTable};
 use crate::lake::finalization::FinalizationTable;
 use crate::lake::lease::LeaseGuard;
-use crate::lake::silver::{Deletes, SilverError, SilverTable};
+use crate::lake::silver::{ApplyOutcome, Deletes, SilverError, SilverTable};
 use crate::lake::txn::Txn;
 use crate::source::cdc::CaptureInfo;
 use crate::spec::{SilverConfig, SilverDeletes, StreamConfig};
@@ -329,6 +329,7 @@ impl Sink {
             if made == BronzeCommit::Made {
                 return Err(EngineError::BronzeCommitMissing {
                     target: self.bronze.location().to_string(),
+                    commit: bronze.describe(),
                     txn_app_id: bronze.app_id.clone(),
                     txn_version: bronze.version,
                 });
@@ -355,6 +356,29 @@ impl Sink {
             Some(table) => Ok(table.applied_version(app_id).await?),
             None => Ok(None),
         }
+    }
+
+    /// Fills silver from bronze's rows from `floor` on (the stream's
+    /// bootstrap LSN) as the commit `done`, leaving out the keys the
+    /// resnapshot at `resnapshot` did not see (`SilverTable::fill`).
+    /// Nothing without silver. Returns whether the fill was made now.
+    pub async fn fill_silver(
+        &mut self,
+        done: &Txn,
+        floor: Option<Lsn>,
+        resnapshot: Option<Lsn>,
+    ) -> Result<bool, EngineError> {
+        self.fence()?;
+        let Some(table) = &mut self.silver else {
+            return Ok(false);
+        };
+        let rows = self.bronze.rows_from(floor).await?;
+        let record = SilverRecord {
+            checkpoint: self.identity.id.clone(),
+            bronze_version: self.bronze.version().unwrap_or_default(),
+        };
+        let outcome = table.fill(done, rows, resnapshot, &record).await?;
+        Ok(outcome != ApplyOutcome::AlreadyApplied)
     }
 
     /// Whether the stream keeps a silver table.
@@ -423,6 +447,35 @@ impl Sink {
         observer: &dyn Observer,
     ) -> Result<(), EngineError> {
         self.write_verdicts(None, Some(lsn), None, observer).await
+    }
+
+    /// While silver is filled from bronze up to `lsn`: silver's row names
+    /// it as its open snapshot and its verdict stays where it was; the
+    /// target's row is not touched.
+    pub async fn hold_silver_verdict(
+        &mut self,
+        lsn: Lsn,
+        observer: &dyn Observer,
+    ) -> Result<(), EngineError> {
+        self.fence()?;
+        let Some(finalization) = &mut self.finalization else {
+            return Ok(());
+        };
+        let Some(silver) = finalization.silver.clone() else {
+            return Ok(());
+        };
+        let update = VerdictUpdate {
+            table_name: silver,
+            app_id: finalization.app_id.clone(),
+            granularity: finalization.granularity,
+            finalized_until: None,
+            updated_at: Utc::now(),
+            open_snapshot_lsn: Some(lsn),
+            applied_lsn: None,
+        };
+        finalization.table.upsert(&update).await?;
+        observer.finalized(&update);
+        Ok(())
     }
 
     async fn write_verdicts(

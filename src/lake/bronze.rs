@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
-use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext};
+use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext, col, lit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add};
@@ -25,7 +25,8 @@ use super::delta::{open_or_create, table_exists, txn_version};
 use super::schema::arrow_field;
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::Txn;
-use crate::domain::change::{CDC_COLUMNS, SEQVAL};
+use crate::domain::Lsn;
+use crate::domain::change::{CDC_COLUMNS, LSN, SEQVAL};
 
 /// commitInfo keys naming the commit's `txn`, so its record can be found again.
 const COMMIT_INFO_TXN_APP_ID: &str = "mssql_cdc.txn_app_id";
@@ -582,6 +583,31 @@ impl BronzeTable {
                 .map_err(|e| self.delta_error(e.into()))?
         };
         Ok(frame)
+    }
+
+    /// Every row the table holds now whose LSN is `from` or later (all of
+    /// them without `from`), as one DataFrame: what a silver table added to
+    /// a stream that already ran is filled from. It reads the table's
+    /// current files, so compaction and expired log entries lose nothing.
+    pub async fn rows_from(&self, from: Option<Lsn>) -> Result<DataFrame, BronzeError> {
+        let ctx = SessionContext::new();
+        self.table
+            .update_datafusion_session(&ctx.state())
+            .map_err(|e| self.delta_error(e))?;
+        let provider = self
+            .table
+            .table_provider()
+            .await
+            .map_err(|e| self.delta_error(e.into()))?;
+        let frame = ctx
+            .read_table(provider)
+            .map_err(|e| self.delta_error(e.into()))?;
+        match from {
+            Some(lsn) => frame
+                .filter(col(LSN).gt_eq(lit(lsn.to_string())))
+                .map_err(|e| self.delta_error(e.into())),
+            None => Ok(frame),
+        }
     }
 
     fn delta_error(&self, source: DeltaTableError) -> BronzeError {

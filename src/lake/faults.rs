@@ -48,6 +48,8 @@ pub enum Fault {
     /// Create-only and conditional puts overwrite: a store that accepts
     /// `If-None-Match` and ignores it.
     IgnoreConditions,
+    /// A read finds nothing: the object expired or was removed by hand.
+    Lost,
 }
 
 /// The kind of store call a rule applies to.
@@ -303,6 +305,12 @@ impl fmt::Display for FaultyStore {
 }
 
 fn failure(fault: Fault, location: &Path) -> object_store::Error {
+    if fault == Fault::Lost {
+        return object_store::Error::NotFound {
+            path: location.to_string(),
+            source: "the object is gone (injected)".into(),
+        };
+    }
     let what = match fault {
         Fault::Timeout => "operation timed out",
         Fault::SucceedThenFail => "500 Internal Server Error",

@@ -17,10 +17,11 @@ use std::sync::Arc;
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::datafusion::common::Column;
 use deltalake::datafusion::logical_expr::{Operator, binary_expr};
-use deltalake::datafusion::prelude::{DataFrame, Expr, SessionContext, lit};
+use deltalake::datafusion::prelude::{DataFrame, Expr, SessionContext, lit, when};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{StructType, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError};
 use serde::Serialize;
 
@@ -306,15 +307,85 @@ impl SilverTable {
         if self.holds(txn).await? {
             return Ok(ApplyOutcome::AlreadyApplied);
         }
+        self.merge(changes, commit_properties(txn, record)).await
+    }
+
+    /// Fills the table from `rows`, every bronze row of a stream that ran
+    /// before silver was added to it, as one MERGE carrying `done`; nothing
+    /// when silver holds `done`. After a resnapshot at `resnapshot`, a key
+    /// whose last change is older than it was not in that snapshot: it is
+    /// left out (or marked `_deleted`), as [`SilverTable::drop_older_than`]
+    /// did when the resnapshot ended. A crash makes the next run fill
+    /// again, which changes nothing twice (the MERGE ignores a change older
+    /// than its row).
+    pub async fn fill<R: Serialize>(
+        &mut self,
+        done: &Txn,
+        rows: DataFrame,
+        resnapshot: Option<Lsn>,
+        record: &R,
+    ) -> Result<ApplyOutcome, SilverError> {
+        if self.holds(done).await? {
+            return Ok(ApplyOutcome::AlreadyApplied);
+        }
+        let mut latest = self.reduce(rows).await?;
+        if let Some(lsn) = resnapshot {
+            let older = Expr::Column(named(LSN)).lt(lit(lsn.to_string()));
+            latest = match self.deletes {
+                Deletes::Hard => latest.filter(older.not()),
+                Deletes::Soft => {
+                    let operation = when(older, lit(Operation::Delete.as_str()))
+                        .otherwise(Expr::Column(named(OPERATION)))
+                        .map_err(|e| self.delta_error(e.into()))?;
+                    latest.with_column(OPERATION, operation)
+                }
+            }
+            .map_err(|e| self.delta_error(e.into()))?;
+        }
+        let before = self.version();
+        let outcome = self.merge(latest, commit_properties(done, record)).await?;
+        if self.version() == before {
+            // Nothing to write (an empty source): a commit of the txn alone
+            // records that the fill is done.
+            self.commit_txn_only(commit_properties(done, record))
+                .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// A commit with no data: its `txn` and record only.
+    async fn commit_txn_only(&mut self, properties: CommitProperties) -> Result<(), SilverError> {
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        let snapshot = self.table.snapshot().map_err(|e| self.delta_error(e))?;
+        let finalized = CommitBuilder::from(properties)
+            .with_actions(Vec::new())
+            .build(Some(snapshot), self.table.log_store(), operation)
+            .await
+            .map_err(|e| self.delta_error(e))?;
+        self.table.state = Some(finalized.snapshot());
+        Ok(())
+    }
+
+    /// The table's current version (0 before the first commit is read).
+    fn version(&self) -> i64 {
+        self.table
+            .version()
+            .and_then(|v| i64::try_from(v).ok())
+            .unwrap_or_default()
+    }
+
+    /// The MERGE of `changes` reduced to the last per key.
+    async fn merge(
+        &mut self,
+        changes: DataFrame,
+        properties: CommitProperties,
+    ) -> Result<ApplyOutcome, SilverError> {
         let latest = self.reduce(changes).await?;
         let columns = self.columns()?;
-        let metadata = match serde_json::to_value(record) {
-            Ok(serde_json::Value::Object(entries)) => entries,
-            _ => serde_json::Map::new(),
-        };
-        let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
-            .with_metadata(metadata);
         let on_keys = on_keys(&self.keys, &self.nullable_keys);
         let newer = side("source", LSN).gt_eq(side("target", LSN));
         // A before-image that is its key's last change left the key: an
@@ -378,11 +449,7 @@ impl SilverTable {
             .map_err(|e| self.delta_error(e))?;
         self.table = table;
         Ok(ApplyOutcome::Applied {
-            version: self
-                .table
-                .version()
-                .and_then(|v| i64::try_from(v).ok())
-                .unwrap_or_default(),
+            version: self.version(),
             files_scanned: metrics.num_target_files_scanned,
             files_skipped: metrics.num_target_files_skipped_during_scan,
         })
@@ -481,6 +548,17 @@ impl SilverTable {
 /// NULLs as equal, so such a key names one row). `=` elsewhere: deltalake
 /// turns it into a key range that skips files, which it cannot do for
 /// `IS NOT DISTINCT FROM`.
+/// The properties of a commit: its `txn`, and `record` in its commitInfo.
+fn commit_properties<R: Serialize>(txn: &Txn, record: &R) -> CommitProperties {
+    let metadata = match serde_json::to_value(record) {
+        Ok(serde_json::Value::Object(entries)) => entries,
+        _ => serde_json::Map::new(),
+    };
+    CommitProperties::default()
+        .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
+        .with_metadata(metadata)
+}
+
 fn on_keys(keys: &[String], nullable: &[String]) -> Expr {
     keys.iter()
         .map(|k| {

@@ -27,6 +27,11 @@ fn lsn(n: u32) -> String {
     format!("0x{n:020X}")
 }
 
+/// [`lsn`] as an [`Lsn`].
+fn lsn_of(n: u32) -> Lsn {
+    lsn(n).parse().unwrap()
+}
+
 /// `changes` as a bronze commit's rows (the captured columns, then the CDC
 /// columns), in the given order.
 fn commit(changes: &[Change]) -> DataFrame {
@@ -443,4 +448,99 @@ async fn a_not_null_key_still_lets_the_merge_skip_files() {
     };
     assert!(files_skipped > 0, "{outcome:?}");
     assert_eq!(rows(&silver).await, ["1 a 1 10", "2 b2 4 30", "100 c 3 20"]);
+}
+
+/// A stream's bronze commits: a bootstrap at LSN 10, changes, a
+/// resnapshot at LSN 20 that no longer sees keys 2 and 3 (deleted while
+/// its changes were lost), and changes after it.
+fn history() -> Vec<Vec<Change>> {
+    vec![
+        vec![
+            (1, "a", 1, 10, 0, Snapshot),
+            (2, "b", 2, 10, 0, Snapshot),
+            (3, "c", 3, 10, 0, Snapshot),
+        ],
+        vec![
+            (1, "a", 1, 11, 1, UpdateBefore),
+            (1, "a2", 11, 11, 1, UpdateAfter),
+            (2, "b", 2, 12, 1, Delete),
+            (4, "d", 4, 13, 1, Insert),
+        ],
+        vec![
+            (1, "a3", 12, 20, 0, Snapshot),
+            (4, "d", 4, 20, 0, Snapshot),
+            (5, "e", 5, 20, 0, Snapshot),
+        ],
+        vec![
+            (5, "e", 5, 21, 1, UpdateBefore),
+            (5, "e2", 55, 21, 1, UpdateAfter),
+            (6, "f", 6, 22, 1, Insert),
+        ],
+    ]
+}
+
+/// Filling silver from all of bronze's rows at once leaves it as applying
+/// the commits one by one did, resnapshot included, with hard and soft
+/// deletes; a second fill does nothing, and a fill of nothing is recorded.
+#[tokio::test]
+async fn a_fill_from_every_bronze_row_equals_applying_each_commit() {
+    let done = Txn {
+        app_id: "orders/silver/fill".into(),
+        version: 0,
+    };
+    for deletes in [Deletes::Hard, Deletes::Soft] {
+        let kept = tempfile::tempdir().unwrap();
+        let mut replayed = open(kept.path(), deletes).await;
+        for (version, changes) in history().iter().enumerate() {
+            apply(&mut replayed, version as i64, changes).await;
+            if version == 2 {
+                replayed.drop_older_than(lsn_of(20)).await.unwrap();
+            }
+        }
+        let added = tempfile::tempdir().unwrap();
+        let mut filled = open(added.path(), deletes).await;
+        let all = history()
+            .iter()
+            .map(|changes| commit(changes))
+            .reduce(|a, b| a.union(b).unwrap())
+            .unwrap();
+        let resnapshot = Some(lsn_of(20));
+        let outcome = filled
+            .fill(&done, all.clone(), resnapshot, &Record { test: true })
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome, ApplyOutcome::Applied { .. }),
+            "{deletes:?}"
+        );
+        assert_eq!(rows(&filled).await, rows(&replayed).await, "{deletes:?}");
+        let expected: &[&str] = match deletes {
+            Deletes::Hard => &["1 a3 12 20", "4 d 4 20", "5 e2 55 21", "6 f 6 22"],
+            Deletes::Soft => &[
+                "1 a3 12 20 false",
+                "2 b 2 12 true",
+                "3 c 3 10 true",
+                "4 d 4 20 false",
+                "5 e2 55 21 false",
+                "6 f 6 22 false",
+            ],
+        };
+        assert_eq!(rows(&filled).await, expected, "{deletes:?}");
+        let again = filled
+            .fill(&done, all, resnapshot, &Record { test: true })
+            .await
+            .unwrap();
+        assert_eq!(again, ApplyOutcome::AlreadyApplied, "{deletes:?}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut empty = open(dir.path(), Deletes::Hard).await;
+    empty
+        .fill(&done, commit(&[]), None, &Record { test: true })
+        .await
+        .unwrap();
+    assert!(
+        empty.holds(&done).await.unwrap(),
+        "an empty fill is recorded"
+    );
 }

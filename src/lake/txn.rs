@@ -72,6 +72,24 @@ impl Txn {
         }
     }
 
+    /// The silver commit that fills a silver table added to a stream that
+    /// already ran, from bronze's rows (`engine::silver_fill`): done once.
+    pub fn silver_fill(app_id: &str) -> Txn {
+        Txn {
+            app_id: format!("{app_id}/silver/fill"),
+            version: 0,
+        }
+    }
+
+    /// The commit in words, as an error names it: a batch, or a snapshot's
+    /// chunk (read from the shape the constructors above give the id).
+    pub fn describe(&self) -> String {
+        match self.app_id.rsplit_once("/snapshot/") {
+            Some((_, snapshot)) => format!("chunk {} of snapshot {snapshot}", self.version),
+            None => format!("batch {}", self.version),
+        }
+    }
+
     /// A stream's facts commit. The facts table is shared by many streams,
     /// so the id names the stream (appId and target) and the sequence.
     pub fn facts(target: &str, app_id: &str, sequence: FactSequence) -> Txn {

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use mssql_cdc::engine::Observer;
+use mssql_cdc::engine::SilverFill;
 use mssql_cdc::engine::SnapshotProgress;
 use serde_json::Value;
 
@@ -19,7 +20,7 @@ use crate::support::cdc::wait_for_capture;
 use crate::support::cdc::{capture_table, lsn_literal};
 use crate::support::duckdb::read_delta;
 use crate::support::server::{Client, TestServer, run};
-use crate::support::stream::{StreamFixture, query_table};
+use crate::support::stream::{StreamFixture, open_table, query_table};
 
 const ORDERS: &str = "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, \
                       note nvarchar(50) NULL, qty int NULL, price decimal(10,2) NULL)";
@@ -884,4 +885,236 @@ async fn a_silver_key_that_is_not_unique_is_refused_before_anything_is_written()
         .replace("keys: [note, QTY]", "keys: [note, QTY, ID]");
     stream.run_once().await.expect("accepted");
     assert_eq!(silver_rows(&stream).await.len(), 2);
+}
+
+/// Blocks the engine where it starts filling a silver table added to a
+/// running stream, until the test has looked.
+struct PauseInFill {
+    reached: Mutex<Option<mpsc::Sender<SilverFill>>>,
+    resume: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl Observer for PauseInFill {
+    fn silver_filling(&self, fill: &SilverFill) {
+        if let Some(reached) = self.reached.lock().ok().and_then(|mut r| r.take()) {
+            let _ = reached.send(fill.clone());
+            if let Some(resume) = self.resume.lock().ok().and_then(|mut r| r.take()) {
+                let _ = resume.recv_timeout(std::time::Duration::from_secs(600));
+            }
+        }
+    }
+}
+
+/// Silver named in the manifest of a stream that already made 300
+/// batches: it is filled from bronze before the next batch (killed once
+/// mid-fill), its verdict is held while it fills, and afterwards it is
+/// the source table row for row and streams on.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn silver_added_after_300_batches_is_filled_and_held_until_it_is() {
+    const BATCHES: usize = 300;
+    let server = TestServer::start().await;
+    let seed = workload_seed();
+    let mut workload = Workload::new(seed, []);
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, ORDERS).await.expect("create table");
+    for sql in workload.round(30) {
+        run(&mut client, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    capture_table(&mut client, "orders").await;
+    run(
+        &mut client,
+        "CREATE TABLE dbo.marker (id int NOT NULL PRIMARY KEY)",
+    )
+    .await
+    .expect("marker table");
+    capture_table(&mut client, "marker").await;
+
+    // The stream runs without silver: a bootstrap, then a batch per commit.
+    let mut stream = StreamFixture::new(
+        &server,
+        &db,
+        "  maxCommitsPerBatch: 1\n  snapshot: {mode: initial}\n",
+    );
+    let control = stream.path("control").display().to_string();
+    stream.manifest.push_str(&format!(
+        "  finalization: {{name: ops.table_finalization, location: \"{control}\"}}\n"
+    ));
+    stream.run_once().await.expect("bootstrap");
+    apply_and_capture(&mut client, &workload.round(BATCHES), 0).await;
+    let ran = stream.run_once().await.expect("the batches");
+    assert!(ran.batches >= BATCHES as u64, "seed {seed}: {ran:?}");
+
+    // Silver is added to the manifest; the first run dies mid-fill.
+    let silver = stream.path("silver").display().to_string();
+    stream.manifest.push_str(&format!(
+        "  silver: {{name: silver.orders, location: \"{silver}\"}}\n"
+    ));
+    run_until_killed(&stream, "mid_silver_fill").await;
+    let held = verdict(&stream, "silver.orders").await;
+    assert_eq!(held[0], "", "seed {seed}: nothing applied: {held:?}");
+    assert!(held[1].starts_with("0x"), "seed {seed}: held: {held:?}");
+
+    // The next run fills it; the test looks while it does.
+    let (reached_tx, reached) = mpsc::channel();
+    let (resume, resume_rx) = mpsc::channel();
+    let config = stream.config();
+    let mut options = stream.options();
+    options.observer = Arc::new(PauseInFill {
+        reached: Mutex::new(Some(reached_tx)),
+        resume: Mutex::new(Some(resume_rx)),
+    });
+    let engine = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?
+            .block_on(mssql_cdc::engine::run(config, options))
+            .map_err(|e| e.to_string())
+    });
+    let fill = tokio::task::spawn_blocking(move || {
+        reached.recv_timeout(std::time::Duration::from_secs(600))
+    })
+    .await
+    .expect("waiting")
+    .expect("the run starts filling silver");
+    let newest = stream
+        .facts_query("SELECT end_lsn FROM t WHERE event IS NULL ORDER BY batch_id DESC LIMIT 1")
+        .await;
+    assert_eq!(
+        fill.lsn.to_string(),
+        newest[0][0],
+        "it fills up to the newest batch"
+    );
+    let held = verdict(&stream, "silver.orders").await;
+    assert_eq!(
+        held,
+        ["", newest[0][0].as_str(), "false"],
+        "seed {seed}: silver is held at the fill's position"
+    );
+    let reasons = stale_reasons(&stream).await;
+    assert!(
+        reasons
+            .as_array()
+            .is_some_and(|r| r.contains(&serde_json::json!(["silver.orders", "held"]))),
+        "{reasons}"
+    );
+    let empty = query_table(&stream.path("silver"), "SELECT COUNT(*) FROM t").await;
+    assert_eq!(empty, [["0"]], "no batch reached silver before the fill");
+
+    resume.send(()).expect("the engine waits");
+    tokio::task::spawn_blocking(move || engine.join())
+        .await
+        .expect("join")
+        .expect("the engine thread")
+        .expect("the run fills silver");
+    assert_eq!(
+        silver_rows(&stream).await,
+        source_rows(&mut client).await,
+        "seed {seed}: silver is the source after the fill"
+    );
+    // The run went on after the fill (to the source's newest LSN).
+    let newest = stream
+        .facts_query("SELECT end_lsn FROM t WHERE event IS NULL ORDER BY batch_id DESC LIMIT 1")
+        .await;
+    let filled = verdict(&stream, "silver.orders").await;
+    assert_eq!(
+        filled,
+        [newest[0][0].as_str(), "", "true"],
+        "seed {seed}: released, applied to the newest batch"
+    );
+
+    // It streams on, and a restart does not fill it again.
+    let version = open_table(&stream.path("silver")).await.version();
+    stream.run_once().await.expect("an idle restart");
+    assert_eq!(
+        open_table(&stream.path("silver")).await.version(),
+        version,
+        "an idle restart writes nothing to silver"
+    );
+    apply_and_capture(&mut client, &workload.round(20), 1).await;
+    stream.run_once().await.expect("streams on");
+    assert_eq!(
+        silver_rows(&stream).await,
+        source_rows(&mut client).await,
+        "seed {seed}: silver follows the changes after the fill"
+    );
+}
+
+/// Bronze holds a batch whose commit cannot be read: a run killed after
+/// bronze's commit, and that commit's log entry lost while the table
+/// loads from a Delta checkpoint. The restart stops with an error naming
+/// the batch, silver has not moved past it, and once the entry reads
+/// again the stream goes on.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn a_bronze_commit_that_cannot_be_read_stops_the_stream_naming_its_batch() {
+    use mssql_cdc::engine::EngineError;
+    use mssql_cdc::lake::faults::{Call, Fault, FaultPlan, Rule, install, remove};
+
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders_with_silver(&server, ORDERS, &two_rows(), "").await;
+    stream.run_once().await.expect("bootstrap");
+    change(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (3, N'c', 3, 3.00)",
+        1,
+    )
+    .await;
+    stream.run_once().await.expect("a batch");
+    change(
+        &mut client,
+        "UPDATE dbo.orders SET qty = 30 WHERE id = 3",
+        2,
+    )
+    .await;
+    run_until_killed(&stream, "after_bronze_commit").await;
+    let newest = stream
+        .facts_query("SELECT MAX(batch_id) FROM t WHERE event IS NULL")
+        .await;
+    let pending: u64 = newest[0][0].parse::<u64>().expect("a batch id") + 1;
+    let bronze = open_table(&stream.path("bronze")).await;
+    let version = bronze.version().expect("bronze has versions");
+    deltalake::checkpoints::create_checkpoint(&bronze, None)
+        .await
+        .expect("a Delta checkpoint of bronze");
+    let silver_version = open_table(&stream.path("silver")).await.version();
+    let silver_before = silver_rows(&stream).await;
+
+    let plan = FaultPlan::new(&url::Url::from_directory_path(stream.lake.path()).expect("url"));
+    plan.add(Rule {
+        path: format!("bronze/_delta_log/{version:020}.json"),
+        calls: vec![Call::Get],
+        fault: Fault::Lost,
+        odds: 1.0,
+        limit: None,
+        after: 0,
+    });
+    install(plan.clone());
+    let stopped = stream.run_once().await;
+    remove(&plan);
+    let error = stopped.expect_err("the stream stops");
+    assert!(
+        matches!(error, EngineError::BronzeCommitMissing { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("holds batch {pending} ")),
+        "the error names the batch: {message}"
+    );
+    assert!(plan.injected() > 0, "the lost entry was asked for");
+    assert_eq!(
+        open_table(&stream.path("silver")).await.version(),
+        silver_version,
+        "silver wrote nothing"
+    );
+    assert_eq!(silver_rows(&stream).await, silver_before);
+
+    // The entry reads again: the replay finishes and silver catches up.
+    stream.run_once().await.expect("the replay");
+    assert_eq!(silver_rows(&stream).await, source_rows(&mut client).await);
 }
