@@ -241,14 +241,20 @@ impl Workload {
         }
     }
 
-    /// `n` transactions: every kind once, the rest at random.
+    /// `n` transactions: every kind once, the rest at random; and an insert
+    /// more should they leave the table empty (a snapshot of an empty table
+    /// commits nothing, so its crash points would never be reached).
     fn round(&mut self, n: usize) -> Vec<String> {
-        (0..n)
+        let mut round: Vec<String> = (0..n)
             .map(|i| {
                 let kind = if i < 9 { i as u8 } else { self.rng.u8(..9) };
                 self.transaction(kind)
             })
-            .collect()
+            .collect();
+        if self.live.is_empty() {
+            round.push(self.transaction(0));
+        }
+        round
     }
 }
 
