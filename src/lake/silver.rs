@@ -77,6 +77,15 @@ pub enum SilverError {
         /// The keys the stream has now.
         given: String,
     },
+    /// A commit's record could not be written: the batch is not applied
+    /// without it (bronze refuses the same way).
+    #[error("silver table {location}: commit record: {reason}")]
+    Record {
+        /// The table location.
+        location: String,
+        /// Why the record could not be encoded.
+        reason: String,
+    },
     /// The Delta table failed.
     #[error("silver table {location}: {source}")]
     Delta {
@@ -310,7 +319,18 @@ impl SilverTable {
         let columns = self.columns()?;
         let metadata = match serde_json::to_value(record) {
             Ok(serde_json::Value::Object(entries)) => entries,
-            _ => serde_json::Map::new(),
+            Ok(other) => {
+                return Err(SilverError::Record {
+                    location: self.location.clone(),
+                    reason: format!("a commit record must be a JSON object, got {other}"),
+                });
+            }
+            Err(e) => {
+                return Err(SilverError::Record {
+                    location: self.location.clone(),
+                    reason: e.to_string(),
+                });
+            }
         };
         let properties = CommitProperties::default()
             .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
