@@ -5,7 +5,8 @@
 //! now and then; the stream must wait and go on, not stop. Libraries wrap
 //! each other's errors, so a wrapper with no verdict of its own is judged
 //! by the first typed cause in its `source()` chain. Nothing here reads an
-//! error's message.
+//! error's message, but for one rendering deltalake leaves untyped
+//! (`stringified_store_failure`).
 
 use std::error::Error as StdError;
 
@@ -93,10 +94,24 @@ pub fn delta_transient(error: &DeltaTableError) -> bool {
         | E::MetadataError(_)
         | E::InvalidVersion(_)
         | E::VersionDowngrade { .. }
-        | E::UnsupportedColumnMapping { .. }
-        | E::Generic(_) => false,
+        | E::UnsupportedColumnMapping { .. } => false,
+        E::Generic(message) => stringified_store_failure(message),
         other => causes_transient(other).unwrap_or(false),
     }
+}
+
+/// The one exception to "by type": deltalake-core 1.1's
+/// `logstore::get_latest_version` turns the kernel's typed
+/// `Error::ObjectStore` into `DeltaTableError::Generic(e.to_string())`,
+/// so nothing typed is left of a store that failed while the log was
+/// listed. Only that rendering is recognised (the kernel's own prefix);
+/// a missing file, a read-only disk or a refused permission stay answers.
+/// Remove once deltalake keeps the kernel error (KernelError) there.
+fn stringified_store_failure(message: &str) -> bool {
+    message.starts_with("Error interacting with object store")
+        && !message.contains("not found")
+        && !message.contains("Read-only file system")
+        && !message.contains("Permission denied")
 }
 
 /// Whether a Delta kernel error may pass: the kernel holds store and I/O

@@ -218,8 +218,20 @@ fn delta_errors_are_judged_by_variant_or_by_their_typed_cause() {
             false,
         ),
         (
-            "a message that mentions a store is still only a message",
+            "a kernel store failure deltalake stringified (get_latest_version)",
             DeltaTableError::Generic("Error interacting with object store: 503".into()),
+            true,
+        ),
+        (
+            "a stringified read-only disk",
+            DeltaTableError::Generic(
+                "Error interacting with object store: Read-only file system (os error 30)".into(),
+            ),
+            false,
+        ),
+        (
+            "a generic answer",
+            DeltaTableError::Generic("bad partition value".into()),
             false,
         ),
     ];
