@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// The crate's top-level modules, bottom layer first. Modules on one line
 /// are siblings: neither imports the other.
 pub const LAYERS: &[&[&str]] = &[
-    &["domain", "failpoint"],
+    &["domain", "failpoint", "retry"],
     &["health", "lake"],
     &["spec"],
     &["source"],

@@ -13,6 +13,7 @@ pub mod lake;
 pub mod metrics;
 pub mod operator;
 pub mod query;
+pub mod retry;
 pub mod source;
 pub mod spec;
 

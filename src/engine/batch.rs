@@ -45,9 +45,12 @@ pub async fn run_batch(
     } else {
         BronzeHolds::Nothing
     };
-    match plan::resume(plan, &run.config.app_id, &sink.identity, holds)
-        .map_err(|e| EngineError::Inconsistent(format!("{}: {e}", run.config.target.location)))?
-    {
+    match plan::resume(plan, &run.config.app_id, &sink.identity, holds).map_err(|source| {
+        EngineError::Resume {
+            target: run.config.target.location.to_string(),
+            source,
+        }
+    })? {
         // Bronze holds the batch: a crash came after its commit. Its facts
         // rows travelled in the commit; finish the bookkeeping.
         Resume::Recover(rows) => {
@@ -206,8 +209,8 @@ async fn record_facts(
         app_id: run.config.app_id.clone(),
         sequence: FactSequence::Batch(plan.batch_id),
     };
-    let row = rows.first().cloned().ok_or_else(|| {
-        EngineError::Inconsistent(format!("batch {} has no facts row", plan.batch_id))
+    let row = rows.first().cloned().ok_or(EngineError::NoFactsRow {
+        batch_id: plan.batch_id,
     })?;
     if let AppendOutcome::Written { .. } = sink.append_facts(&key, &rows).await? {
         run.warnings.recorded(row.detail.as_deref());

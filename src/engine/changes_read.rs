@@ -127,14 +127,16 @@ async fn read_parts(
     }
     let parts: Vec<PartDone> = done.into_iter().flatten().collect();
     if parts.len() != count {
-        return Err(EngineError::Inconsistent(format!(
-            "batch {}: {} of its {count} parts were read",
-            plan.batch_id,
-            parts.len()
-        )));
+        return Err(EngineError::PartsUnread {
+            batch_id: plan.batch_id,
+            read: parts.len(),
+            parts: count,
+        });
     }
-    merge(parts).ok_or_else(|| {
-        EngineError::Inconsistent(format!("batch {} was read in no part", plan.batch_id))
+    merge(parts).ok_or(EngineError::PartsUnread {
+        batch_id: plan.batch_id,
+        read: 0,
+        parts: count,
     })
 }
 

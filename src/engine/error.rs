@@ -2,9 +2,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::plan::PlanError;
+use super::plan::{PlanError, ResumeError};
 use super::silver_keys::SilverKeyNotUnique;
-use crate::domain::{CaptureInstance, Lsn};
+use crate::domain::{BatchId, BatchIdError, CaptureInstance, Lsn};
 use crate::lake::bronze::BronzeError;
 use crate::lake::checkpoint::CheckpointError;
 use crate::lake::claims::ClaimError;
@@ -12,7 +12,7 @@ use crate::lake::facts::FactsError;
 use crate::lake::finalization::FinalizationError;
 use crate::lake::lease::LeaseError;
 use crate::lake::silver::SilverError;
-use crate::lake::transient::{delta_transient, store_transient};
+use crate::retry::classify::{chain_transient, delta_transient, store_transient};
 use crate::source::SourceError;
 use crate::spec::CredentialError;
 
@@ -196,9 +196,117 @@ pub enum EngineError {
         /// The commit's `txn` version.
         txn_version: i64,
     },
-    /// The snapshot's progress in bronze does not match the checkpoint.
-    #[error("{0}")]
-    Inconsistent(String),
+    /// Bronze's commit of the batch being replayed is not one this
+    /// checkpoint made for this range.
+    #[error("{target}: {source}")]
+    Resume {
+        /// The bronze table.
+        target: String,
+        /// What does not match.
+        source: ResumeError,
+    },
+    /// The checkpoint's next batch id does not fit a Delta `txn` version.
+    #[error("checkpoint {checkpoint}: {source}")]
+    BatchIdExhausted {
+        /// The checkpoint.
+        checkpoint: String,
+        /// Why the id is out of range.
+        source: BatchIdError,
+    },
+    /// Bronze's `txn` version for the appId is not a batch id.
+    #[error("bronze txn of {app_id}: {source}")]
+    BronzeTxnNotBatch {
+        /// The stream's appId.
+        app_id: String,
+        /// Why the version is not a batch id.
+        source: BatchIdError,
+    },
+    /// An adopted target lacks what seeding the checkpoint needs.
+    #[error(
+        "cannot adopt the target: {missing}; stream it into a new target with a new appId instead"
+    )]
+    CannotAdopt {
+        /// What the target lacks, in words.
+        missing: &'static str,
+    },
+    /// The checkpoint's planned snapshot and bronze's committed chunks
+    /// describe different key ranges.
+    #[error(
+        "bronze table {target}: snapshot {snapshot}: {why}; move the checkpoint and target aside \
+         to re-snapshot"
+    )]
+    SnapshotRangesMismatch {
+        /// The bronze table.
+        target: String,
+        /// The snapshot's number.
+        snapshot: u64,
+        /// What does not match, in words.
+        why: String,
+    },
+    /// A snapshot chunk is committed but its progress record is not.
+    #[error(
+        "bronze table {target}: snapshot chunk {chunk} is committed but its progress record \
+         cannot be read; move the checkpoint and target aside to re-snapshot"
+    )]
+    SnapshotProgressUnreadable {
+        /// The bronze table.
+        target: String,
+        /// The chunk's `txn` version.
+        chunk: i64,
+    },
+    /// The snapshot's committed chunks were written by another checkpoint,
+    /// or for another LSN: resuming after them would mix two snapshots.
+    #[error(
+        "bronze table {target}: snapshot {snapshot}'s chunks were written by checkpoint \
+         {written_by} for LSN {written_for}, not by this one for LSN {planned}; nothing was \
+         written. See docs/user-guide.md, \"Moving or rebuilding a stream\""
+    )]
+    SnapshotForeign {
+        /// The bronze table.
+        target: String,
+        /// The snapshot's number.
+        snapshot: u64,
+        /// The checkpoint the chunks name, in words.
+        written_by: String,
+        /// The LSN the chunks were planned for, in words.
+        written_for: String,
+        /// The LSN this checkpoint planned.
+        planned: Lsn,
+    },
+    /// Silver has no key: none in the manifest, and no index columns.
+    #[error(
+        "spec.silver: capture instance {instance} has no index columns (the table has no primary \
+         key and CDC was enabled without @index_name); name the key in spec.silver.keys"
+    )]
+    SilverKeyMissing {
+        /// The capture instance.
+        instance: CaptureInstance,
+    },
+    /// A batch's parts did not all come back from the readers.
+    #[error(
+        "batch {batch_id}: {read} of its {parts} parts were read{none}",
+        none = if *read == 0 { " (it was read in no part)" } else { "" }
+    )]
+    PartsUnread {
+        /// The batch.
+        batch_id: BatchId,
+        /// How many parts came back.
+        read: usize,
+        /// How many parts the batch has.
+        parts: usize,
+    },
+    /// A batch was written without its own facts row.
+    #[error("batch {batch_id} has no facts row")]
+    NoFactsRow {
+        /// The batch.
+        batch_id: BatchId,
+    },
+    /// A part was started with no reader session free (a bug).
+    #[error("a part was started with every reader busy")]
+    NoIdleReader,
+    /// A read task panicked or was cancelled.
+    #[error("a read task failed: {0}")]
+    ReadTask(#[source] tokio::task::JoinError),
 }
 
 impl From<ClaimError> for EngineError {
@@ -217,11 +325,19 @@ impl From<PlanError> for EngineError {
 }
 
 impl EngineError {
-    /// Whether the same work may succeed if retried after a pause.
+    /// Whether the same work may succeed if retried after a pause: by the
+    /// failing library's error type ([`crate::retry::classify`]), never by
+    /// message. The stream's own refusals (identity, data loss, key,
+    /// inconsistency) are never transient.
     pub fn is_transient(&self) -> bool {
         match self {
             EngineError::Source(e) => e.is_transient(),
-            EngineError::Bronze(BronzeError::Source(_)) => true,
+            // The source stream that fed bronze failed: SQL Server's error,
+            // else whatever typed cause it carries.
+            EngineError::Bronze(BronzeError::Source(e)) => match e.downcast_ref::<SourceError>() {
+                Some(source) => source.is_transient(),
+                None => chain_transient(e.as_ref()).unwrap_or(false),
+            },
             EngineError::Bronze(BronzeError::Delta { source, .. })
             | EngineError::Facts(FactsError::Delta { source, .. })
             | EngineError::Finalization(FinalizationError::Delta { source, .. })
@@ -254,9 +370,19 @@ impl EngineError {
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
             EngineError::TargetBehind { .. } => "target_behind",
             EngineError::SilverKeyNotUnique(_) => "silver_key",
-            EngineError::Inconsistent(_) | EngineError::BronzeCommitMissing { .. } => {
-                "inconsistent"
-            }
+            EngineError::BatchIdExhausted { .. } => "batch_id",
+            EngineError::SilverKeyMissing { .. } => "silver_key",
+            EngineError::PartsUnread { .. }
+            | EngineError::NoFactsRow { .. }
+            | EngineError::NoIdleReader
+            | EngineError::ReadTask(_) => "internal",
+            EngineError::Resume { .. }
+            | EngineError::BronzeTxnNotBatch { .. }
+            | EngineError::CannotAdopt { .. }
+            | EngineError::SnapshotRangesMismatch { .. }
+            | EngineError::SnapshotProgressUnreadable { .. }
+            | EngineError::SnapshotForeign { .. }
+            | EngineError::BronzeCommitMissing { .. } => "inconsistent",
         }
     }
 }

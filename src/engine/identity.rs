@@ -349,8 +349,12 @@ async fn target_marks(
             .map(|m| m.table_version)
     };
     if let Some(version) = bronze.committed_version(app_id).await? {
-        let batch = BatchId::from_txn_version(version)
-            .map_err(|e| EngineError::Inconsistent(format!("bronze txn of {app_id}: {e}")))?;
+        let batch = BatchId::from_txn_version(version).map_err(|source| {
+            EngineError::BronzeTxnNotBatch {
+                app_id: app_id.to_string(),
+                source,
+            }
+        })?;
         let txn = Txn::bronze_batch(app_id, batch);
         let origin = match bronze.record_at::<CommitOrigin>(&txn, hint(&txn)).await? {
             Some((origin, _)) => origin.checkpoint().map(str::to_string),
@@ -398,11 +402,7 @@ async fn seed(
     app_id: &str,
     target: &TargetMarks,
 ) -> Result<(), EngineError> {
-    let missing = |what: &str| {
-        EngineError::Inconsistent(format!(
-            "cannot adopt the target: {what}; stream it into a new target with a new appId instead"
-        ))
-    };
+    let missing = |missing: &'static str| EngineError::CannotAdopt { missing };
     if let Some((batch, _)) = &target.batch {
         let txn = Txn::bronze_batch(app_id, *batch);
         let record: BatchRecord = bronze

@@ -7,8 +7,9 @@
 //! it is ready is `session` (the connected source: its capture instance
 //! and columns) and `sink` (checkpoint, bronze, facts, finalization).
 //! `retention` reads the cleanup job's retention the headroom is
-//! measured with; `run` drives the loop with `retry`'s backoff; `step` is one step of it;
-//! `batch` runs a planned batch, `snapshot` the bootstrap and re-snapshots,
+//! measured with; `run` drives the loop with the crate's backoff
+//! (`crate::retry`), retrying what `error` classifies as transient; `step`
+//! is one step of it; `batch` runs a planned batch, `snapshot` the bootstrap and re-snapshots,
 //! both reading through `readers` (one session, or several at once),
 //! `source_changes` moves to a newer capture instance; `identity` makes sure
 //! the checkpoint and the target belong together; `silver_keys` that
@@ -31,7 +32,6 @@ mod options;
 mod plan;
 mod readers;
 mod retention;
-mod retry;
 mod run;
 mod session;
 mod silver_fill;
@@ -45,11 +45,13 @@ mod step;
 mod time_zone;
 mod warnings;
 
+/// The backoff between a failed step and the next attempt (the crate's one
+/// policy, [`crate::retry`]).
+pub use crate::retry::Backoff;
 pub use error::{DataLossError, EngineError};
 pub use observer::{
     Fanout, Observer, PositionMeasures, Silent, SilverFill, SnapshotProgress, SourceCheck,
 };
 pub use options::{RunOptions, RunSummary};
-pub use retry::Backoff;
 pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::observer::Observer;
-use super::retry::Backoff;
 use crate::domain::FactRow;
 use crate::lake::lease::DEFAULT_LEASE_TTL;
+use crate::retry::Backoff;
 
 /// How to run a stream.
 pub struct RunOptions {

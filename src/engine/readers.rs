@@ -115,9 +115,7 @@ impl<K: Send + 'static> Readers<K> {
     /// Starts `read` (known to the caller as `key`) on a free session,
     /// staging with `stager`.
     pub fn start(&mut self, key: K, stager: Stager, read: PartRead) -> Result<(), EngineError> {
-        let session = self.idle.pop().ok_or_else(|| {
-            EngineError::Inconsistent("a part was started with every reader busy".into())
-        })?;
+        let session = self.idle.pop().ok_or(EngineError::NoIdleReader)?;
         self.running.spawn(async move {
             let done = read_part(session.clone(), stager, read).await;
             (session, key, done)
@@ -135,9 +133,7 @@ impl<K: Send + 'static> Readers<K> {
                 Ok((key, done))
             }
             Ok((_, _, Err(error))) => Err(error),
-            Err(error) => Err(EngineError::Inconsistent(format!(
-                "a read task failed: {error}"
-            ))),
+            Err(error) => Err(EngineError::ReadTask(error)),
         })
     }
 
@@ -165,9 +161,7 @@ async fn read_part(
     let wait_before = wait_counter(&mut client, waits).await?;
     let (batches, task) = spawn_read(client, request);
     let staged = stager.stage(batches).await;
-    let (mut client, stats) = task
-        .await
-        .map_err(|e| EngineError::Inconsistent(format!("the read task failed: {e}")))?;
+    let (mut client, stats) = task.await.map_err(EngineError::ReadTask)?;
     // A read error wins over the writer's, which only says the stream broke.
     let stats = stats?;
     let mut staged = staged?;

@@ -11,7 +11,6 @@ use super::context::Run;
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
 use super::options::{RunOptions, RunSummary};
-use super::retry::Backoff;
 use super::session::SourceSession;
 use super::sink::Sink;
 use super::step::{Step, step};
@@ -19,6 +18,7 @@ use super::{silver_fill, silver_keys};
 use crate::lake::checkpoint::Checkpoint;
 use crate::lake::lease::{CheckpointLease, LeaseGuard};
 use crate::lake::storage::{UNSAFE_RENAME, unsafe_rename_source};
+use crate::retry::Backoff;
 use crate::spec::{StreamConfig, Trigger, resolve_password};
 
 /// Runs the stream until it is caught up (`once` / availableNow), stopped,

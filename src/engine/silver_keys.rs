@@ -42,11 +42,9 @@ pub fn keys(spec: &SilverConfig, info: &CaptureInfo) -> Result<Vec<String>, Engi
     match &spec.keys {
         Some(keys) => Ok(keys.clone()),
         None if !info.key_columns.is_empty() => Ok(info.key_columns.clone()),
-        None => Err(EngineError::Inconsistent(format!(
-            "spec.silver: capture instance {} has no index columns (the table has no primary \
-             key and CDC was enabled without @index_name); name the key in spec.silver.keys",
-            info.instance
-        ))),
+        None => Err(EngineError::SilverKeyMissing {
+            instance: info.instance.clone(),
+        }),
     }
 }
 

@@ -164,11 +164,10 @@ async fn take(
 
     let target = run.config.target.location.to_string();
     let mut ranges = SnapshotRanges::new(&plan, !paged.key_columns.is_empty(), resumed.as_ref())
-        .map_err(|why| {
-            EngineError::Inconsistent(format!(
-                "bronze table {target}: snapshot {n}: {why}; move the checkpoint and target \
-                 aside to re-snapshot"
-            ))
+        .map_err(|why| EngineError::SnapshotRangesMismatch {
+            target: target.clone(),
+            snapshot: n,
+            why,
         })?;
     let first_chunk = resumed.as_ref().map_or(0, |progress| progress.chunk + 1);
     if resumed.is_some() {
@@ -260,11 +259,9 @@ async fn resumed_progress(
     else {
         return Ok(None);
     };
-    let unreadable = || {
-        EngineError::Inconsistent(format!(
-            "bronze table {target}: snapshot chunk {chunk} is committed but its progress record \
-             cannot be read; move the checkpoint and target aside to re-snapshot"
-        ))
+    let unreadable = || EngineError::SnapshotProgressUnreadable {
+        target: target.to_string(),
+        chunk,
     };
     let chunk = u64::try_from(chunk).map_err(|_| unreadable())?;
     let record = sink
@@ -278,22 +275,22 @@ async fn resumed_progress(
             .as_ref()
             .is_some_and(|p| p.lsn != plan.lsn);
     if foreign {
-        return Err(EngineError::Inconsistent(format!(
-            "bronze table {target}: snapshot {n}'s chunks were written by checkpoint {} for LSN {}, \
-             not by this one for LSN {}; nothing was written. See docs/user-guide.md, \
-             \"Moving or rebuilding a stream\"",
-            record
+        return Err(EngineError::SnapshotForeign {
+            target: target.to_string(),
+            snapshot: n,
+            written_by: record
                 .progress
                 .checkpoint
                 .as_deref()
-                .unwrap_or("(without an identity)"),
-            record
+                .unwrap_or("(without an identity)")
+                .to_string(),
+            written_for: record
                 .progress
                 .plan
                 .as_ref()
                 .map_or_else(|| "unknown".to_string(), |p| p.lsn.to_string()),
-            plan.lsn
-        )));
+            planned: plan.lsn,
+        });
     }
     let mut progress = record.progress;
     progress.chunk = chunk;

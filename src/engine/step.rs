@@ -73,9 +73,12 @@ pub async fn step(
         position: position.lsn,
         measures: position_measures(position.commit_ts, watermarks),
     });
-    let batch_id = state.next_batch_id().map_err(|e| {
-        EngineError::Inconsistent(format!("checkpoint {}: {e}", run.config.checkpoint))
-    })?;
+    let batch_id = state
+        .next_batch_id()
+        .map_err(|source| EngineError::BatchIdExhausted {
+            checkpoint: run.config.checkpoint.to_string(),
+            source,
+        })?;
     match plan::plan_next(&position, batch_id, &marks, &options)? {
         Next::Idle => Ok(Step::Idle),
         Next::Done => Ok(Step::Done),

@@ -25,7 +25,7 @@ use deltalake::logstore::object_store::{
 use serde::{Deserialize, Serialize};
 
 use super::storage::{StorageError, StorageLocation, StorageOptions};
-use super::transient::store_transient;
+use crate::retry::classify::store_transient;
 
 /// The folder of claims inside a shared table's directory.
 pub const CLAIMS_DIR: &str = "_mssql_cdc_claims";

@@ -20,6 +20,7 @@ use super::schema::{arrow_schema, delta_fields};
 use super::storage::{StorageLocation, StorageOptions};
 use crate::domain::VerdictUpdate;
 use crate::domain::columns::{Column, ColumnKind, col};
+use crate::retry::{Backoff, Jitter, Policy};
 
 const TABLE_COMMENT: &str =
     "mssql-cdc finalization verdicts: per table, the instant up to which it is complete";
@@ -76,8 +77,13 @@ pub const COLUMNS: [Column; 7] = [
 /// Merges attempted before a conflict is reported as an error.
 const MAX_ATTEMPTS: u32 = 8;
 
-/// The first pause after a conflict; doubled on each further one.
-const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// The pauses after a conflict: up to 100 ms, doubling up to 10 s, never
+/// less than half of that, so writers that collided do not collide again.
+const CONFLICT_PAUSE: Policy = Policy::new(
+    Duration::from_millis(100),
+    Duration::from_secs(10),
+    Jitter::Equal,
+);
 
 /// Why the control table could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -144,7 +150,7 @@ impl FinalizationTable {
         let source = SessionContext::new()
             .read_batch(batch)
             .map_err(|e| encode_error(Box::new(e)))?;
-        let mut pause = FIRST_PAUSE;
+        let mut pauses = Backoff::with_policy(CONFLICT_PAUSE);
         let mut attempt = 1;
         loop {
             match self.merge(source.clone()).await {
@@ -154,8 +160,7 @@ impl FinalizationTable {
                 }
                 Err(error) if is_conflict(&error) && attempt < MAX_ATTEMPTS => {
                     tracing::debug!(%error, attempt, "finalization table: commit conflict; retrying");
-                    tokio::time::sleep(pause + jitter(pause)).await;
-                    pause = pause.saturating_mul(2);
+                    tokio::time::sleep(pauses.next_delay().1).await;
                     attempt += 1;
                     self.table
                         .update_state()
@@ -248,15 +253,6 @@ fn is_conflict(error: &DeltaTableError) -> bool {
                     | TransactionError::MaxCommitAttempts(_)
             }
     )
-}
-
-/// Up to half of `pause`, so writers that collided do not collide again.
-fn jitter(pause: Duration) -> Duration {
-    let nanos = u64::from(Utc::now().timestamp_subsec_nanos());
-    let half = u64::try_from(pause.as_nanos() / 2)
-        .unwrap_or(u64::MAX)
-        .max(1);
-    Duration::from_nanos(nanos % half)
 }
 
 #[cfg(test)]

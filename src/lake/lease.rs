@@ -35,6 +35,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::storage::{StorageError, StorageKind, StorageLocation, StorageOptions};
+use crate::retry::classify;
+use crate::retry::{Jitter, Policy};
 
 /// How long a remote lease stays valid without renewal.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -112,13 +114,23 @@ pub enum LeaseError {
         /// The checkpoint.
         location: String,
     },
-    /// The lock file or lease object could not be written.
-    #[error("checkpoint {location}: cannot lock: {reason}")]
+    /// The local lock file could not be opened, locked or written.
+    #[error("checkpoint {location}: cannot lock: {path}: {source}")]
     Io {
         /// The checkpoint.
         location: String,
-        /// The underlying error.
-        reason: String,
+        /// The lock file or its directory.
+        path: String,
+        /// The file system's error.
+        source: std::io::Error,
+    },
+    /// The lease object could not be read or written.
+    #[error("checkpoint {location}: cannot lock: {source}")]
+    Store {
+        /// The checkpoint.
+        location: String,
+        /// The store's error.
+        source: object_store::Error,
     },
     /// The store could not be opened.
     #[error(transparent)]
@@ -128,7 +140,14 @@ pub enum LeaseError {
 impl LeaseError {
     /// Whether waiting and trying again may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, LeaseError::Io { .. })
+        match self {
+            LeaseError::Io { source, .. } => classify::io_transient(source),
+            LeaseError::Store { source, .. } => classify::store_transient(source),
+            LeaseError::Held { .. }
+            | LeaseError::Expired { .. }
+            | LeaseError::Lost { .. }
+            | LeaseError::Open(_) => false,
+        }
     }
 }
 
@@ -315,15 +334,17 @@ fn lock(state: &Mutex<Renewed>) -> std::sync::MutexGuard<'_, Renewed> {
 }
 
 fn lock_local(location: &StorageLocation, me: &Holder) -> Result<CheckpointLease, LeaseError> {
-    let io = |reason: String| LeaseError::Io {
+    let io = |path: &std::path::Path, source: std::io::Error| LeaseError::Io {
         location: location.to_string(),
-        reason,
+        path: path.display().to_string(),
+        source,
     };
-    let dir = location
-        .url()
-        .to_file_path()
-        .map_err(|()| io("not a local path".into()))?;
-    std::fs::create_dir_all(&dir).map_err(|e| io(format!("{}: {e}", dir.display())))?;
+    let dir = location.url().to_file_path().map_err(|()| LeaseError::Io {
+        location: location.to_string(),
+        path: location.url().to_string(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a local path"),
+    })?;
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
     let path = dir.join("lock");
     let mut file = OpenOptions::new()
         .read(true)
@@ -331,7 +352,7 @@ fn lock_local(location: &StorageLocation, me: &Holder) -> Result<CheckpointLease
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| io(format!("{}: {e}", path.display())))?;
+        .map_err(|e| io(&path, e))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
@@ -345,13 +366,13 @@ fn lock_local(location: &StorageLocation, me: &Holder) -> Result<CheckpointLease
                 hint: String::new(),
             });
         }
-        Err(TryLockError::Error(e)) => return Err(io(format!("{}: {e}", path.display()))),
+        Err(TryLockError::Error(e)) => return Err(io(&path, e)),
     }
-    let body = serde_json::to_vec(me).map_err(|e| io(e.to_string()))?;
+    let body = serde_json::to_vec(me).map_err(|e| io(&path, e.into()))?;
     file.set_len(0)
         .and_then(|()| file.write_all(&body))
         .and_then(|()| file.flush())
-        .map_err(|e| io(format!("{}: {e}", path.display())))?;
+        .map_err(|e| io(&path, e))?;
     Ok(CheckpointLease {
         guard: LeaseGuard {
             location: location.to_string(),
@@ -401,9 +422,9 @@ async fn lease_on(
     ttl: Duration,
 ) -> Result<CheckpointLease, LeaseError> {
     let path = Path::from("lease");
-    let io = |e: object_store::Error| LeaseError::Io {
+    let io = |source: object_store::Error| LeaseError::Store {
         location: location.to_string(),
-        reason: e.to_string(),
+        source,
     };
     // The version seen first, and since when (our clock).
     let mut watched: Option<(UpdateVersion, Instant)> = None;
@@ -467,9 +488,15 @@ async fn lease_on(
                 Err(e) => return Err(io(e)),
             }
         }
-        let pause = ttl / 10;
-        tokio::time::sleep(pause / 2 + pause.mul_f64(fastrand::f64() / 2.0)).await;
+        tokio::time::sleep(poll(ttl).delay(1)).await;
     }
+}
+
+/// The pause between looks at a held lease, and between renewals after a
+/// failed one: a tenth of the TTL, jittered so waiting processes do not
+/// write in step.
+fn poll(ttl: Duration) -> Policy {
+    Policy::new(ttl / 10, ttl / 10, Jitter::Equal)
 }
 
 /// Writes `me` with `mode`. A conditional write refused after an error of
@@ -566,7 +593,7 @@ async fn renew(
             Err(e) => {
                 tracing::warn!(checkpoint = %location, error = %e, "renewing the checkpoint lease failed; retrying");
                 lock(&state).last_error = Some(e.to_string());
-                pause = ttl / 10;
+                pause = poll(ttl).delay(1);
             }
         }
     }

@@ -27,7 +27,6 @@ pub mod silver;
 pub mod storage;
 #[cfg(test)]
 mod test_support;
-pub mod transient;
 pub mod txn;
 
 pub use storage::{StorageError, StorageKind, StorageLocation, StorageOptions, register_handlers};

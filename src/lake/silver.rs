@@ -78,6 +78,15 @@ pub enum SilverError {
         /// The keys the stream has now.
         given: String,
     },
+    /// A commit's record could not be written: the batch is not applied
+    /// without it (bronze refuses the same way).
+    #[error("silver table {location}: commit record: {reason}")]
+    Record {
+        /// The table location.
+        location: String,
+        /// Why the record could not be encoded.
+        reason: String,
+    },
     /// The Delta table failed.
     #[error("silver table {location}: {source}")]
     Delta {
@@ -307,7 +316,8 @@ impl SilverTable {
         if self.holds(txn).await? {
             return Ok(ApplyOutcome::AlreadyApplied);
         }
-        self.merge(changes, commit_properties(txn, record)).await
+        self.merge(changes, commit_properties(&self.location, txn, record)?)
+            .await
     }
 
     /// Fills the table from `rows`, every bronze row of a stream that ran
@@ -343,11 +353,13 @@ impl SilverTable {
             .map_err(|e| self.delta_error(e.into()))?;
         }
         let before = self.version();
-        let outcome = self.merge(latest, commit_properties(done, record)).await?;
+        let outcome = self
+            .merge(latest, commit_properties(&self.location, done, record)?)
+            .await?;
         if self.version() == before {
             // Nothing to write (an empty source): a commit of the txn alone
             // records that the fill is done.
-            self.commit_txn_only(commit_properties(done, record))
+            self.commit_txn_only(commit_properties(&self.location, done, record)?)
                 .await?;
         }
         Ok(outcome)
@@ -549,14 +561,28 @@ impl SilverTable {
 /// turns it into a key range that skips files, which it cannot do for
 /// `IS NOT DISTINCT FROM`.
 /// The properties of a commit: its `txn`, and `record` in its commitInfo.
-fn commit_properties<R: Serialize>(txn: &Txn, record: &R) -> CommitProperties {
+/// A record that is not a JSON object is refused, as bronze refuses it.
+fn commit_properties<R: Serialize>(
+    location: &str,
+    txn: &Txn,
+    record: &R,
+) -> Result<CommitProperties, SilverError> {
+    let refused = |reason: String| SilverError::Record {
+        location: location.to_string(),
+        reason,
+    };
     let metadata = match serde_json::to_value(record) {
         Ok(serde_json::Value::Object(entries)) => entries,
-        _ => serde_json::Map::new(),
+        Ok(other) => {
+            return Err(refused(format!(
+                "a commit record must be a JSON object, got {other}"
+            )));
+        }
+        Err(e) => return Err(refused(e.to_string())),
     };
-    CommitProperties::default()
+    Ok(CommitProperties::default()
         .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
-        .with_metadata(metadata)
+        .with_metadata(metadata))
 }
 
 fn on_keys(keys: &[String], nullable: &[String]) -> Expr {

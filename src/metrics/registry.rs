@@ -319,12 +319,14 @@ mod tests {
         );
         assert!(metrics.failed_streams().is_empty());
 
-        observer.failed(&EngineError::Inconsistent("broken".into()));
+        observer.failed(&EngineError::NoFactsRow {
+            batch_id: crate::domain::BatchId::FIRST,
+        });
         let text = metrics.encode().unwrap();
         assert!(text.contains(&format!("mssql_cdc_up{labels} 0")), "{text}");
         assert!(
             text.contains(
-                r#"mssql_cdc_errors_total{target="bronze.orders",app_id="orders-v1",kind="inconsistent",transient="false"} 1"#
+                r#"mssql_cdc_errors_total{target="bronze.orders",app_id="orders-v1",kind="internal",transient="false"} 1"#
             ),
             "{text}"
         );

@@ -178,7 +178,10 @@ pub async fn run_controller(
         .map(|scope| scoped_controller(&context.client, scope.as_deref()))
         .collect();
     metrics.count_phases_of(controllers.iter().map(Controller::store).collect());
-    let supervisor = Arc::new(Supervisor::new(metrics));
+    let supervisor = Arc::new(Supervisor::new(
+        Arc::clone(&metrics),
+        controllers.iter().map(Controller::store).collect(),
+    ));
     let runs = controllers.into_iter().map(|controller| {
         run_scope(
             controller,
@@ -229,6 +232,7 @@ async fn run_scope(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let for_reconciles = Arc::clone(&supervisor);
+    let for_outcomes = Arc::clone(&supervisor);
     controller
         .graceful_shutdown_on(shutdown)
         .run(
@@ -244,14 +248,22 @@ async fn run_scope(
             move |stream, error, _| error_policy(&supervisor, &stream, error),
             context,
         )
-        .for_each(|outcome| async move {
-            match outcome {
-                Ok((object, _)) => tracing::debug!(stream = %object, "reconciled"),
-                // A child's change for a stream that was just deleted.
-                Err(error @ kube::runtime::controller::Error::ObjectNotFound(_)) => {
-                    tracing::debug!("{error}")
+        .for_each(|outcome| {
+            let supervisor = Arc::clone(&for_outcomes);
+            async move {
+                match outcome {
+                    Ok((object, _)) => tracing::debug!(stream = %object, "reconciled"),
+                    // A child's change for a stream that was just deleted.
+                    Err(kube::runtime::controller::Error::ObjectNotFound(erased)) => {
+                        tracing::debug!(stream = %erased, "the stream was deleted");
+                        let mut stream = ObjectRef::<CdcStream>::new(&erased.name);
+                        if let Some(namespace) = &erased.namespace {
+                            stream = stream.within(namespace);
+                        }
+                        supervisor.forget(&stream);
+                    }
+                    Err(error) => tracing::warn!("reconcile failed: {error}"),
                 }
-                Err(error) => tracing::warn!("reconcile failed: {error}"),
             }
         })
         .await;

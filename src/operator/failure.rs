@@ -83,9 +83,19 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
                 config.target.location
             ),
         ),
-        EngineError::Inconsistent(_) | EngineError::BronzeCommitMissing { .. } => {
-            Failure::new("Inconsistent", said)
-        }
+        EngineError::Resume { .. }
+        | EngineError::BatchIdExhausted { .. }
+        | EngineError::BronzeTxnNotBatch { .. }
+        | EngineError::CannotAdopt { .. }
+        | EngineError::SnapshotRangesMismatch { .. }
+        | EngineError::SnapshotProgressUnreadable { .. }
+        | EngineError::SnapshotForeign { .. }
+        | EngineError::SilverKeyMissing { .. }
+        | EngineError::PartsUnread { .. }
+        | EngineError::NoFactsRow { .. }
+        | EngineError::NoIdleReader
+        | EngineError::ReadTask(_)
+        | EngineError::BronzeCommitMissing { .. } => Failure::new("Inconsistent", said),
     }
     .with_login_named(&source.username)
 }

@@ -15,8 +15,8 @@ use std::time::Duration;
 use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 
-use super::backoff::retry_delay;
 use super::status::OPERATOR_FIELD_MANAGER;
+use super::supervisor::RETRY;
 
 /// The shortest Lease: one second of grace must fit before it expires.
 const MIN_DURATION_SECONDS: u64 = 2;
@@ -119,7 +119,7 @@ impl Leadership {
                     Ok(false) => {}
                     Err(error) => {
                         failures += 1;
-                        let delay = retry_delay(failures);
+                        let delay = RETRY.delay(failures);
                         tracing::warn!(lease = %config.name, "{error}; retrying in {delay:?}");
                         tokio::select! {
                             () = &mut shutdown => return Ok(None),

@@ -3,10 +3,10 @@
 //! reconcile steps (desired children and their pod, what the policy lets a
 //! stream run, status and health conditions), and the controller and
 //! worker shells that apply them, with what runs around the controller:
-//! leader election, metrics and retry backoff.
+//! leader election, metrics and the retry backoff of failing streams
+//! (the crate's one policy, `crate::retry`, shaped by [`supervisor::RETRY`]).
 
 pub mod admission;
-pub mod backoff;
 pub mod capture_conditions;
 pub mod children;
 pub mod conditions;

@@ -72,9 +72,15 @@ pub enum SourceError {
         /// its place in a snapshot read; empty until the reader knows it.
         row: String,
     },
-    /// The read task failed; the task's own error says why.
-    #[error("{0}")]
-    ReadFailed(String),
+    /// The read task failed; the task's own error says why. The stream
+    /// that fed the writer carries this copy, with the task's verdict.
+    #[error("{reason}")]
+    ReadFailed {
+        /// The task's error, in words.
+        reason: String,
+        /// Whether the task's error was transient.
+        transient: bool,
+    },
     /// A result lacked a value the query always returns.
     #[error("SQL Server: {0} returned no value")]
     Missing(String),
@@ -131,13 +137,8 @@ impl SourceError {
             // The capture job has not run yet: it will.
             SourceError::NoLsn(_) => true,
             SourceError::Connect { .. } | SourceError::ConnectTimeout { .. } => true,
-            SourceError::Sql { source, .. } => match source {
-                tiberius::error::Error::Io { .. } => true,
-                tiberius::error::Error::Server(token) => transient_code(token.code()),
-                // A redirect the connection did not follow (too many hops).
-                tiberius::error::Error::Routing { .. } => true,
-                _ => false,
-            },
+            SourceError::Sql { source, .. } => crate::retry::classify::sql_transient(source),
+            SourceError::ReadFailed { transient, .. } => *transient,
             _ => false,
         }
     }
@@ -166,32 +167,10 @@ impl SourceError {
 /// below the capture instance's low-water mark.
 pub const PURGED_RANGE: u32 = 313;
 
-/// Whether SQL Server error `code` passes by itself (see [`TRANSIENT_ERRORS`]).
-pub fn transient_code(code: u32) -> bool {
-    TRANSIENT_ERRORS.contains(&code)
-}
-
-/// Errors that pass by themselves: a deadlock victim or lock timeout, a
-/// server or an Always On / Azure SQL database failing over, moving or
-/// throttling, a login or database in transition.
-pub const TRANSIENT_ERRORS: &[u32] = &[
-    // Deadlock victim; lock request timeout.
-    1205, 1222,
-    // Always On: the database is not accessible, not yet online on this
-    // replica, or in a state that cannot be read (976, 978, 983).
-    976, 978, 983,
-    // Azure SQL: resource or session limits reached (10928, 10929), the
-    // database moving (40143, 40197), busy (40501), service error (40540),
-    // not currently available (40613); elastic pool limits (49918-49920).
-    10928, 10929, 40143, 40197, 40501, 40540, 40613, 49918, 49919, 49920,
-    // Cannot open database (in transition); connection forcibly closed;
-    // the session was killed (KILL), its connection closed by the server.
-    4060, 233, 596,
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retry::classify::sql_code_transient as transient_code;
 
     #[test]
     fn failovers_throttling_and_deadlocks_are_transient() {

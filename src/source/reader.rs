@@ -137,7 +137,10 @@ where
             // The writer sees the failure in the stream; the caller gets it
             // in detail from the task.
             let _ = sender
-                .send(Err(SourceError::ReadFailed(e.to_string())))
+                .send(Err(SourceError::ReadFailed {
+                    reason: e.to_string(),
+                    transient: e.is_transient(),
+                }))
                 .await;
         }
         (client, result)
