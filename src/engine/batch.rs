@@ -10,13 +10,13 @@ use std::time::Instant;
 
 use chrono::Utc;
 
+use super::change_source::ChangeSource;
 use super::changes_read::read_changes;
 use super::context::Run;
 use super::data_loss::{self, PurgeTimes};
 use super::error::EngineError;
 use super::facts_row::{self, BatchMeasures};
 use super::plan::{self, BronzeHolds, Resume, Watermarks};
-use super::session::SourceSession;
 use super::sink::{BronzeCommit, Sink};
 use super::source_changes::switch_failpoint;
 use crate::domain::{FactRow, Lsn};
@@ -29,9 +29,9 @@ use crate::lake::txn::{FactSequence, Txn};
 
 /// Runs (or replays) `plan`. `marks` are the source's watermarks when it
 /// was planned (or replayed), for its facts row.
-pub async fn run_batch(
+pub async fn run_batch<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     plan: &PlannedBatch,
     marks: &Watermarks,
@@ -60,9 +60,9 @@ pub async fn run_batch(
     }
 }
 
-async fn read_and_commit(
+async fn read_and_commit<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     plan: &PlannedBatch,
     txn: &Txn,
@@ -162,9 +162,9 @@ async fn read_and_commit(
 
 /// Cleanup passed the batch's start (`min` is the new low-water mark): the
 /// policy decides, with the commit times around the gap.
-async fn purged_while_reading(
+async fn purged_while_reading<S: ChangeSource>(
     run: &Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     plan: &PlannedBatch,
     min: Lsn,
     events: &mut Vec<PlannedEvent>,

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use deltalake::arrow::record_batch::RecordBatch;
-use tiberius::ColumnData;
 
+use super::change_source::ChangeSource;
 use super::context::Run;
 use super::error::EngineError;
-use super::readers::{Check, Checked, PartDone, PartMeasures, PartRead, Readers};
-use super::session::SourceSession;
+use super::readers::{Checked, PartDone, PartMeasures, PartRead, Readers};
 use super::sink::Sink;
 use super::source_changes::read_schema;
 use crate::domain::Lsn;
@@ -22,8 +21,8 @@ use crate::lake::bronze::StagedFiles;
 use crate::lake::checkpoint::PlannedBatch;
 use crate::lake::records::LsnRange;
 use crate::source::SourceError;
-use crate::source::cdc;
-use crate::source::reader::{ReadRequest, ReadStats, RowShape};
+use crate::source::parts::{self, ChangesPart, PartQuery};
+use crate::source::reader::ReadStats;
 
 /// What reading a batch's changes gave.
 pub struct ChangesRead {
@@ -59,9 +58,9 @@ pub fn ranges_from(plan: &PlannedBatch, from: Lsn) -> Vec<LsnRange> {
 /// `spec.source.readers` sessions. `waits`: whether the sessions may read
 /// their wait counters. A part that fails fails the read, once the others
 /// have ended.
-pub async fn read_changes(
+pub async fn read_changes<S: ChangeSource>(
     run: &Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     plan: &PlannedBatch,
     from: Lsn,
@@ -89,14 +88,14 @@ pub async fn read_changes(
     read
 }
 
-async fn read_parts(
+async fn read_parts<S: ChangeSource>(
     run: &Run<'_>,
-    session: &SourceSession,
+    session: &S,
     sink: &Sink,
     plan: &PlannedBatch,
     ranges: Vec<LsnRange>,
     waits: bool,
-    readers: &mut Readers<usize>,
+    readers: &mut Readers<usize, S::Reader>,
 ) -> Result<ChangesRead, EngineError> {
     let count = ranges.len();
     let progress = Arc::new(AtomicU64::new(0));
@@ -109,8 +108,7 @@ async fn read_parts(
                 break;
             };
             let read = PartRead {
-                request: changes_request(run, session, sink, plan, range, progress.clone())?,
-                check: Check::MinLsn(plan.capture_instance.clone()),
+                read: changes_read(run, session, sink, plan, range, progress.clone())?,
                 waits,
             };
             readers.start(index, sink.bronze.stager()?, read)?;
@@ -186,29 +184,25 @@ impl BatchRead {
 
 /// The read of one range of a batch's changes. Its rows count towards the
 /// batch's progress, shared by its parts.
-fn changes_request(
+fn changes_read<S: ChangeSource>(
     run: &Run<'_>,
-    session: &SourceSession,
+    session: &S,
     sink: &Sink,
     plan: &PlannedBatch,
     range: LsnRange,
     progress: Arc<AtomicU64>,
-) -> Result<ReadRequest, EngineError> {
+) -> Result<parts::PartRead, EngineError> {
     let info = session.info();
     let observer = run.options.observer.clone();
     let batch_id = plan.batch_id;
     let mut seen = 0u64;
-    Ok(ReadRequest {
-        sql: cdc::changes_query(info),
-        params: vec![
-            ColumnData::Binary(Some(range.start.to_bytes().to_vec().into())),
-            ColumnData::Binary(Some(range.end.to_bytes().to_vec().into())),
-        ],
-        columns: info.columns.clone(),
-        schema: read_schema(info, &sink.bronze.arrow_schema()?)?,
-        shape: RowShape::Changes {
+    Ok(parts::PartRead {
+        query: PartQuery::Changes(ChangesPart {
+            info: info.clone(),
+            range,
             utc_offset_minutes: session.utc_offset_minutes(),
-        },
+        }),
+        schema: read_schema(info, &sink.bronze.arrow_schema()?)?,
         batch_id: plan.batch_id.txn_version(),
         on_batch: Some(Box::new(move |rows| {
             failpoint::hit("mid_read");

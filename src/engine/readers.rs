@@ -4,63 +4,37 @@
 //! part seals its files (they are then complete in storage, referenced by
 //! no table version) and, on the same session, asks one more question that
 //! fails if its result was cut off; the caller commits what the parts
-//! staged. With one reader this is the plain sequential read.
+//! staged. With one reader this is the plain sequential read. The sessions
+//! are the source's (`ChangeSource::Reader`); what they run is said in the
+//! stream's terms (`source::parts`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tiberius::ColumnData;
-use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
+use super::change_source::PartSession;
 use super::error::EngineError;
-use crate::domain::{CaptureInstance, Lsn, TableName};
+use crate::domain::Lsn;
 use crate::failpoint;
 use crate::lake::bronze::{StagedFiles, Stager};
-use crate::source::reader::{ReadRequest, ReadStats, spawn_read};
-use crate::source::session_stats::{self, NetworkWait};
-use crate::source::snapshot::{KeyWindow, has_rows_within};
-use crate::source::{CaptureInfo, SqlClient, cdc};
+use crate::source::parts::{self, ChunkPart, PartOutput, PartQuery};
+use crate::source::reader::ReadStats;
+use crate::source::session_stats::NetworkWait;
 
-/// A session of the pool.
-pub type Session = Arc<Mutex<SqlClient>>;
-
-/// One part to read.
+/// One part to read. What the session is asked after the read follows
+/// from the query: a range of changes asks the capture instance's
+/// low-water mark (whether cleanup passed the read), a snapshot chunk
+/// whether its key range has rows left after it. A session killed
+/// mid-result may end the result as if it were complete; the server closes
+/// its connection, so that question then fails and the part with it.
 pub struct PartRead {
     /// The query and how its rows become record batches.
-    pub request: ReadRequest,
-    /// What the session is asked after the read.
-    pub check: Check,
+    pub read: parts::PartRead,
     /// Whether the session may read its wait counter (`network_wait_ms`).
     pub waits: bool,
 }
 
-/// The question a part asks on its own session after the read. A session
-/// killed mid-result may end the result as if it were complete; the server
-/// closes its connection, so this query then fails and the part with it.
-pub enum Check {
-    /// Changes: the capture instance's low-water mark, which tells whether
-    /// cleanup passed the read.
-    MinLsn(CaptureInstance),
-    /// A snapshot chunk: whether its key range has rows left after it.
-    RangeEnd(RangeEnd),
-}
-
-/// What a snapshot chunk needs to tell whether it ended its key range.
-pub struct RangeEnd {
-    /// The table.
-    pub table: TableName,
-    /// Its columns and the key the snapshot pages by (none: one chunk).
-    pub info: CaptureInfo,
-    /// The key the chunk read after.
-    pub after: Option<Vec<ColumnData<'static>>>,
-    /// The range's upper bound.
-    pub upto: Option<Vec<ColumnData<'static>>>,
-    /// Rows the chunk asked for: a full chunk leaves the range open.
-    pub chunk_rows: u64,
-}
-
-/// The answer to a part's [`Check`].
+/// The answer to the question a part asks after its read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Checked {
     /// The instance's low-water mark after the read.
@@ -93,14 +67,14 @@ pub struct PartMeasures {
 
 /// The running parts and the sessions free for more, at most one part per
 /// session. Dropping it aborts the running parts.
-pub struct Readers<K> {
-    idle: Vec<Session>,
-    running: JoinSet<(Session, K, Result<PartDone, EngineError>)>,
+pub struct Readers<K, R> {
+    idle: Vec<R>,
+    running: JoinSet<(R, K, Result<PartDone, EngineError>)>,
 }
 
-impl<K: Send + 'static> Readers<K> {
+impl<K: Send + 'static, R: PartSession> Readers<K, R> {
     /// A pool of `sessions` (at least one).
-    pub fn new(sessions: Vec<Session>) -> Self {
+    pub fn new(sessions: Vec<R>) -> Self {
         Readers {
             idle: sessions,
             running: JoinSet::new(),
@@ -115,9 +89,9 @@ impl<K: Send + 'static> Readers<K> {
     /// Starts `read` (known to the caller as `key`) on a free session,
     /// staging with `stager`.
     pub fn start(&mut self, key: K, stager: Stager, read: PartRead) -> Result<(), EngineError> {
-        let session = self.idle.pop().ok_or(EngineError::NoIdleReader)?;
+        let mut session = self.idle.pop().ok_or(EngineError::NoIdleReader)?;
         self.running.spawn(async move {
-            let done = read_part(session.clone(), stager, read).await;
+            let done = read_part(&mut session, stager, read).await;
             (session, key, done)
         });
         Ok(())
@@ -146,35 +120,30 @@ impl<K: Send + 'static> Readers<K> {
 
 /// Reads one part on `session`: a round trip and the wait counter before,
 /// the rows into files of its own, the wait counter and the check after.
-async fn read_part(
-    session: Session,
+async fn read_part<R: PartSession>(
+    session: &mut R,
     stager: Stager,
     read: PartRead,
 ) -> Result<PartDone, EngineError> {
-    let PartRead {
-        request,
-        check,
-        waits,
-    } = read;
-    let mut client = session.lock_owned().await;
-    let round_trip = session_stats::round_trip(&mut client).await?;
-    let wait_before = wait_counter(&mut client, waits).await?;
-    let (batches, task) = spawn_read(client, request);
-    let staged = stager.stage(batches).await;
-    let (mut client, stats) = task.await.map_err(EngineError::ReadTask)?;
+    let PartRead { read, waits } = read;
+    let query = read.query.clone();
+    let round_trip = session.round_trip().await?;
+    let wait_before = wait_counter(session, waits).await?;
+    let PartOutput { staged, stats } = session.read(read, stager).await;
+    let stats =
+        stats.map_err(EngineError::ReadTask)?;
     // A read error wins over the writer's, which only says the stream broke.
     let stats = stats?;
     let mut staged = staged?;
-    let network_wait_ms = match (wait_before, wait_counter(&mut client, waits).await?) {
+    let network_wait_ms = match (wait_before, wait_counter(session, waits).await?) {
         // Counters only grow within a session; never report less than 0.
         (Some(before), Some(after)) => Some((after - before).max(0)),
         _ => None,
     };
-    let checked = match check {
-        Check::MinLsn(instance) => Checked::MinLsn(cdc::min_lsn(&mut client, &instance).await?),
-        Check::RangeEnd(end) => Checked::RangeEnded(range_ended(&mut client, &end, &stats).await?),
+    let checked = match &query {
+        PartQuery::Changes(part) => Checked::MinLsn(session.min_lsn(&part.info.instance).await?),
+        PartQuery::Chunk(chunk) => Checked::RangeEnded(range_ended(session, chunk, &stats).await?),
     };
-    drop(client);
     staged.seal().await?;
     failpoint::hit("after_part_staged");
     Ok(PartDone {
@@ -192,29 +161,30 @@ async fn read_part(
 /// one chunk; a short chunk ends the range only once the table confirms
 /// it has nothing past the chunk's last key within the range (rows
 /// inserted meanwhile, or a result cut off, are read by another chunk).
-async fn range_ended(
-    client: &mut SqlClient,
-    end: &RangeEnd,
+async fn range_ended<R: PartSession>(
+    session: &mut R,
+    chunk: &ChunkPart,
     stats: &ReadStats,
 ) -> Result<bool, EngineError> {
-    if end.info.key_columns.is_empty() {
+    if chunk.paged.key_columns.is_empty() {
         return Ok(true);
     }
-    if stats.rows >= end.chunk_rows {
+    if stats.rows >= chunk.chunk_rows {
         return Ok(false);
     }
-    let window = KeyWindow {
-        after: stats.last_key.as_deref().or(end.after.as_deref()),
-        upto: end.upto.as_deref(),
-    };
-    Ok(!has_rows_within(client, &end.table, &end.info, window).await?)
+    Ok(!session
+        .has_rows_after(chunk, stats.last_key.as_ref())
+        .await?)
 }
 
-async fn wait_counter(client: &mut SqlClient, waits: bool) -> Result<Option<i64>, EngineError> {
+async fn wait_counter<R: PartSession>(
+    session: &mut R,
+    waits: bool,
+) -> Result<Option<i64>, EngineError> {
     if !waits {
         return Ok(None);
     }
-    Ok(match session_stats::network_wait(client).await? {
+    Ok(match session.network_wait().await? {
         NetworkWait::Millis(ms) => Some(ms),
         NetworkWait::Denied(_) => None,
     })

@@ -11,7 +11,6 @@ use super::context::Run;
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
 use super::options::{RunOptions, RunSummary};
-use super::session::SourceSession;
 use super::sink::Sink;
 use super::step::{Step, step};
 use super::{silver_fill, silver_keys};
@@ -19,6 +18,8 @@ use crate::lake::checkpoint::Checkpoint;
 use crate::lake::lease::{CheckpointLease, LeaseGuard};
 use crate::lake::storage::{UNSAFE_RENAME, unsafe_rename_source};
 use crate::retry::Backoff;
+use crate::source::SourceSession;
+use crate::source::session::Raised;
 use crate::spec::{StreamConfig, Trigger, resolve_password};
 
 /// Runs the stream until it is caught up (`once` / availableNow), stopped,
@@ -110,13 +111,17 @@ async fn drive(
     let mut backoff = run.options.backoff.clone();
     let heartbeat = config.heartbeat.as_ref();
     let mut session = loop {
-        let opened =
-            SourceSession::open(&config.source, password, heartbeat, None, &mut run.warnings).await;
+        let opened = open_source(run, password, heartbeat, None).await;
         let opened = match opened {
-            Ok(mut session) => match session.read_retention(monitoring, &mut run.warnings).await {
-                Ok(()) => silver_keys::check(config, &session).await.map(|()| session),
-                Err(error) => Err(error),
-            },
+            Ok(mut session) => {
+                let mut raised = Raised::new();
+                let read = session.read_retention(monitoring, &mut raised).await;
+                raise_all(run, raised);
+                match read {
+                    Ok(()) => silver_keys::check(config, &session).await.map(|()| session),
+                    Err(error) => Err(error.into()),
+                }
+            }
             Err(error) => Err(error),
         };
         match opened {
@@ -163,18 +168,12 @@ async fn drive(
     let mut reconnect = false;
     loop {
         let result = if reconnect {
-            SourceSession::open(
-                &config.source,
-                password,
-                heartbeat,
-                Some(&session),
-                &mut run.warnings,
-            )
-            .await
-            .map(|fresh| {
-                session = fresh;
-                Step::Progress
-            })
+            open_source(run, password, heartbeat, Some(&session))
+                .await
+                .map(|fresh| {
+                    session = fresh;
+                    Step::Progress
+                })
         } else {
             step(run, &mut session, &mut sink).await
         };
@@ -201,6 +200,33 @@ async fn drive(
         if run.options.stop.is_cancelled() {
             return Ok(());
         }
+    }
+}
+
+/// Connects to SQL Server (after a reconnect, going on with what
+/// `previous` read) and records the warnings the adapter raised.
+async fn open_source(
+    run: &mut Run<'_>,
+    password: &SecretString,
+    heartbeat: Option<&crate::spec::HeartbeatConfig>,
+    previous: Option<&SourceSession>,
+) -> Result<SourceSession, EngineError> {
+    let mut raised = Raised::new();
+    let opened = SourceSession::open(
+        &run.config.source,
+        password,
+        heartbeat,
+        previous,
+        &mut raised,
+    )
+    .await;
+    raise_all(run, raised);
+    Ok(opened?)
+}
+
+fn raise_all(run: &mut Run<'_>, raised: Raised) {
+    for warning in raised {
+        run.warnings.raise(warning);
     }
 }
 

@@ -4,8 +4,8 @@
 //! contain the columns of the table's primary key, a unique constraint or
 //! a unique index (docs/adr/0009-silver-keys.md).
 
+use super::change_source::ChangeSource;
 use super::error::EngineError;
-use super::session::SourceSession;
 use crate::source::CaptureInfo;
 use crate::source::unique_keys::UniqueKey;
 use crate::spec::{SilverConfig, StreamConfig};
@@ -50,7 +50,7 @@ pub fn keys(spec: &SilverConfig, info: &CaptureInfo) -> Result<Vec<String>, Engi
 
 /// Refuses to start a stream whose silver key does not identify one row
 /// of the source table. Nothing without silver.
-pub async fn check(config: &StreamConfig, session: &SourceSession) -> Result<(), EngineError> {
+pub async fn check<S: ChangeSource>(config: &StreamConfig, session: &S) -> Result<(), EngineError> {
     let Some(spec) = &config.silver else {
         return Ok(());
     };

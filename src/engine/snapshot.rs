@@ -13,11 +13,11 @@
 
 use chrono::{DateTime, Utc};
 
+use super::change_source::ChangeSource;
 use super::context::Run;
 use super::error::EngineError;
 use super::facts_row::{self, SnapshotMeasures};
 use super::plan::{Position, Start};
-use super::session::SourceSession;
 use super::sink::{BronzeCommit, Sink};
 use super::snapshot_copy::{SnapshotCopy, copy_ranges};
 use super::snapshot_ranges::SnapshotRanges;
@@ -35,9 +35,9 @@ const BOOTSTRAP: u64 = 0;
 
 /// Where streaming goes on from, taking (or resuming) the snapshot the
 /// start calls for first.
-pub async fn position(
+pub async fn position<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     start: Start,
 ) -> Result<Position, EngineError> {
@@ -63,9 +63,9 @@ pub async fn position(
 
 /// `spec.onDataLoss: resnapshot`: plans and takes a new snapshot, whose
 /// facts row records the commit times whose changes were purged.
-pub async fn resnapshot(
+pub async fn resnapshot<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     lost_from_ts: Option<DateTime<Utc>>,
     lost_to_ts: Option<DateTime<Utc>>,
@@ -86,8 +86,8 @@ type Lost = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 
 /// Fixes snapshot `n`'s LSN (the source's max LSN now) and, for `readers`
 /// above 1, the key bounds of its ranges before it reads.
-async fn plan_snapshot(
-    session: &mut SourceSession,
+async fn plan_snapshot<S: ChangeSource>(
+    session: &mut S,
     sink: &mut Sink,
     n: u64,
     readers: usize,
@@ -121,9 +121,9 @@ async fn plan_snapshot(
 
 /// Runs (or resumes) a planned snapshot; returns the position changes are
 /// streamed after.
-async fn take(
+async fn take<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     plan: PlannedSnapshot,
 ) -> Result<Position, EngineError> {

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use deltalake::arrow::datatypes::SchemaRef;
 
+use super::change_source::ChangeSource;
 use super::context::Run;
 use super::error::EngineError;
 use super::observer::SnapshotProgress;
-use super::readers::{Check, Checked, PartRead, RangeEnd, Readers};
-use super::session::SourceSession;
+use super::readers::{Checked, PartRead, Readers};
 use super::sink::{BronzeCommit, Sink};
 use super::snapshot_ranges::SnapshotRanges;
 use crate::domain::{BatchId, CopyShare};
@@ -27,8 +27,7 @@ use crate::lake::checkpoint::PlannedSnapshot;
 use crate::lake::records::ChunkRecord;
 use crate::lake::txn::Txn;
 use crate::source::CaptureInfo;
-use crate::source::reader::{ReadRequest, RowShape};
-use crate::source::snapshot::{KeyWindow, chunk_query};
+use crate::source::parts::{self, ChunkPart, PartQuery};
 
 /// What copying one snapshot's chunks needs to know.
 pub struct SnapshotCopy<'a> {
@@ -59,9 +58,9 @@ pub struct Copied {
 }
 
 /// Copies the open ranges of the snapshot `copy` describes.
-pub async fn copy_ranges(
+pub async fn copy_ranges<S: ChangeSource>(
     run: &Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     ranges: &mut SnapshotRanges,
     copy: &SnapshotCopy<'_>,
@@ -87,14 +86,14 @@ pub async fn copy_ranges(
     copied
 }
 
-async fn copy_chunks(
+async fn copy_chunks<R: super::change_source::PartSession>(
     run: &Run<'_>,
     sink: &mut Sink,
     ranges: &mut SnapshotRanges,
     copy: &SnapshotCopy<'_>,
     open: Vec<usize>,
     progress: &Progress,
-    readers: &mut Readers<usize>,
+    readers: &mut Readers<usize, R>,
 ) -> Result<Copied, EngineError> {
     let app_id = &run.config.app_id;
     let plan = copy.plan;
@@ -156,34 +155,23 @@ fn chunk_read(
     range: usize,
     progress: &Progress,
 ) -> PartRead {
-    let table = run.config.source.table.clone();
     let (after, upto) = ranges.next_chunk(range);
-    let window = KeyWindow {
-        after: after.as_deref(),
-        upto: upto.as_deref(),
-    };
-    let request = ReadRequest {
-        sql: chunk_query(&table, &shape.paged, shape.chunk_rows, window),
-        params: window.params(),
-        columns: shape.paged.columns.clone(),
-        schema: shape.schema.clone(),
-        shape: RowShape::Snapshot {
-            lsn: shape.plan.lsn,
-            commit_ts: shape.plan.commit_ts,
-            key_positions: shape.key_positions.clone(),
-        },
-        batch_id: BatchId::SNAPSHOT.txn_version(),
-        on_batch: Some(progress.reading_observer(run)),
-    };
     PartRead {
-        request,
-        check: Check::RangeEnd(RangeEnd {
-            table,
-            info: shape.paged.clone(),
-            after,
-            upto,
-            chunk_rows: shape.chunk_rows,
-        }),
+        read: parts::PartRead {
+            query: PartQuery::Chunk(ChunkPart {
+                table: run.config.source.table.clone(),
+                paged: shape.paged.clone(),
+                after,
+                upto,
+                chunk_rows: shape.chunk_rows,
+                lsn: shape.plan.lsn,
+                commit_ts: shape.plan.commit_ts,
+                key_positions: shape.key_positions.clone(),
+            }),
+            schema: shape.schema.clone(),
+            batch_id: BatchId::SNAPSHOT.txn_version(),
+            on_batch: Some(progress.reading_observer(run)),
+        },
         waits: false,
     }
 }

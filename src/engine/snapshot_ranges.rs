@@ -5,15 +5,14 @@
 //! last committed key (docs/adr/0005-parallel-reads.md).
 
 use serde_json::Value;
-use tiberius::ColumnData;
 
 use crate::lake::checkpoint::PlannedSnapshot;
 use crate::lake::records::{ChunkProgress, RangeProgress};
 use crate::source::reader::ReadStats;
-use crate::source::snapshot::{key_from_json, key_to_json};
+use crate::source::snapshot::{KeyValues, key_from_json, key_to_json};
 
 /// Key values, one per key column.
-type Key = Vec<ColumnData<'static>>;
+type Key = KeyValues;
 
 /// One key range.
 #[derive(Debug, Clone)]
@@ -143,7 +142,7 @@ impl SnapshotRanges {
             chunk,
             rows: self.rows(),
             finished: self.finished(),
-            last_key: last_key.map(|key| to_json(key)),
+            last_key: last_key.map(to_json),
             checkpoint: Some(checkpoint),
             plan: Some(plan.clone()),
             range: split.then_some(i),
@@ -160,7 +159,7 @@ fn parse(key: &[Value]) -> Option<Key> {
     key.iter().map(key_from_json).collect()
 }
 
-fn to_json(key: &[ColumnData<'static>]) -> Vec<Value> {
+fn to_json(key: &Key) -> Vec<Value> {
     key.iter()
         .map(|v| key_to_json(v).unwrap_or(Value::Null))
         .collect()
@@ -190,14 +189,19 @@ mod tests {
     fn stats(rows: u64, last: Option<i64>) -> ReadStats {
         ReadStats {
             rows,
-            last_key: last.map(|k| vec![ColumnData::I64(Some(k))]),
+            last_key: last.map(key),
             ..ReadStats::default()
         }
     }
 
+    /// A one-column integer key, made as a chunk's read makes it.
+    fn key(v: i64) -> Key {
+        vec![key_from_json(&json!({"int": v})).unwrap()]
+    }
+
     fn int(key: &Option<Key>) -> Option<i64> {
         match key.as_deref() {
-            Some([ColumnData::I64(Some(v))]) => Some(*v),
+            Some([one]) => key_to_json(one)?["int"].as_i64(),
             _ => None,
         }
     }
@@ -240,7 +244,7 @@ mod tests {
         let plan = plan(&[]);
         let mut ranges = SnapshotRanges::new(&plan, true, None).unwrap();
         ranges.advance(0, &stats(10, Some(10)), false);
-        let last = Some(vec![ColumnData::I64(Some(10))]);
+        let last = Some(key(10));
         let record = ranges.progress(&plan, 0, 0, last.as_ref(), "cp".into());
         assert_eq!(record.range, None);
         assert_eq!(record.ranges, Vec::new());

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 
+use super::change_source::ChangeSource;
 use super::error::EngineError;
-use super::session::SourceSession;
 use super::sink::Sink;
 use super::warnings::Warnings;
 use crate::domain::facts::EventDetail;
@@ -29,8 +29,8 @@ use crate::source::cdc::{CaptureInfo, DdlEvent};
 /// the instance read before is returned. A silver table keyed by the
 /// instance's index (not `manifest_keys`) refuses an instance with other
 /// keys.
-pub async fn adopt_instance(
-    session: &mut SourceSession,
+pub async fn adopt_instance<S: ChangeSource>(
+    session: &mut S,
     sink: &mut Sink,
     to: &CaptureInstance,
     manifest_keys: bool,

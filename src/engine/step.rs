@@ -3,12 +3,13 @@
 //! the next batch and run it.
 
 use super::batch::run_batch;
+use super::change_source::ChangeSource;
 use super::context::Run;
 use super::error::EngineError;
 use super::facts_row::position_measures;
+use super::marks;
 use super::observer::SourceCheck;
 use super::plan::{self, AfterBatch, Draft, Next};
-use super::session::SourceSession;
 use super::sink::Sink;
 use super::snapshot;
 use super::source_changes::{adopt_instance, schema_change_event, switch_event, switch_failpoint};
@@ -31,9 +32,9 @@ pub enum Step {
 }
 
 /// Runs one step.
-pub async fn step(
+pub async fn step<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
 ) -> Result<Step, EngineError> {
     sink.fence()?;
@@ -41,7 +42,7 @@ pub async fn step(
     if let Some(pending) = state.pending().cloned() {
         tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
         session.use_instance(&pending.capture_instance).await?;
-        let marks = session.watermarks().await?;
+        let marks = marks::watermarks(session).await?;
         run_batch(run, session, sink, &pending, &marks).await?;
         return Ok(Step::Progress);
     }
@@ -61,7 +62,7 @@ pub async fn step(
         run.once_target = Some(session.max_lsn().await?);
     }
     let options = run.plan_options();
-    let marks = session.marks(&position, &options).await?;
+    let marks = marks::marks(session, &position, &options).await?;
     if let Some(old) = session.take_replaced() {
         follow_reenabled(run, session, sink, &old).await?;
     }
@@ -119,9 +120,9 @@ pub async fn step(
 /// Turns a draft into the plan the checkpoint records: moves to a newer
 /// instance when the draft switches (bronze gains its columns first), and
 /// writes out the events the batch carries.
-async fn complete(
+async fn complete<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     draft: Draft,
 ) -> Result<PlannedBatch, EngineError> {
@@ -178,9 +179,9 @@ async fn complete(
 /// changes (`source::lsn_parts`). Recorded in the plan, so a replay reads
 /// the same parts. None when cleanup already passed the start: the read
 /// then decides what `onDataLoss` makes of it.
-async fn parts(
+async fn parts<S: ChangeSource>(
     run: &Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     start: Lsn,
     end: Lsn,
 ) -> Result<Vec<LsnRange>, EngineError> {
@@ -200,9 +201,9 @@ async fn parts(
 /// and silver gain the columns the new one captures, and the run says so
 /// in its next facts row. The changes between the position and the new
 /// instance's start went through the data-loss policy in the plan.
-async fn follow_reenabled(
+async fn follow_reenabled<S: ChangeSource>(
     run: &mut Run<'_>,
-    session: &mut SourceSession,
+    session: &mut S,
     sink: &mut Sink,
     old: &CaptureInfo,
 ) -> Result<(), EngineError> {

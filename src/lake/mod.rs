@@ -26,7 +26,7 @@ pub mod schema;
 pub mod silver;
 pub mod storage;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod txn;
 
 pub use storage::{StorageError, StorageKind, StorageLocation, StorageOptions, register_handlers};

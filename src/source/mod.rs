@@ -4,7 +4,11 @@
 //! health as a monitoring login reads it (`capture_health`), where a
 //! parallel read splits a batch (`lsn_parts`) or a table (`key_ranges`),
 //! the table's unique keys (`unique_keys`) and the mapping of SQL Server
-//! types to Arrow.
+//! types to Arrow. `session` is the adapter a run holds (the connected
+//! source the engine reads through its `ChangeSource` seam), `parts` what a
+//! part of a parallel read asks and the pooled session that runs it,
+//! `retention` where the retention headroom's retention comes from and
+//! `time_zone` the UTC offset commit times are converted with.
 
 mod arrow_rows;
 pub mod capture_health;
@@ -15,12 +19,17 @@ pub mod heartbeat;
 pub mod jobs;
 pub mod key_ranges;
 pub mod lsn_parts;
+pub mod parts;
 pub mod reader;
+mod retention;
+pub mod session;
 pub mod session_stats;
 pub mod snapshot;
+pub mod time_zone;
 pub mod types;
 pub mod unique_keys;
 
 pub use cdc::CaptureInfo;
 pub use connection::{SqlClient, client_config, connect};
 pub use error::SourceError;
+pub use session::SourceSession;

@@ -50,6 +50,10 @@ pub fn paging(info: &CaptureInfo) -> Paging {
     }
 }
 
+/// The values of one key, one per key column, as SQL Server's driver
+/// holds them: opaque to the engine, which keeps and hands them back.
+pub type KeyValues = Vec<ColumnData<'static>>;
+
 /// Where a chunk reads in key order: after a key (the last one read, or its
 /// range's lower bound; from the start when `None`) and up to a key (its
 /// range's upper bound; to the end when `None`), each a value per key

@@ -6,9 +6,8 @@
 
 use secrecy::SecretString;
 
-use super::error::EngineError;
-use crate::source::jobs::{Readable, cleanup_retention};
-use crate::source::{SqlClient, connect};
+use super::jobs::{Readable, cleanup_retention};
+use super::{SourceError, SqlClient, connect};
 use crate::spec::SourceConfig;
 
 /// The retention in minutes (`None`: the database has no cleanup job), or
@@ -17,7 +16,7 @@ pub async fn read(
     reader: &mut SqlClient,
     source: &SourceConfig,
     monitoring: Option<&SecretString>,
-) -> Result<Result<Option<i64>, String>, EngineError> {
+) -> Result<Result<Option<i64>, String>, SourceError> {
     let refused = match cleanup_retention(reader).await? {
         Readable::Value(minutes) => return Ok(Ok(minutes)),
         Readable::Denied(message) => message,

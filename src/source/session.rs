@@ -1,7 +1,10 @@
-//! The source side of a run, once connected: the session, the capture
-//! instance read and its columns, and the server's UTC offset. A
+//! The SQL Server adapter of a run, once connected: the session, the
+//! capture instance read and its columns, and the server's UTC offset. A
 //! `SourceSession` exists only when all of these are known; a broken
-//! connection drops it and the run opens a new one.
+//! connection drops it and the run opens a new one. The engine reads it
+//! through its `engine::ChangeSource` seam (implemented for this type in
+//! `engine::sql_server`); the warnings a call raises come back as strings
+//! the engine records.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,23 +13,21 @@ use chrono::{DateTime, Utc};
 use secrecy::SecretString;
 use tokio::sync::Mutex;
 
-use super::error::EngineError;
-use super::plan::{
-    self, InstanceMarks, NewerInstance, PlanOptions, Position, SourceMarks, Watermarks,
-};
-use super::readers::Session;
+use super::cdc::{self, CaptureInfo, Commit, DdlEvent, InstanceEntry};
+use super::key_ranges::{bounds, sample_for, sample_keys};
+use super::lsn_parts::{CommitChanges, change_counts};
+use super::parts::SqlReader;
 use super::retention;
+use super::session_stats::{self, NetworkWait};
+use super::snapshot::estimated_rows;
 use super::time_zone::{offset_warning, zone_offset_minutes};
-use super::warnings::Warnings;
+use super::unique_keys::{UniqueKey, unique_keys};
+use super::{SourceError, SqlClient, connect, heartbeat};
 use crate::domain::{CaptureInstance, Lsn};
-use crate::source::cdc::{self, CaptureInfo};
-use crate::source::key_ranges::{bounds, sample_for, sample_keys};
-use crate::source::lsn_parts::{CommitChanges, change_counts};
-use crate::source::session_stats::{self, NetworkWait};
-use crate::source::snapshot::estimated_rows;
-use crate::source::unique_keys::{UniqueKey, unique_keys};
-use crate::source::{SourceError, SqlClient, connect, heartbeat};
 use crate::spec::{HeartbeatConfig, SourceConfig};
+
+/// Warnings an adapter call raised, for the engine to record.
+pub type Raised = Vec<String>;
 
 /// A connected source.
 pub struct SourceSession {
@@ -74,8 +75,8 @@ impl SourceSession {
         password: &SecretString,
         heartbeat: Option<&HeartbeatConfig>,
         previous: Option<&SourceSession>,
-        warnings: &mut Warnings,
-    ) -> Result<Self, EngineError> {
+        warnings: &mut Raised,
+    ) -> Result<Self, SourceError> {
         let reading = previous.map(|p| &p.info);
         let mut client = connect(source, password).await?;
         let named = source
@@ -130,13 +131,13 @@ impl SourceSession {
     pub async fn read_retention(
         &mut self,
         monitoring: Option<&SecretString>,
-        warnings: &mut Warnings,
-    ) -> Result<(), EngineError> {
+        warnings: &mut Raised,
+    ) -> Result<(), SourceError> {
         let read =
             retention::read(&mut *self.client.lock().await, &self.source, monitoring).await?;
         match read {
             Ok(minutes) => self.retention_minutes = minutes,
-            Err(warning) => warnings.raise(warning),
+            Err(warning) => warnings.push(warning),
         }
         Ok(())
     }
@@ -148,9 +149,9 @@ impl SourceSession {
 
     /// The source table's primary key, unique constraints and unique
     /// indexes: what silver's key is checked against at start.
-    pub async fn unique_keys(&self) -> Result<Vec<UniqueKey>, EngineError> {
+    pub async fn unique_keys(&self) -> Result<Vec<UniqueKey>, SourceError> {
         let mut client = self.client.lock().await;
-        Ok(unique_keys(&mut client, &self.source.table).await?)
+        unique_keys(&mut client, &self.source.table).await
     }
 
     /// Minutes the server's clock is ahead of UTC.
@@ -162,16 +163,16 @@ impl SourceSession {
     pub async fn discover(
         &mut self,
         instance: &CaptureInstance,
-    ) -> Result<CaptureInfo, EngineError> {
+    ) -> Result<CaptureInfo, SourceError> {
         let source = &self.source;
         let mut client = self.client.lock().await;
-        Ok(cdc::discover(
+        cdc::discover(
             &mut client,
             &source.table,
             Some(instance),
             source.columns.as_deref(),
         )
-        .await?)
+        .await
     }
 
     /// Makes `info` the instance read (a switch).
@@ -180,7 +181,7 @@ impl SourceSession {
     }
 
     /// Makes `instance` the one read (a plan or snapshot names it).
-    pub async fn use_instance(&mut self, instance: &CaptureInstance) -> Result<(), EngineError> {
+    pub async fn use_instance(&mut self, instance: &CaptureInstance) -> Result<(), SourceError> {
         if &self.info.instance != instance {
             self.info = self.discover(instance).await?;
         }
@@ -188,15 +189,15 @@ impl SourceSession {
     }
 
     /// Re-reads the server's UTC offset (a daylight-saving change shows).
-    pub async fn refresh_utc_offset(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
+    pub async fn refresh_utc_offset(&mut self, warnings: &mut Raised) -> Result<(), SourceError> {
         self.take_utc_offset(Some(self.utc_offset), warnings).await
     }
 
     async fn take_utc_offset(
         &mut self,
         previous: Option<i64>,
-        warnings: &mut Warnings,
-    ) -> Result<(), EngineError> {
+        warnings: &mut Raised,
+    ) -> Result<(), SourceError> {
         if let Some(zone) = self.source.source_time_zone {
             self.utc_offset = zone_offset_minutes(zone, Utc::now());
             return Ok(());
@@ -214,31 +215,31 @@ impl SourceSession {
             }
         };
         if let Some(warning) = offset_warning(previous, offset, major, Utc::now()) {
-            warnings.raise(warning);
+            warnings.push(warning);
         }
         Ok(())
     }
 
     /// The commit time (UTC) of `lsn`, or of the nearest mapped LSN before it.
-    pub async fn lsn_time(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, EngineError> {
+    pub async fn lsn_time(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, SourceError> {
         let offset = self.utc_offset;
-        Ok(cdc::lsn_time(&mut *self.client.lock().await, lsn, offset).await?)
+        cdc::lsn_time(&mut *self.client.lock().await, lsn, offset).await
     }
 
     /// The commit time (UTC) of the first mapped LSN at or after `lsn`.
-    pub async fn time_from(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, EngineError> {
+    pub async fn time_from(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, SourceError> {
         let offset = self.utc_offset;
-        Ok(cdc::first_time_from(&mut *self.client.lock().await, lsn, offset).await?)
+        cdc::first_time_from(&mut *self.client.lock().await, lsn, offset).await
     }
 
     /// The database's max LSN.
-    pub async fn max_lsn(&mut self) -> Result<Lsn, EngineError> {
-        Ok(cdc::max_lsn(&mut *self.client.lock().await).await?)
+    pub async fn max_lsn(&mut self) -> Result<Lsn, SourceError> {
+        cdc::max_lsn(&mut *self.client.lock().await).await
     }
 
     /// The lowest LSN `instance` still holds.
-    pub async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, EngineError> {
-        Ok(cdc::min_lsn(&mut *self.client.lock().await, instance).await?)
+    pub async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, SourceError> {
+        cdc::min_lsn(&mut *self.client.lock().await, instance).await
     }
 
     /// The lowest LSN `instance` holds, when cleanup has moved it past
@@ -247,65 +248,54 @@ impl SourceSession {
         &mut self,
         instance: &CaptureInstance,
         from: Lsn,
-    ) -> Result<Option<Lsn>, EngineError> {
+    ) -> Result<Option<Lsn>, SourceError> {
         let min = self.min_lsn(instance).await?;
         Ok((min > from).then_some(min))
     }
 
-    /// The watermarks of the instance read, for a batch's facts row.
-    pub async fn watermarks(&mut self) -> Result<Watermarks, EngineError> {
-        let instance = self.info.instance.clone();
-        let max_lsn = self.max_lsn().await?;
-        let min = self.min_lsn(&instance).await?;
-        Ok(Watermarks {
-            observed_at: Utc::now(),
-            max_commit_ts: self.lsn_time(max_lsn).await?,
-            min_commit_ts: self.time_from(min).await?,
-            max_lsn,
-            retention_minutes: self.retention_minutes,
-        })
+    /// The cleanup job's retention in minutes, once read (`read_retention`).
+    pub fn retention_minutes(&self) -> Option<i64> {
+        self.retention_minutes
     }
 
-    /// Everything planning the batch after `position` needs to know.
-    pub async fn marks(
+    /// Whether the manifest pins the capture instance read.
+    pub fn pinned(&self) -> bool {
+        self.source.capture_instance.is_some()
+    }
+
+    /// The table's capture instances.
+    pub async fn capture_instances(&mut self) -> Result<Vec<InstanceEntry>, SourceError> {
+        cdc::capture_instances(&mut *self.client.lock().await, &self.source.table).await
+    }
+
+    /// The first mapped commits (the whole database's) in `[from, upper]`,
+    /// oldest first, at most `max` of them.
+    pub async fn commits(
         &mut self,
-        position: &Position,
-        options: &PlanOptions,
-    ) -> Result<SourceMarks, EngineError> {
-        let max_lsn = self.max_lsn().await?;
-        let observed_at = Utc::now();
-        let max_commit_ts = self.lsn_time(max_lsn).await?;
-        let next = position
-            .lsn
-            .checked_next()
-            .ok_or(SourceError::LsnOverflow(position.lsn))?;
-        let upper = plan::upper(max_lsn, options);
-        let mut min = self.min_lsn(&self.info.instance.clone()).await?;
-        // An instance's low end passing the position is cleanup, or the
-        // instance was disabled and enabled again: only then is it asked.
-        if min > next && self.enabled_again().await? {
-            min = self.min_lsn(&self.info.instance.clone()).await?;
-        }
-        let read = self.info.clone();
-        let read = self
-            .instance_marks(&read, min, next, None, upper, options)
-            .await?;
-        let newer = match self.source.capture_instance {
-            // The manifest pins the instance.
-            Some(_) => None,
-            None => self.newer_instance(next, upper, options).await?,
-        };
-        Ok(SourceMarks {
-            watermarks: Watermarks {
-                max_lsn,
-                max_commit_ts,
-                min_commit_ts: read.min_commit_ts,
-                observed_at,
-                retention_minutes: self.retention_minutes,
-            },
-            read,
-            newer,
-        })
+        from: Lsn,
+        upper: Lsn,
+        max: u64,
+    ) -> Result<Vec<Commit>, SourceError> {
+        let offset = self.utc_offset;
+        cdc::commits(&mut *self.client.lock().await, from, upper, max, offset).await
+    }
+
+    /// The DDL recorded for change table `change_table_id` in `[from, upper]`.
+    pub async fn ddl_events(
+        &mut self,
+        change_table_id: i32,
+        from: Lsn,
+        upper: Lsn,
+    ) -> Result<Vec<DdlEvent>, SourceError> {
+        let offset = self.utc_offset;
+        cdc::ddl_events(
+            &mut *self.client.lock().await,
+            change_table_id,
+            from,
+            upper,
+            offset,
+        )
+        .await
     }
 
     /// Whether the instance read was disabled and enabled again under its
@@ -313,7 +303,7 @@ impl SourceSession {
     /// read from now on, and `take_replaced` returns the old one. Changes
     /// made while it was off are not in CDC: the position lies before the
     /// new instance's start, and the data-loss policy decides.
-    async fn enabled_again(&mut self) -> Result<bool, EngineError> {
+    pub async fn enabled_again(&mut self) -> Result<bool, SourceError> {
         let instances =
             cdc::capture_instances(&mut *self.client.lock().await, &self.source.table).await?;
         let now = instances.iter().find(|i| i.name == self.info.instance);
@@ -338,91 +328,22 @@ impl SourceSession {
         self.replaced.take()
     }
 
-    async fn instance_marks(
-        &mut self,
-        info: &CaptureInfo,
-        min_lsn: Lsn,
-        next: Lsn,
-        newer_start: Option<Lsn>,
-        upper: Lsn,
-        options: &PlanOptions,
-    ) -> Result<InstanceMarks, EngineError> {
-        let from = plan::window_start(next, min_lsn, newer_start);
-        let offset = self.utc_offset;
-        let min_commit_ts = self.time_from(min_lsn).await?;
-        let mut client = self.client.lock().await;
-        let commits = cdc::commits(&mut client, from, upper, options.max_commits, offset).await?;
-        let ddl = if from > upper {
-            Vec::new()
-        } else {
-            cdc::ddl_events(&mut client, info.change_table_id, from, upper, offset).await?
-        };
-        Ok(InstanceMarks {
-            instance: info.instance.clone(),
-            min_lsn,
-            min_commit_ts,
-            commits,
-            ddl,
-        })
-    }
-
-    /// A capture instance of the table that starts after the one read.
-    async fn newer_instance(
-        &mut self,
-        next: Lsn,
-        upper: Lsn,
-        options: &PlanOptions,
-    ) -> Result<Option<NewerInstance>, EngineError> {
-        let instances =
-            cdc::capture_instances(&mut *self.client.lock().await, &self.source.table).await?;
-        let current = &self.info.instance;
-        let current_start = instances
-            .iter()
-            .find(|i| &i.name == current)
-            .and_then(|i| i.start_lsn);
-        let newest = instances
-            .into_iter()
-            .filter(|i| &i.name != current)
-            .filter_map(|i| Some((i.start_lsn?, i)))
-            .filter(|(start, _)| current_start.is_none_or(|c| *start > c))
-            .max_by_key(|(start, _)| *start);
-        let Some((start_lsn, entry)) = newest else {
-            return Ok(None);
-        };
-        // A new instance holds its changes from its start until cleanup
-        // first passes it.
-        let min = match self.min_lsn(&entry.name).await {
-            Err(EngineError::Source(SourceError::NoLsn(_))) => start_lsn,
-            other => other?,
-        };
-        let info = CaptureInfo {
-            instance: entry.name,
-            change_table_id: entry.change_table_id,
-            columns: Vec::new(),
-            key_columns: Vec::new(),
-        };
-        let marks = self
-            .instance_marks(&info, min, next, Some(start_lsn), upper, options)
-            .await?;
-        Ok(Some(NewerInstance { start_lsn, marks }))
-    }
-
     /// A round trip to the server on this session.
-    pub async fn round_trip(&mut self) -> Result<Duration, EngineError> {
-        Ok(session_stats::round_trip(&mut *self.client.lock().await).await?)
+    pub async fn round_trip(&mut self) -> Result<Duration, SourceError> {
+        session_stats::round_trip(&mut *self.client.lock().await).await
     }
 
     /// Whether the login may read its sessions' wait counters: asked once
     /// per session (raising the warning when it may not), so the readers
     /// of a batch measure `network_wait_ms` only when they can.
-    pub async fn may_read_waits(&mut self, warnings: &mut Warnings) -> Result<bool, EngineError> {
+    pub async fn may_read_waits(&mut self, warnings: &mut Raised) -> Result<bool, SourceError> {
         if self.wait_access == WaitAccess::Unknown {
             self.network_wait(warnings).await?;
         }
         Ok(self.wait_access == WaitAccess::Granted)
     }
 
-    async fn network_wait(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
+    async fn network_wait(&mut self, warnings: &mut Raised) -> Result<(), SourceError> {
         if self.wait_access == WaitAccess::Denied {
             return Ok(());
         }
@@ -433,7 +354,7 @@ impl SourceSession {
             }
             NetworkWait::Denied(message) => {
                 self.wait_access = WaitAccess::Denied;
-                warnings.raise(format!(
+                warnings.push(format!(
                     "network_wait_ms is NULL: login {} may not read sys.dm_exec_session_wait_stats \
                      (grant VIEW SERVER PERFORMANCE STATE on SQL Server 2022 and later, VIEW SERVER \
                      STATE before); SQL Server said: {message}",
@@ -447,7 +368,7 @@ impl SourceSession {
     /// `n` sessions (at least one) for a parallel read: this one first,
     /// then others of the same login, opened the first time they are
     /// needed.
-    pub async fn sessions(&mut self, n: usize) -> Result<Vec<Session>, EngineError> {
+    pub async fn sessions(&mut self, n: usize) -> Result<Vec<SqlReader>, SourceError> {
         let wanted = n.max(1) - 1;
         while self.extra.len() < wanted {
             let client = connect(&self.source, &self.password).await?;
@@ -455,6 +376,7 @@ impl SourceSession {
         }
         Ok(std::iter::once(self.client.clone())
             .chain(self.extra.iter().take(wanted).cloned())
+            .map(SqlReader::new)
             .collect())
     }
 
@@ -464,9 +386,9 @@ impl SourceSession {
         &mut self,
         from: Lsn,
         to: Lsn,
-    ) -> Result<Vec<CommitChanges>, EngineError> {
+    ) -> Result<Vec<CommitChanges>, SourceError> {
         let info = self.info.clone();
-        Ok(change_counts(&mut *self.client.lock().await, &info, from, to).await?)
+        change_counts(&mut *self.client.lock().await, &info, from, to).await
     }
 
     /// The keys that split the table (paged by `paged`'s key) into at most
@@ -476,7 +398,7 @@ impl SourceSession {
         &mut self,
         paged: &CaptureInfo,
         ranges: usize,
-    ) -> Result<Vec<Vec<serde_json::Value>>, EngineError> {
+    ) -> Result<Vec<Vec<serde_json::Value>>, SourceError> {
         let Some(sample) = sample_for(self.estimated_rows().await) else {
             return Ok(Vec::new());
         };
@@ -493,11 +415,11 @@ impl SourceSession {
     /// The warnings about what the stream does not read: computed columns
     /// (CDC does not capture them) and captured columns
     /// `spec.source.columns` leaves out.
-    async fn check_columns(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
+    async fn check_columns(&mut self, warnings: &mut Raised) -> Result<(), SourceError> {
         let table = self.source.table.clone();
         let computed = cdc::computed_columns(&mut *self.client.lock().await, &table).await?;
         if !computed.is_empty() {
-            warnings.raise(format!(
+            warnings.push(format!(
                 "{table}: computed columns are not captured by CDC and are left out of bronze: {}",
                 computed.join(", ")
             ));
@@ -511,8 +433,8 @@ impl SourceSession {
     pub async fn warn_left_out_columns(
         &mut self,
         info: &CaptureInfo,
-        warnings: &mut Warnings,
-    ) -> Result<(), EngineError> {
+        warnings: &mut Raised,
+    ) -> Result<(), SourceError> {
         let Some(wanted) = &self.source.columns else {
             return Ok(());
         };
@@ -526,7 +448,7 @@ impl SourceSession {
             .filter(|c| !wanted.iter().any(|w| w.eq_ignore_ascii_case(c)))
             .collect();
         if !left_out.is_empty() {
-            warnings.raise(format!(
+            warnings.push(format!(
                 "capture instance {name} captures columns that spec.source.columns leaves out: {}",
                 left_out.join(", ")
             ));
@@ -539,12 +461,12 @@ impl SourceSession {
     async fn check_heartbeat(
         &mut self,
         heartbeat: &HeartbeatConfig,
-        warnings: &mut Warnings,
-    ) -> Result<(), EngineError> {
+        warnings: &mut Raised,
+    ) -> Result<(), SourceError> {
         let captured =
             heartbeat::is_captured(&mut *self.client.lock().await, &heartbeat.table).await?;
         if !captured {
-            warnings.raise(format!(
+            warnings.push(format!(
                 "spec.heartbeat.table: {} does not exist or is not enabled for CDC; its writes \
                  do not move the max LSN (enable it with sys.sp_cdc_enable_table)",
                 heartbeat.table

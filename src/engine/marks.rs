@@ -1,0 +1,134 @@
+//! What the source says when a batch is planned or replayed, composed from
+//! the single questions of the `ChangeSource` seam: the database's
+//! watermarks, the instance read's window of commits and DDL, and a newer
+//! capture instance to move to.
+
+use chrono::Utc;
+
+use super::change_source::ChangeSource;
+use super::error::EngineError;
+use super::plan::{
+    self, InstanceMarks, NewerInstance, PlanOptions, Position, SourceMarks, Watermarks,
+};
+use crate::domain::Lsn;
+use crate::source::SourceError;
+use crate::source::cdc::CaptureInfo;
+
+/// The watermarks of the instance read, for a batch's facts row.
+pub async fn watermarks<S: ChangeSource>(source: &mut S) -> Result<Watermarks, EngineError> {
+    let instance = source.info().instance.clone();
+    let max_lsn = source.max_lsn().await?;
+    let min = source.min_lsn(&instance).await?;
+    Ok(Watermarks {
+        observed_at: Utc::now(),
+        max_commit_ts: source.lsn_time(max_lsn).await?,
+        min_commit_ts: source.time_from(min).await?,
+        max_lsn,
+        retention_minutes: source.retention_minutes(),
+    })
+}
+
+/// Everything planning the batch after `position` needs to know.
+pub async fn marks<S: ChangeSource>(
+    source: &mut S,
+    position: &Position,
+    options: &PlanOptions,
+) -> Result<SourceMarks, EngineError> {
+    let max_lsn = source.max_lsn().await?;
+    let observed_at = Utc::now();
+    let max_commit_ts = source.lsn_time(max_lsn).await?;
+    let next = position
+        .lsn
+        .checked_next()
+        .ok_or(SourceError::LsnOverflow(position.lsn))?;
+    let upper = plan::upper(max_lsn, options);
+    let mut min = source.min_lsn(&source.info().instance.clone()).await?;
+    // An instance's low end passing the position is cleanup, or the
+    // instance was disabled and enabled again: only then is it asked.
+    if min > next && source.enabled_again().await? {
+        min = source.min_lsn(&source.info().instance.clone()).await?;
+    }
+    let read = source.info().clone();
+    let read = instance_marks(source, &read, min, next, None, upper, options).await?;
+    let newer = if source.pinned() {
+        // The manifest pins the instance.
+        None
+    } else {
+        newer_instance(source, next, upper, options).await?
+    };
+    Ok(SourceMarks {
+        watermarks: Watermarks {
+            max_lsn,
+            max_commit_ts,
+            min_commit_ts: read.min_commit_ts,
+            observed_at,
+            retention_minutes: source.retention_minutes(),
+        },
+        read,
+        newer,
+    })
+}
+
+async fn instance_marks<S: ChangeSource>(
+    source: &mut S,
+    info: &CaptureInfo,
+    min_lsn: Lsn,
+    next: Lsn,
+    newer_start: Option<Lsn>,
+    upper: Lsn,
+    options: &PlanOptions,
+) -> Result<InstanceMarks, EngineError> {
+    let from = plan::window_start(next, min_lsn, newer_start);
+    let min_commit_ts = source.time_from(min_lsn).await?;
+    let commits = source.commits(from, upper, options.max_commits).await?;
+    let ddl = if from > upper {
+        Vec::new()
+    } else {
+        source.ddl_events(info.change_table_id, from, upper).await?
+    };
+    Ok(InstanceMarks {
+        instance: info.instance.clone(),
+        min_lsn,
+        min_commit_ts,
+        commits,
+        ddl,
+    })
+}
+
+/// A capture instance of the table that starts after the one read.
+async fn newer_instance<S: ChangeSource>(
+    source: &mut S,
+    next: Lsn,
+    upper: Lsn,
+    options: &PlanOptions,
+) -> Result<Option<NewerInstance>, EngineError> {
+    let instances = source.capture_instances().await?;
+    let current = &source.info().instance;
+    let current_start = instances
+        .iter()
+        .find(|i| &i.name == current)
+        .and_then(|i| i.start_lsn);
+    let newest = instances
+        .into_iter()
+        .filter(|i| &i.name != current)
+        .filter_map(|i| Some((i.start_lsn?, i)))
+        .filter(|(start, _)| current_start.is_none_or(|c| *start > c))
+        .max_by_key(|(start, _)| *start);
+    let Some((start_lsn, entry)) = newest else {
+        return Ok(None);
+    };
+    // A new instance holds its changes from its start until cleanup
+    // first passes it.
+    let min = match source.min_lsn(&entry.name).await {
+        Err(EngineError::Source(SourceError::NoLsn(_))) => start_lsn,
+        other => other?,
+    };
+    let info = CaptureInfo {
+        instance: entry.name,
+        change_table_id: entry.change_table_id,
+        columns: Vec::new(),
+        key_columns: Vec::new(),
+    };
+    let marks = instance_marks(source, &info, min, next, Some(start_lsn), upper, options).await?;
+    Ok(Some(NewerInstance { start_lsn, marks }))
+}

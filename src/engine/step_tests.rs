@@ -1,0 +1,356 @@
+//! Step, batch and snapshot against the in-memory source (`fake_source`)
+//! and the real lake code on a temporary directory: an idle batch, a busy
+//! one, a snapshot in chunks, and every crash point's replay. A crash is
+//! an armed `failpoint` that panics; the test then drops everything the
+//! run held (source, sink, run state) as a killed process would, runs
+//! again, and checks that bronze holds each change once and that the
+//! checkpoint and the facts table agree with it.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+
+use super::context::Run;
+use super::error::EngineError;
+use super::fake_source::{FakeDb, FakeSource, table_info};
+use super::observer::Silent;
+use super::options::RunOptions;
+use super::sink::Sink;
+use super::step::{Step, step};
+use crate::failpoint;
+use crate::lake::checkpoint::Checkpoint;
+use crate::lake::lease::CheckpointLease;
+use crate::lake::test_support::{query, reopen};
+use crate::spec::{StreamConfig, load_yaml};
+
+/// A stream's lake on a temporary directory.
+struct Lake {
+    _dir: tempfile::TempDir,
+    config: StreamConfig,
+}
+
+/// How one run ended.
+#[derive(Debug)]
+enum Ran {
+    /// Caught up.
+    Done,
+    /// Crashed at the armed point (a panic, or a read task that died of it).
+    Crashed,
+    /// Failed.
+    Failed(#[allow(dead_code)] EngineError),
+}
+
+impl Lake {
+    fn new(readers: u32, chunk_rows: u64, silver: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().display();
+        let silver = if silver {
+            format!("  silver: {{name: silver.t, location: {at}/silver}}\n")
+        } else {
+            String::new()
+        };
+        let yaml = format!(
+            "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: t}}\nspec:\n  \
+             appId: t-v1\n  source:\n    host: fake\n    database: db\n    table: dbo.t\n    \
+             readers: {readers}\n    credentials:\n      username: u\n      \
+             passwordFrom: {{env: PW}}\n  \
+             target: {{name: bronze.t, location: {at}/bronze}}\n  checkpoint: {at}/checkpoint\n  \
+             facts: {{name: ops.facts, location: {at}/facts}}\n  trigger: {{processingTime: 1s}}\n  \
+             snapshot: {{chunkRows: {chunk_rows}}}\n{silver}"
+        );
+        let config = load_yaml(&yaml)
+            .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+            .spec
+            .validate()
+            .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        Lake { _dir: dir, config }
+    }
+
+    async fn sink(&self) -> Result<Sink, EngineError> {
+        let config = &self.config;
+        let options = config
+            .checkpoint
+            .options(&config.storage_options, std::iter::empty());
+        let checkpoint = Checkpoint::open(&config.checkpoint, &options)?;
+        let lease = CheckpointLease::bypassed(&config.checkpoint);
+        Sink::open(
+            config,
+            &Default::default(),
+            checkpoint,
+            &table_info(),
+            false,
+            lease.guard(),
+        )
+        .await
+    }
+
+    /// One process's run until caught up, crashing at `crash` if it is hit.
+    async fn run(&self, db: &FakeDb, crash: Option<&str>) -> Ran {
+        failpoint::arm(crash);
+        let ran = AssertUnwindSafe(self.steps(db)).catch_unwind().await;
+        failpoint::arm(None);
+        match ran {
+            Err(_panic) => Ran::Crashed,
+            Ok(Ok(())) => Ran::Done,
+            // A point hit on a read task panics there; the batch sees the
+            // task die.
+            Ok(Err(EngineError::Inconsistent(why))) if why.contains("task failed") => Ran::Crashed,
+            Ok(Err(error)) => Ran::Failed(error),
+        }
+    }
+
+    async fn steps(&self, db: &FakeDb) -> Result<(), EngineError> {
+        let mut options = RunOptions::new(Arc::new(Silent));
+        options.once = true;
+        let mut run = Run::new(&self.config, &options);
+        let mut source = FakeSource::new(db);
+        let mut sink = self.sink().await?;
+        loop {
+            match step(&mut run, &mut source, &mut sink).await? {
+                Step::Progress => {}
+                Step::Idle | Step::Done => return Ok(()),
+            }
+        }
+    }
+
+    /// Runs to the end, crashing once at `crash` first; panics unless the
+    /// point was reached (a test of a point it never passes proves nothing).
+    async fn run_crashing_at(&self, db: &FakeDb, crash: &str) {
+        failpoint::hits();
+        match self.run(db, Some(crash)).await {
+            Ran::Crashed => {}
+            other => panic!("{crash}: the run did not crash there: {other:?}"),
+        }
+        assert!(
+            failpoint::hits().contains_key(crash),
+            "{crash} was not passed"
+        );
+        self.run_to_end(db).await;
+    }
+
+    async fn run_to_end(&self, db: &FakeDb) {
+        match self.run(db, None).await {
+            Ran::Done => {}
+            other => panic!("the run did not finish: {other:?}"),
+        }
+    }
+
+    /// `(_lsn, _seqval, id, copies)` of every change row in bronze.
+    async fn bronze(&self) -> Vec<(String, String, i64, i64)> {
+        let table = reopen(&self.config.target.location).await;
+        query(
+            &table,
+            "SELECT _lsn, _seqval, _operation, id, count(*) FROM t \
+             GROUP BY _lsn, _seqval, _operation, id ORDER BY _lsn, _seqval, id",
+        )
+        .await
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].clone(),
+                r[2].clone(),
+                r[3].parse().unwrap(),
+                r[4].parse().unwrap(),
+            )
+        })
+        .collect()
+    }
+
+    /// `(batch_id or event, rows, copies)` of the stream's facts rows.
+    async fn facts(&self) -> Vec<(String, i64, i64)> {
+        let table = reopen(&self.config.facts.location).await;
+        query(
+            &table,
+            "SELECT coalesce(cast(batch_id AS VARCHAR), event), sum(rows), count(*) FROM t \
+             WHERE event IS NULL OR event = 'bootstrap' GROUP BY 1 ORDER BY 1",
+        )
+        .await
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].clone(),
+                r[1].parse().unwrap_or(0),
+                r[2].parse().unwrap(),
+            )
+        })
+        .collect()
+    }
+
+    /// Asserts the lake holds the source's changes exactly once: each change
+    /// row (and each snapshot row) in bronze once, one facts row per batch
+    /// and one for the bootstrap, whose rows add up to bronze's, and a
+    /// checkpoint with nothing pending whose last batch has its facts row.
+    async fn assert_exactly_once(&self, db: &FakeDb, snapshot_rows: usize, context: &str) {
+        let changes = db.state().changes.clone();
+        let bronze = self.bronze().await;
+        let copies: Vec<_> = bronze.iter().filter(|r| r.3 != 1).collect();
+        assert!(
+            copies.is_empty(),
+            "{context}: rows in bronze twice: {copies:?}"
+        );
+        let snapshot = bronze.iter().filter(|r| r.1 == "snapshot").count();
+        let changed = bronze.len() - snapshot;
+        assert_eq!(changed, changes.len(), "{context}: change rows in bronze");
+        let facts = self.facts().await;
+        let twice: Vec<_> = facts.iter().filter(|f| f.2 != 1).collect();
+        assert!(twice.is_empty(), "{context}: facts rows twice: {twice:?}");
+        let bootstrap = facts.iter().find(|f| f.0 == "bootstrap");
+        assert_eq!(
+            bootstrap.map(|f| f.1),
+            Some(snapshot as i64),
+            "{context}: the bootstrap's facts row counts bronze's snapshot rows"
+        );
+        assert_eq!(
+            snapshot, snapshot_rows,
+            "{context}: snapshot rows in bronze"
+        );
+        let batch_rows: i64 = facts
+            .iter()
+            .filter(|f| f.0 != "bootstrap")
+            .map(|f| f.1)
+            .sum();
+        assert_eq!(
+            batch_rows,
+            changes.len() as i64,
+            "{context}: the batches' facts rows count bronze's change rows"
+        );
+        let sink = self.sink().await.unwrap();
+        let state = sink.checkpoint.state().await.unwrap();
+        assert!(
+            state.pending().is_none(),
+            "{context}: a batch is left pending"
+        );
+        let last_in_facts = facts.iter().filter_map(|f| f.0.parse::<u64>().ok()).max();
+        assert_eq!(
+            state.latest_committed.map(|b| b.to_string()),
+            last_in_facts.map(|b| b.to_string()),
+            "{context}: the checkpoint's last committed batch is the facts table's last"
+        );
+    }
+
+    /// Silver's rows: `(id, name)` in key order.
+    async fn silver(&self) -> Vec<(i64, String)> {
+        let Some(silver) = &self.config.silver else {
+            return Vec::new();
+        };
+        let table = reopen(&silver.table.location).await;
+        query(&table, "SELECT id, name FROM t ORDER BY id")
+            .await
+            .into_iter()
+            .map(|r| (r[0].parse().unwrap(), r[1].clone()))
+            .collect()
+    }
+}
+
+fn rows_of(db: &FakeDb) -> Vec<(i64, String)> {
+    db.state()
+        .rows
+        .iter()
+        .map(|(id, name)| (i64::from(*id), name.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_snapshot_in_chunks_then_a_busy_batch_then_an_idle_one() {
+    let lake = Lake::new(1, 3, false);
+    let db = FakeDb::with_rows(10);
+    lake.run_to_end(&db).await;
+    lake.assert_exactly_once(&db, 10, "after the snapshot")
+        .await;
+    let versions = reopen(&lake.config.target.location).await.version();
+    // 10 rows in chunks of 3: 4 chunks, each its own bronze commit.
+    assert_eq!(
+        versions,
+        Some(4),
+        "the table's creation and a commit per chunk"
+    );
+
+    db.commit(&[1, 11]);
+    db.commit(&[12]);
+    lake.run_to_end(&db).await;
+    lake.assert_exactly_once(&db, 10, "after a busy batch")
+        .await;
+    let busy = reopen(&lake.config.target.location).await.version();
+    assert_eq!(busy, Some(5), "one bronze commit for the batch");
+
+    // Commits of other tables (or the capture job's idle entries) move the
+    // max LSN without changes: a batch with a facts row of 0 rows and no
+    // bronze commit.
+    db.commit(&[]);
+    lake.run_to_end(&db).await;
+    lake.assert_exactly_once(&db, 10, "after an idle batch")
+        .await;
+    let idle = reopen(&lake.config.target.location).await.version();
+    assert_eq!(idle, busy, "an idle batch makes no bronze commit");
+    let facts = lake.facts().await;
+    assert_eq!(
+        facts
+            .iter()
+            .filter(|f| f.0 != "bootstrap")
+            .map(|f| f.1)
+            .collect::<Vec<_>>(),
+        vec![3, 0],
+        "a busy batch of 3 change rows, then an idle one"
+    );
+}
+
+/// Where each crash point is reached: in the bootstrap snapshot, or in the
+/// batch after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    Snapshot,
+    Batch,
+}
+
+#[tokio::test]
+async fn every_crash_point_replays_to_each_change_once() {
+    use Phase::{Batch, Snapshot};
+    // (point, where, readers, silver)
+    let cases: &[(&str, Phase, u32, bool)] = &[
+        ("before_bronze_commit", Snapshot, 1, false),
+        ("mid_snapshot", Snapshot, 1, false),
+        ("mid_snapshot", Snapshot, 3, false),
+        ("after_snapshot_range_done", Snapshot, 3, false),
+        ("after_part_staged", Snapshot, 3, false),
+        ("after_snapshot_facts", Snapshot, 1, false),
+        ("before_silver_commit", Snapshot, 1, true),
+        ("after_silver_commit", Snapshot, 1, true),
+        ("after_offsets", Batch, 1, false),
+        ("mid_read", Batch, 1, false),
+        ("mid_read", Batch, 2, false),
+        ("after_part_staged", Batch, 2, false),
+        ("before_bronze_commit", Batch, 1, false),
+        ("after_bronze_commit", Batch, 1, false),
+        ("after_bronze_commit", Batch, 2, false),
+        ("before_silver_commit", Batch, 1, true),
+        ("after_silver_commit", Batch, 1, true),
+        ("after_facts", Batch, 1, false),
+    ];
+    for &(point, phase, readers, silver) in cases {
+        let context = format!("{point} in the {phase:?} with {readers} reader(s), silver {silver}");
+        let lake = Lake::new(readers, 4, silver);
+        let db = FakeDb::with_rows(10);
+        if phase == Snapshot {
+            lake.run_crashing_at(&db, point).await;
+        } else {
+            lake.run_to_end(&db).await;
+        }
+        for n in 0..6 {
+            db.commit(&[n, 20 + n]);
+        }
+        if phase == Batch {
+            lake.run_crashing_at(&db, point).await;
+        } else {
+            lake.run_to_end(&db).await;
+        }
+        lake.assert_exactly_once(&db, 10, &context).await;
+        if silver {
+            assert_eq!(
+                lake.silver().await,
+                rows_of(&db),
+                "{context}: silver is the table"
+            );
+        }
+    }
+}
