@@ -72,10 +72,31 @@ pub struct BenchArgs {
         default_values_t = vec![super::bench_silver::Shape::Random, super::bench_silver::Shape::Newest]
     )]
     pub silver_keys: Vec<super::bench_silver::Shape>,
+    /// Count object-store requests per trigger (idle, empty batch, busy
+    /// batch) by kind and path class, instead of the throughput passes.
+    #[arg(long)]
+    pub requests: bool,
+    /// Idle triggers counted by `--requests`.
+    #[arg(long = "requests-idle", default_value_t = 20)]
+    pub requests_idle: u64,
+    /// Empty batches, and as many busy ones, counted by `--requests`.
+    #[arg(long = "requests-batches", default_value_t = 10)]
+    pub requests_batches: u64,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+    if args.requests {
+        let scratch = tempfile::Builder::new()
+            .prefix("mssql-cdc-bench")
+            .tempdir_in(args.dir.clone().unwrap_or_else(std::env::temp_dir))
+            .context("cannot create the benchmark directory")?;
+        let bench = super::bench_requests::RequestsBench {
+            idle: args.requests_idle,
+            batches: args.requests_batches,
+        };
+        return super::bench_requests::run_bench(scratch.path(), &bench).await;
+    }
     if !args.checkpoint.is_empty() || args.silver.is_some() {
         let scratch = tempfile::Builder::new()
             .prefix("mssql-cdc-bench")

@@ -4,6 +4,8 @@
 pub mod bench;
 pub mod bench_checkpoint;
 pub mod bench_measure;
+pub mod bench_requests;
+pub mod bench_requests_model;
 pub mod bench_shape;
 pub mod bench_silver;
 pub mod bench_source;

@@ -1,8 +1,16 @@
 //! Exactly-once rests on one idea (docs/adr/0002-exactly-once.md): every
-//! commit a stream makes carries a Delta `txn` action, an application id
-//! and a version that only grows, and a commit whose version the table
-//! already records is not made again. This file builds every application
-//! id the product writes and states the "already done" rule once.
+//! commit that adds rows a batch or snapshot chunk brings (bronze, silver,
+//! facts) carries a Delta `txn` action, an application id and a version
+//! that only grows, and a commit whose version the table already records
+//! is not made again. This file builds every application id the product
+//! writes and states the "already done" rule once.
+//!
+//! Some commits carry no `txn`, because repeating them changes nothing:
+//! adding missing columns (bronze's and silver's `add_missing_columns`,
+//! which add only what is still missing), silver's `drop_older_than`
+//! after a resnapshot (deletes or marks rows older than an LSN, the same
+//! rows each time), the finalization table's MERGE (never moves a verdict
+//! back) and maintenance (OPTIMIZE, VACUUM).
 
 use crate::domain::BatchId;
 

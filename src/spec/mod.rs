@@ -7,7 +7,8 @@
 //! `alerts` holds the health limits; `credentials` resolves the password
 //! without ever showing it; `schedule` checks a cron schedule as a
 //! CronJob takes it; `status` is what a stream reports back and
-//! `worker` how the operator runs its pod.
+//! `worker` how the operator runs its pod (`worker_schema`: the closed
+//! CRD schemas of its volumes, affinity and topology spread).
 
 mod alerts;
 mod credentials;
