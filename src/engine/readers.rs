@@ -130,8 +130,7 @@ async fn read_part<R: PartSession>(
     let round_trip = session.round_trip().await?;
     let wait_before = wait_counter(session, waits).await?;
     let PartOutput { staged, stats } = session.read(read, stager).await;
-    let stats =
-        stats.map_err(EngineError::ReadTask)?;
+    let stats = stats.map_err(EngineError::ReadTask)?;
     // A read error wins over the writer's, which only says the stream broke.
     let stats = stats?;
     let mut staged = staged?;

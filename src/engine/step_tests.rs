@@ -95,7 +95,7 @@ impl Lake {
             Ok(Ok(())) => Ran::Done,
             // A point hit on a read task panics there; the batch sees the
             // task die.
-            Ok(Err(EngineError::Inconsistent(why))) if why.contains("task failed") => Ran::Crashed,
+            Ok(Err(EngineError::ReadTask(task))) if task.is_panic() => Ran::Crashed,
             Ok(Err(error)) => Ran::Failed(error),
         }
     }
