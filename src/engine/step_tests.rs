@@ -28,6 +28,8 @@ use crate::spec::{StreamConfig, load_yaml};
 struct Lake {
     _dir: tempfile::TempDir,
     config: StreamConfig,
+    readers: u32,
+    chunk_rows: u64,
 }
 
 /// How one run ended.
@@ -44,27 +46,18 @@ enum Ran {
 impl Lake {
     fn new(readers: u32, chunk_rows: u64, silver: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let at = dir.path().display();
-        let silver = if silver {
-            format!("  silver: {{name: silver.t, location: {at}/silver}}\n")
-        } else {
-            String::new()
-        };
-        let yaml = format!(
-            "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: t}}\nspec:\n  \
-             appId: t-v1\n  source:\n    host: fake\n    database: db\n    table: dbo.t\n    \
-             readers: {readers}\n    credentials:\n      username: u\n      \
-             passwordFrom: {{env: PW}}\n  \
-             target: {{name: bronze.t, location: {at}/bronze}}\n  checkpoint: {at}/checkpoint\n  \
-             facts: {{name: ops.facts, location: {at}/facts}}\n  trigger: {{processingTime: 1s}}\n  \
-             snapshot: {{chunkRows: {chunk_rows}}}\n{silver}"
-        );
-        let config = load_yaml(&yaml)
-            .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
-            .spec
-            .validate()
-            .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
-        Lake { _dir: dir, config }
+        let config = stream_config(&dir, readers, chunk_rows, silver);
+        Lake {
+            _dir: dir,
+            config,
+            readers,
+            chunk_rows,
+        }
+    }
+
+    /// The manifest gains `spec.silver`, as an edit of a running stream's.
+    fn add_silver(&mut self) {
+        self.config = stream_config(&self._dir, self.readers, self.chunk_rows, true);
     }
 
     async fn sink(&self) -> Result<Sink, EngineError> {
@@ -106,6 +99,8 @@ impl Lake {
         let mut run = Run::new(&self.config, &options);
         let mut source = FakeSource::new(db);
         let mut sink = self.sink().await?;
+        // As `run` does: a silver table new to the stream is filled first.
+        super::silver_fill::fill_added_silver(&run, &mut sink).await?;
         loop {
             match step(&mut run, &mut source, &mut sink).await? {
                 Step::Progress => {}
@@ -229,6 +224,16 @@ impl Lake {
         );
     }
 
+    /// Whether no silver table exists yet.
+    async fn silver_is_missing(&self) -> bool {
+        let Some(silver) = &self.config.silver else {
+            return true;
+        };
+        !std::path::Path::new(silver.table.location.url().path())
+            .join("_delta_log")
+            .exists()
+    }
+
     /// Silver's rows: `(id, name)` in key order.
     async fn silver(&self) -> Vec<(i64, String)> {
         let Some(silver) = &self.config.silver else {
@@ -241,6 +246,35 @@ impl Lake {
             .map(|r| (r[0].parse().unwrap(), r[1].clone()))
             .collect()
     }
+}
+
+/// The stream's manifest on `dir`, validated.
+fn stream_config(
+    dir: &tempfile::TempDir,
+    readers: u32,
+    chunk_rows: u64,
+    silver: bool,
+) -> StreamConfig {
+    let at = dir.path().display();
+    let silver = if silver {
+        format!("  silver: {{name: silver.t, location: {at}/silver}}\n")
+    } else {
+        String::new()
+    };
+    let yaml = format!(
+        "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: t}}\nspec:\n  \
+             appId: t-v1\n  source:\n    host: fake\n    database: db\n    table: dbo.t\n    \
+             readers: {readers}\n    credentials:\n      username: u\n      \
+             passwordFrom: {{env: PW}}\n  \
+             target: {{name: bronze.t, location: {at}/bronze}}\n  checkpoint: {at}/checkpoint\n  \
+             facts: {{name: ops.facts, location: {at}/facts}}\n  trigger: {{processingTime: 1s}}\n  \
+             snapshot: {{chunkRows: {chunk_rows}}}\n{silver}"
+    );
+    load_yaml(&yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+        .spec
+        .validate()
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
 }
 
 fn rows_of(db: &FakeDb) -> Vec<(i64, String)> {
@@ -353,4 +387,26 @@ async fn every_crash_point_replays_to_each_change_once() {
             );
         }
     }
+}
+
+/// Silver added to a stream after its snapshot and a batch: the first run
+/// crashes mid-fill, the next fills it, and silver is the table; batches
+/// after the fill reach it.
+#[tokio::test]
+async fn silver_added_later_is_filled_through_a_crash_mid_fill() {
+    let mut lake = Lake::new(1, 4, false);
+    let db = FakeDb::with_rows(10);
+    lake.run_to_end(&db).await;
+    for n in 0..6 {
+        db.commit(&[n, 20 + n]);
+    }
+    lake.run_to_end(&db).await;
+    lake.add_silver();
+    assert!(lake.silver_is_missing().await, "no silver table before");
+    lake.run_crashing_at(&db, "mid_silver_fill").await;
+    lake.assert_exactly_once(&db, 10, "silver added").await;
+    assert_eq!(lake.silver().await, rows_of(&db), "silver is the table");
+    db.commit(&[3, 40]);
+    lake.run_to_end(&db).await;
+    assert_eq!(lake.silver().await, rows_of(&db), "and follows it");
 }
