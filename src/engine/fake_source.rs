@@ -75,6 +75,28 @@ pub struct DbState {
     pub min_lsn: u64,
     /// Every mapped commit (`cdc.lsn_time_mapping`: this table's and others').
     pub mapped: Vec<u64>,
+    /// Capture instances created after the first (`dbo_t`, from LSN 1),
+    /// oldest first: `(info, start_lsn)`. Each captures the commits from
+    /// its start on, as SQL Server's second instance of a table does.
+    pub newer_instances: Vec<(CaptureInfo, u64)>,
+}
+
+impl DbState {
+    /// The table's capture instances with their start, oldest first.
+    fn instances(&self) -> Vec<(CaptureInfo, u64)> {
+        let mut all = vec![(table_info(), 1)];
+        all.extend(self.newer_instances.iter().cloned());
+        all
+    }
+
+    /// Where `instance`'s change table starts: its start, or cleanup's mark
+    /// once cleanup passed it; None for an instance the table lacks.
+    fn instance_min(&self, instance: &CaptureInstance) -> Option<u64> {
+        self.instances()
+            .into_iter()
+            .find(|(info, _)| &info.instance == instance)
+            .map(|(_, start)| start.max(self.min_lsn))
+    }
 }
 
 /// The fake database, shared by a source, its readers and the test.
@@ -125,6 +147,26 @@ impl FakeDb {
         }
         state.max_lsn = at;
         at
+    }
+
+    /// Creates capture instance `name` of the table, which captures the
+    /// columns of `dbo_t` and a nullable `note int` from the next commit on
+    /// (`sys.sp_cdc_enable_table` with a second `@capture_instance`).
+    pub fn add_instance(&self, name: &str, change_table_id: i32) {
+        let mut state = self.state();
+        let mut info = table_info();
+        info.instance = CaptureInstance::new(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        info.change_table_id = change_table_id;
+        info.columns.push(SqlColumn {
+            name: "note".to_string(),
+            type_name: "int".to_string(),
+            max_length: 4,
+            precision: 10,
+            scale: 0,
+            nullable: true,
+        });
+        let start = state.max_lsn + 1;
+        state.newer_instances.push((info, start));
     }
 
     fn commits_in(&self, from: Lsn, to: Lsn) -> Vec<u64> {
@@ -187,8 +229,16 @@ impl ChangeSource for FakeSource {
         self.info = info;
     }
 
-    async fn discover(&mut self, _instance: &CaptureInstance) -> Result<CaptureInfo, EngineError> {
-        Ok(table_info())
+    async fn discover(&mut self, instance: &CaptureInstance) -> Result<CaptureInfo, EngineError> {
+        self.db
+            .state()
+            .instances()
+            .into_iter()
+            .map(|(info, _)| info)
+            .find(|info| &info.instance == instance)
+            .ok_or_else(|| {
+                EngineError::Source(SourceError::Missing(format!("capture instance {instance}")))
+            })
     }
 
     fn utc_offset_minutes(&self) -> i64 {
@@ -213,8 +263,11 @@ impl ChangeSource for FakeSource {
         Ok(lsn(self.db.state().max_lsn))
     }
 
-    async fn min_lsn(&mut self, _instance: &CaptureInstance) -> Result<Lsn, EngineError> {
-        Ok(lsn(self.db.state().min_lsn))
+    async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, EngineError> {
+        let min = self.db.state().instance_min(instance);
+        min.map(lsn).ok_or_else(|| {
+            EngineError::Source(SourceError::Missing(format!("capture instance {instance}")))
+        })
     }
 
     fn retention_minutes(&self) -> Option<i64> {
@@ -222,15 +275,23 @@ impl ChangeSource for FakeSource {
     }
 
     fn pinned(&self) -> bool {
-        true
+        false
     }
 
     async fn capture_instances(&mut self) -> Result<Vec<InstanceEntry>, EngineError> {
-        Ok(vec![InstanceEntry {
-            name: self.info.instance.clone(),
-            change_table_id: self.info.change_table_id,
-            start_lsn: Some(lsn(1)),
-        }])
+        // Newest first, as `cdc.change_tables` is read.
+        Ok(self
+            .db
+            .state()
+            .instances()
+            .into_iter()
+            .rev()
+            .map(|(info, start)| InstanceEntry {
+                name: info.instance,
+                change_table_id: info.change_table_id,
+                start_lsn: Some(lsn(start)),
+            })
+            .collect())
     }
 
     async fn commits(
@@ -420,9 +481,12 @@ impl PartSession for FakeReader {
             let state = self.db.state();
             match &query {
                 PartQuery::Changes(part) => {
+                    // An instance's change table holds the commits from its start.
+                    let captured_from = state.instance_min(&part.info.instance).unwrap_or(u64::MAX);
                     let rows: Vec<Row> = state
                         .changes
                         .iter()
+                        .filter(|c| c.lsn >= captured_from)
                         .filter(|c| lsn(c.lsn) >= part.range.start && lsn(c.lsn) <= part.range.end)
                         .map(|c| Row {
                             lsn: lsn(c.lsn),
@@ -488,8 +552,10 @@ impl PartSession for FakeReader {
         }
     }
 
-    async fn min_lsn(&mut self, _instance: &CaptureInstance) -> Result<Lsn, SourceError> {
-        Ok(lsn(self.db.state().min_lsn))
+    async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, SourceError> {
+        let min = self.db.state().instance_min(instance);
+        min.map(lsn)
+            .ok_or_else(|| SourceError::Missing(format!("capture instance {instance}")))
     }
 
     async fn has_rows_after(

@@ -172,6 +172,20 @@ impl Lake {
         .collect()
     }
 
+    /// How many facts rows of event `event` the stream wrote.
+    async fn events(&self, event: &str) -> usize {
+        let table = reopen(&self.config.facts.location).await;
+        let rows = query(
+            &table,
+            &format!("SELECT count(*) FROM t WHERE event = '{event}'"),
+        )
+        .await;
+        rows.first()
+            .and_then(|r| r.first())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Asserts the lake holds the source's changes exactly once: each change
     /// row (and each snapshot row) in bronze once, one facts row per batch
     /// and one for the bootstrap, whose rows add up to bronze's, and a
@@ -409,4 +423,61 @@ async fn silver_added_later_is_filled_through_a_crash_mid_fill() {
     db.commit(&[3, 40]);
     lake.run_to_end(&db).await;
     assert_eq!(lake.silver().await, rows_of(&db), "and follows it");
+}
+
+/// A newer capture instance created while the stream runs: the batch that
+/// moves to it crashes after its plan is recorded or after its bronze
+/// commit, and the replay reads each change once, from the old instance up
+/// to the new one's start and from the new one after, with one
+/// `capture_instance_switched` row and the new instance's column in bronze
+/// (and silver).
+#[tokio::test]
+async fn a_crash_in_the_batch_that_switches_instance_replays_to_each_change_once() {
+    // (point, readers, silver)
+    let cases: &[(&str, u32, bool)] = &[
+        ("after_offsets_of_switch", 1, false),
+        ("after_offsets_of_switch", 1, true),
+        ("after_bronze_commit_of_switch", 1, false),
+        ("after_bronze_commit_of_switch", 2, false),
+        ("after_bronze_commit_of_switch", 1, true),
+    ];
+    for &(point, readers, silver) in cases {
+        let context = format!("{point} with {readers} reader(s), silver {silver}");
+        let lake = Lake::new(readers, 4, silver);
+        let db = FakeDb::with_rows(10);
+        lake.run_to_end(&db).await;
+        for n in 0..3 {
+            db.commit(&[n, 20 + n]);
+        }
+        db.add_instance("dbo_t_v2", 8);
+        for n in 3..6 {
+            db.commit(&[n, 20 + n]);
+        }
+        lake.run_crashing_at(&db, point).await;
+        lake.assert_exactly_once(&db, 10, &context).await;
+        assert_eq!(
+            lake.events("capture_instance_switched").await,
+            1,
+            "{context}: one switch row"
+        );
+        let bronze = reopen(&lake.config.target.location).await;
+        let columns = query(&bronze, "SELECT count(note) FROM t").await;
+        assert_eq!(
+            columns,
+            vec![vec!["0".to_string()]],
+            "{context}: bronze has the new instance's column"
+        );
+        if silver {
+            assert_eq!(
+                lake.silver().await,
+                rows_of(&db),
+                "{context}: silver is the table"
+            );
+        }
+        // Batches after the switch read the new instance.
+        db.commit(&[7, 40]);
+        lake.run_to_end(&db).await;
+        lake.assert_exactly_once(&db, 10, &format!("{context}, then a batch"))
+            .await;
+    }
 }
