@@ -16,7 +16,7 @@ use kube::Api;
 use mssql_cdc::engine::{Fanout, Observer, RunOptions, run};
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::worker_config;
-use mssql_cdc::operator::failure::{Failure, engine_failure};
+use mssql_cdc::operator::failure::{Failure, engine_failure, stream_read_failure};
 use mssql_cdc::operator::worker::{StatusObserver, StatusReports, WorkerMetrics, publish_status};
 use mssql_cdc::spec::{CdcStream, Trigger, WorkerState, resolve_password};
 
@@ -58,10 +58,16 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .await
         .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
     let api: Api<CdcStream> = Api::namespaced(client, namespace);
-    let stream = api
-        .get(name)
-        .await
-        .with_context(|| format!("cannot read CdcStream {namespace}/{name}"))?;
+    let stream = match api.get(name).await {
+        Ok(stream) => stream,
+        // Nothing can go into a status it may not read: the termination
+        // message is where the operator learns why.
+        Err(error) => {
+            let failure = stream_read_failure(&error, namespace, name);
+            write_termination_message(&failure);
+            return Err(anyhow!("{}: {}", failure.reason, failure.message));
+        }
+    };
 
     let reports = Arc::new(StatusReports::default());
     let (status, latest) = StatusObserver::new(&stream);

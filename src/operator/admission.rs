@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -20,6 +20,7 @@ use super::children::{BuildError, Workload};
 use super::controller::{ReconcileError, api_error};
 use super::policy::WorkerPolicy;
 use super::secret_refs::{FoundSecrets, admit_secrets, secret_refs};
+use super::worker_condition::WorkloadFault;
 
 /// Whether the child of the stream's name exists (and is the stream's):
 /// an apply may then be forced; a new one is created by an apply that is
@@ -138,6 +139,53 @@ pub fn owned_by(child: &ObjectMeta, stream: &CdcStream) -> bool {
         .iter()
         .flatten()
         .any(|owner| &owner.uid == uid)
+}
+
+/// The reason of a worker whose ServiceAccount does not exist in its
+/// stream's namespace (the chart creates one only in `worker.namespaces`).
+pub const WORKER_SERVICE_ACCOUNT_MISSING: &str = "WorkerServiceAccountMissing";
+
+/// `fault` said more precisely where the operator can tell: pods refused
+/// because their ServiceAccount does not exist. Asked only once the
+/// Deployment reports a failure, so a healthy stream costs no request.
+pub async fn explain_fault(
+    client: &Client,
+    namespace: &str,
+    workload: &Workload,
+    fault: WorkloadFault,
+) -> WorkloadFault {
+    let Workload::Continuous(deployment) = workload else {
+        return fault;
+    };
+    let account = deployment
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.service_account_name.clone())
+        .unwrap_or_else(|| "default".to_string());
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    match api.get_metadata_opt(&account).await {
+        Ok(None) => WorkloadFault {
+            reason: WORKER_SERVICE_ACCOUNT_MISSING.to_string(),
+            message: format!(
+                "ServiceAccount {account} does not exist in namespace {namespace}, so no worker \
+                 pod can be created ({}); add {namespace} to the chart's worker.namespaces \
+                 (helm upgrade creates the account and its Role there), or set \
+                 spec.worker.serviceAccountName to an account of {namespace}",
+                fault.message
+            ),
+        },
+        Ok(Some(_)) => fault,
+        Err(error) => {
+            tracing::debug!(
+                namespace,
+                account,
+                "cannot look up the worker's ServiceAccount: {error}"
+            );
+            fault
+        }
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use super::capture_conditions::{capture_current, capture_healthy, live_capture_l
 use super::children::BuildError;
 use super::rollout::{observed_generation, progressing};
 use super::status::{Transition, failure_note};
-use super::worker_condition::worker_running;
+use super::worker_condition::{WorkloadFault, worker_running};
 use crate::domain::CopyShare;
 use crate::health::{
     Alert, FreshnessLimits, LatestBatch, StreamHealth, Verdict, assess_finalization, assess_stream,
@@ -112,6 +112,8 @@ pub struct Observed<'a> {
     pub failure: Option<&'a BuildError>,
     /// Why the last reconcile failed, if it did.
     pub reconcile_error: Option<&'a str>,
+    /// Why the worker's pods cannot be created, when its Deployment says.
+    pub workload_fault: Option<&'a WorkloadFault>,
     /// The time conditions are judged at.
     pub now: DateTime<Utc>,
 }
@@ -146,7 +148,13 @@ pub fn conditions(stream: &CdcStream, phase: Phase, observed: &Observed<'_>) -> 
     let t = &limits.thresholds;
     let mut all = vec![
         live(phase, health.as_ref(), snapshot, status, &limits, now),
-        worker_running(observed.pods, status.worker.as_ref(), phase, failure),
+        worker_running(
+            observed.pods,
+            status.worker.as_ref(),
+            phase,
+            failure,
+            observed.workload_fault,
+        ),
         progressing(stream, phase),
         headroom(health.as_ref(), &limits),
         lag(

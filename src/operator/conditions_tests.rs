@@ -18,6 +18,7 @@ fn conditions(
             pods: &[],
             failure,
             reconcile_error: None,
+            workload_fault: None,
             now,
         },
     )

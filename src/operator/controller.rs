@@ -29,13 +29,14 @@ use serde::de::DeserializeOwned;
 
 use crate::spec::CdcStream;
 
-use super::admission::{Child, ChildKind, admit_in_cluster, child_state};
+use super::admission::{Child, ChildKind, admit_in_cluster, child_state, explain_fault};
 use super::children::{BuildError, STREAM_LABEL, WorkerDefaults, Workload, desired_workload};
 use super::conditions::{Observed, RECONCILE_ERROR, conditions, ready_changed, ready_event};
 use super::metrics::OperatorMetrics;
 use super::rollout::observed_generation;
 use super::status::{OPERATOR_FIELD_MANAGER, Transition, phase, status_patch, transition};
 use super::supervisor::Supervisor;
+use super::worker_condition::WorkloadFault;
 
 /// How often a stream is looked at again without any change by default: a
 /// stopped worker cannot report that it stopped.
@@ -287,10 +288,12 @@ async fn reconcile(
         .into_iter()
         .collect();
     let reconcile_error = applied.as_ref().err().map(ToString::to_string);
+    let workload_fault = applied.as_ref().ok().and_then(Option::as_ref);
     let observed = Observed {
         pods: &pods,
         failure: built.as_ref().err(),
         reconcile_error: reconcile_error.as_deref(),
+        workload_fault,
         now: (context.clock)(),
     };
     let conditions = conditions(&stream, new_phase, &observed);
@@ -332,7 +335,10 @@ async fn build_and_apply(
     stream: &CdcStream,
     namespace: &str,
     defaults: &WorkerDefaults,
-) -> (Result<Workload, BuildError>, Result<(), ReconcileError>) {
+) -> (
+    Result<Workload, BuildError>,
+    Result<Option<WorkloadFault>, ReconcileError>,
+) {
     let built = desired_workload(stream, defaults);
     let child = match &built {
         Ok(workload) => {
@@ -345,31 +351,39 @@ async fn build_and_apply(
         Ok(Err(refused)) => (Err(refused), Child::Absent),
         Ok(Ok(child)) => (built, child),
     };
-    let applied = apply_workload(client, stream, namespace, &built, child).await;
+    let mut applied = apply_workload(client, stream, namespace, &built, child).await;
+    if let (Ok(workload), Ok(fault)) = (&built, &mut applied)
+        && let Some(said) = fault.take()
+    {
+        *fault = Some(explain_fault(client, namespace, workload, said).await);
+    }
     (built, applied)
 }
 
 /// Applies the worker `built` describes and removes the other kind (or
 /// both, when the policy refuses the stream). The apply is forced only
-/// onto the stream's own `child`.
+/// onto the stream's own `child`. Returns why the applied Deployment
+/// cannot create its pods, when its status says so.
 async fn apply_workload(
     client: &Client,
     stream: &CdcStream,
     namespace: &str,
     built: &Result<Workload, BuildError>,
     child: Child,
-) -> Result<(), ReconcileError> {
+) -> Result<Option<WorkloadFault>, ReconcileError> {
     let name = stream.name_any();
     let force = child == Child::Owned;
+    let mut fault = None;
     match built {
         Ok(Workload::Continuous(deployment)) => {
-            apply(
+            let applied = apply(
                 Api::namespaced(client.clone(), namespace),
                 &name,
                 deployment.as_ref(),
                 force,
             )
             .await?;
+            fault = WorkloadFault::of_deployment(&applied);
             delete_owned::<CronJob>(client, namespace, &name, stream).await?;
         }
         Ok(Workload::Scheduled(cron_job)) => {
@@ -400,7 +414,7 @@ async fn apply_workload(
         // An invalid stream keeps whatever worker it had; the status says why.
         Err(error) => tracing::warn!(stream = %name, namespace, "{error}"),
     }
-    Ok(())
+    Ok(fault)
 }
 
 /// The stream's worker pods; none when they cannot be listed (the
@@ -450,7 +464,7 @@ fn apply_params() -> PatchParams {
 /// Server-side apply of `object`; forced only onto the stream's own child
 /// (see [`admit_in_cluster`]), so that an object someone made meanwhile
 /// makes the apply conflict instead of being taken over.
-async fn apply<K>(api: Api<K>, name: &str, object: &K, force: bool) -> Result<(), ReconcileError>
+async fn apply<K>(api: Api<K>, name: &str, object: &K, force: bool) -> Result<K, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
@@ -461,7 +475,6 @@ where
     };
     api.patch(name, &params, &Patch::Apply(object))
         .await
-        .map(|_| ())
         .map_err(|source| api_error("apply", kind_of::<K>(), api_namespace(object), name, source))
 }
 

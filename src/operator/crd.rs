@@ -6,7 +6,7 @@
 //! server silently drops fields an old schema does not know.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps,
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use kube::CustomResourceExt;
 
@@ -55,8 +55,93 @@ pub fn crd() -> CustomResourceDefinition {
         {
             secret_refs_only(password_from);
         }
+        known_formats_only(schema);
+        if let Some(spec) = descend(schema, &["spec"]) {
+            bounded(spec);
+        }
     }
     crd
+}
+
+/// The longest string of the spec that no field bounds more tightly.
+pub const MAX_STRING: i64 = 8192;
+/// The most items of a list of the spec that no field bounds more tightly
+/// (a table's column list allows SQL Server's 1,024 columns).
+pub const MAX_ITEMS: i64 = 256;
+/// The most keys of a map of the spec (labels, annotations, selectors).
+pub const MAX_KEYS: i64 = 256;
+
+/// Gives every string, list and map of the spec an upper bound: the API
+/// server estimates a CEL rule's cost from the largest value its schema
+/// allows, and refuses a CRD whose rules could cost too much; unbounded,
+/// every `self == oldSelf` on a string is priced at the largest request.
+pub fn bounded(schema: &mut JSONSchemaProps) {
+    match schema.type_.as_deref() {
+        Some("string") if schema.enum_.is_none() && schema.format.is_none() => {
+            schema.max_length.get_or_insert(MAX_STRING);
+        }
+        Some("array") => {
+            schema.max_items.get_or_insert(MAX_ITEMS);
+        }
+        Some("object") if schema.additional_properties.is_some() => {
+            schema.max_properties.get_or_insert(MAX_KEYS);
+        }
+        _ => {}
+    }
+    for child in children(schema) {
+        bounded(child);
+    }
+}
+
+/// The schemas directly inside `schema`.
+fn children(schema: &mut JSONSchemaProps) -> impl Iterator<Item = &mut JSONSchemaProps> {
+    schema
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(
+            schema
+                .pattern_properties
+                .iter_mut()
+                .flat_map(|p| p.values_mut()),
+        )
+        .chain(schema.definitions.iter_mut().flat_map(|d| d.values_mut()))
+        .chain(schema.all_of.iter_mut().flatten())
+        .chain(schema.any_of.iter_mut().flatten())
+        .chain(schema.one_of.iter_mut().flatten())
+        .chain(schema.not.as_deref_mut())
+        .chain(match schema.items.as_mut() {
+            Some(JSONSchemaPropsOrArray::Schema(item)) => std::slice::from_mut(item.as_mut()),
+            Some(JSONSchemaPropsOrArray::Schemas(items)) => items.as_mut_slice(),
+            None => &mut [],
+        })
+        .chain(match schema.additional_properties.as_mut() {
+            Some(JSONSchemaPropsOrBool::Schema(value)) => Some(value.as_mut()),
+            _ => None,
+        })
+}
+
+/// String formats every API server version knows (apiextensions'
+/// validation/formats.go, the 1.0 set) that the schema uses.
+const KNOWN_STRING_FORMATS: &[&str] = &["date-time", "date", "byte", "uri", "uuid"];
+
+/// Drops each `format` an API server does not know, which `kubectl apply`
+/// prints a warning for on every apply: schemars marks integers `uint64`,
+/// `uint32`, `uint16` and numbers `double`, and API servers before 1.35
+/// also warn about `int32` and `int64`. Integers and numbers keep their
+/// `minimum`/`maximum`, which validate what the format only named.
+pub fn known_formats_only(schema: &mut JSONSchemaProps) {
+    let keep = schema.type_.as_deref() == Some("string")
+        && schema
+            .format
+            .as_deref()
+            .is_some_and(|f| KNOWN_STRING_FORMATS.contains(&f));
+    if !keep {
+        schema.format = None;
+    }
+    for child in children(schema) {
+        known_formats_only(child);
+    }
 }
 
 /// Why the CRD could not be written.

@@ -70,6 +70,17 @@ fn render(crd: &CustomResourceDefinition) -> String {
             if let Some(description) = &node.description {
                 let _ = writeln!(page, "{}\n", one_line(description));
             }
+            if section == "spec" {
+                let _ = writeln!(
+                    page,
+                    "Unless a field says less, a string of the spec holds at most {} characters, \
+                     a list at most {} items and a map at most {} keys: bounds the API server \
+                     needs to price the CEL rules.\n",
+                    super::crd::MAX_STRING,
+                    super::crd::MAX_ITEMS,
+                    super::crd::MAX_KEYS
+                );
+            }
             page.push_str("| field | type | required | description |\n|---|---|---|---|\n");
             let mut rows = Vec::new();
             fields(node, section, &mut rows);
@@ -157,8 +168,13 @@ fn describe(node: &JSONSchemaProps) -> String {
         Some(min) if min > 1 => facts.push(format!("at least {min} characters")),
         _ => {}
     }
-    if let Some(max) = node.max_length {
+    // The bound every string gets (`crd::MAX_STRING`) is said once, in the
+    // reference's introduction; a field's own bound is said with it.
+    if let Some(max) = node.max_length.filter(|max| *max != super::crd::MAX_STRING) {
         facts.push(format!("at most {max} characters"));
+    }
+    if let Some(max) = node.max_items.filter(|max| *max != super::crd::MAX_ITEMS) {
+        facts.push(format!("at most {max} items"));
     }
     if let Some(pattern) = &node.pattern {
         facts.push(format!("matches `{pattern}`"));

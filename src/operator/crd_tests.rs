@@ -265,3 +265,72 @@ fn the_chart_template_is_the_crd_behind_enabled_and_keep() {
         .collect();
     assert_eq!(plain.join("\n") + "\n", crd_yaml().expect("yaml"));
 }
+
+/// Every node of a schema as JSON, with its path.
+fn nodes<'a>(
+    node: &'a serde_json::Value,
+    path: String,
+    out: &mut Vec<(String, &'a serde_json::Value)>,
+) {
+    out.push((path.clone(), node));
+    if let Some(properties) = node.get("properties").and_then(|p| p.as_object()) {
+        for (name, child) in properties {
+            nodes(child, format!("{path}.{name}"), out);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = node.get(key).filter(|c| c.is_object()) {
+            nodes(child, format!("{path}[]"), out);
+        }
+    }
+}
+
+#[test]
+fn every_format_is_one_the_api_server_knows() {
+    let schema = serde_json::to_value(schema()).expect("json");
+    let mut all = Vec::new();
+    nodes(&schema, String::new(), &mut all);
+    let unknown: Vec<String> = all
+        .iter()
+        .filter_map(|(path, node)| {
+            let format = node.get("format")?.as_str()?;
+            let string = node.get("type").and_then(|t| t.as_str()) == Some("string");
+            (!string || !KNOWN_STRING_FORMATS.contains(&format))
+                .then(|| format!("{path}: {format}"))
+        })
+        .collect();
+    assert_eq!(unknown, Vec::<String>::new(), "formats kubectl warns about");
+    // The bounds the formats named stay.
+    let port = &schema["properties"]["spec"]["properties"]["source"]["properties"]["port"];
+    assert_eq!(port["minimum"], 1.0, "{port}");
+    assert_eq!(port["maximum"], 65535.0, "{port}");
+}
+
+#[test]
+fn every_string_list_and_map_of_the_spec_is_bounded_for_cel() {
+    let schema = serde_json::to_value(schema()).expect("json");
+    let mut all = Vec::new();
+    nodes(&schema["properties"]["spec"], "spec".into(), &mut all);
+    let unbounded: Vec<&str> = all
+        .iter()
+        .filter(
+            |(_, node)| match node.get("type").and_then(|t| t.as_str()) {
+                Some("string") => {
+                    node.get("maxLength").is_none()
+                        && node.get("enum").is_none()
+                        && node.get("format").is_none()
+                }
+                Some("array") => node.get("maxItems").is_none(),
+                Some("object") => {
+                    node.get("additionalProperties").is_some()
+                        && node.get("maxProperties").is_none()
+                }
+                _ => false,
+            },
+        )
+        .map(|(path, _)| path.as_str())
+        .collect();
+    assert_eq!(unbounded, Vec::<&str>::new(), "unbounded spec fields");
+    let columns = &schema["properties"]["spec"]["properties"]["source"]["properties"]["columns"];
+    assert_eq!(columns["maxItems"], 1024, "SQL Server allows 1,024 columns");
+}

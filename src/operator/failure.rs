@@ -100,6 +100,40 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
     .with_login_named(&source.username)
 }
 
+/// The reason of a worker whose ServiceAccount may not read its own
+/// CdcStream (the operator adds which Role to bind, in which namespace).
+pub const WORKER_FORBIDDEN: &str = "WorkerForbidden";
+
+/// The failure of a worker that could not read its CdcStream `namespace/
+/// name` at start, before it has anything to report into the status (it
+/// says why in its termination message only).
+pub fn stream_read_failure(error: &kube::Error, namespace: &str, name: &str) -> Failure {
+    match error {
+        kube::Error::Api(status) if status.code == 403 => Failure::new(
+            WORKER_FORBIDDEN,
+            format!(
+                "the worker may not get CdcStream {namespace}/{name}: {}; its ServiceAccount \
+                 needs get on cdcstreams and patch on cdcstreams/status in {namespace} \
+                 (the chart's worker Role: list {namespace} in worker.namespaces)",
+                status.message
+            ),
+        ),
+        kube::Error::Api(status) if status.code == 404 => Failure::new(
+            "StreamNotFound",
+            format!(
+                "CdcStream {namespace}/{name} does not exist (deleted while its worker started?)"
+            ),
+        ),
+        other => Failure::new(
+            "ApiUnavailable",
+            format!(
+                "cannot read CdcStream {namespace}/{name} from the API server: {other}; check \
+                 the pod's network path to the API server"
+            ),
+        ),
+    }
+}
+
 fn source_failure(error: &SourceError, config: &StreamConfig) -> Failure {
     let source = &config.source;
     let said = error.to_string();

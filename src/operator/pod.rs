@@ -15,7 +15,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::spec::{CdcStream, SecretKeyRef, TMP_VOLUME, WorkerSpec};
+use crate::spec::{
+    CdcStream, FsGroupChangePolicy, SecretKeyRef, TMP_VOLUME, WorkerPodSecurity, WorkerSpec,
+};
 
 use super::children::{
     BuildError, MONITORING_PASSWORD_ENV, PASSWORD_ENV, WORKER_PORT, WorkerDefaults,
@@ -124,17 +126,36 @@ pub fn pod_template(
             affinity: worker.affinity.clone(),
             topology_spread_constraints: non_empty(worker.topology_spread_constraints.clone()),
             priority_class_name: worker.priority_class_name.clone(),
-            security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(WORKER_UID),
-                run_as_group: Some(WORKER_UID),
-                seccomp_profile: Some(runtime_default()),
-                ..PodSecurityContext::default()
-            }),
+            security_context: Some(pod_security(worker.pod_security_context.as_ref())),
             volumes: Some(volumes),
             ..PodSpec::default()
         }),
     })
+}
+
+/// The worker pod's security context: never root, the runtime's seccomp
+/// profile, and by default user, group and `fsGroup` 65532 with
+/// `OnRootMismatch`, so a fresh cloud disk (root-owned, 0755) is writable
+/// and a large one is not walked on every start; `spec.worker.
+/// podSecurityContext` replaces each of those it sets.
+fn pod_security(custom: Option<&WorkerPodSecurity>) -> PodSecurityContext {
+    let custom = custom.cloned().unwrap_or_default();
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(custom.run_as_user.unwrap_or(WORKER_UID)),
+        run_as_group: Some(custom.run_as_group.unwrap_or(WORKER_UID)),
+        fs_group: Some(custom.fs_group.unwrap_or(WORKER_UID)),
+        fs_group_change_policy: Some(
+            custom
+                .fs_group_change_policy
+                .unwrap_or(FsGroupChangePolicy::OnRootMismatch)
+                .as_str()
+                .to_string(),
+        ),
+        supplemental_groups: non_empty(custom.supplemental_groups),
+        seccomp_profile: Some(runtime_default()),
+        ..PodSecurityContext::default()
+    }
 }
 
 /// `mssql-cdc --log-format=json [--log-level=L] worker --stream NS/NAME`.

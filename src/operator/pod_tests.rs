@@ -209,3 +209,33 @@ fn what_the_pod_cannot_have_is_refused_naming_the_field() {
         assert!(error.to_string().contains(message), "{error}");
     }
 }
+
+#[test]
+fn a_fresh_cloud_disk_is_writable_by_default_through_fs_group() {
+    let security = pod(json!({})).security_context.unwrap();
+    assert_eq!(security.run_as_user, Some(65532));
+    assert_eq!(security.run_as_group, Some(65532));
+    assert_eq!(security.fs_group, Some(65532));
+    assert_eq!(
+        security.fs_group_change_policy.as_deref(),
+        Some("OnRootMismatch")
+    );
+    assert_eq!(security.run_as_non_root, Some(true));
+    assert_eq!(security.supplemental_groups, None);
+}
+
+#[test]
+fn pod_security_context_replaces_only_the_fields_it_sets() {
+    let security = pod(json!({"podSecurityContext": {
+        "fsGroup": 2000, "fsGroupChangePolicy": "Always", "supplementalGroups": [3000]
+    }}))
+    .security_context
+    .unwrap();
+    assert_eq!(security.fs_group, Some(2000));
+    assert_eq!(security.fs_group_change_policy.as_deref(), Some("Always"));
+    assert_eq!(security.supplemental_groups, Some(vec![3000]));
+    // What it leaves out keeps the default; never root, whatever it says.
+    assert_eq!(security.run_as_user, Some(65532));
+    assert_eq!(security.run_as_non_root, Some(true));
+    assert!(security.seccomp_profile.is_some());
+}

@@ -6,10 +6,12 @@
 //! OOMKilled, Unschedulable, a pending volume claim); the worker's own
 //! error, when it reported one, gives the reason and leads the message.
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::children::BuildError;
 use super::conditions::{Judged, WORKER_RUNNING, judged};
+use super::failure::WORKER_FORBIDDEN;
 use crate::spec::{Phase, WorkerState, WorkerStatus};
 
 /// Waiting reasons that mean the container will not run as it is.
@@ -33,12 +35,46 @@ struct PodVerdict {
     message: String,
 }
 
+/// Why the worker's controller cannot make its pods, in the API server's
+/// words: a Deployment's `ReplicaFailure` condition (which carries its
+/// ReplicaSet's `FailedCreate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadFault {
+    /// The condition's reason (`FailedCreate`).
+    pub reason: String,
+    /// The API server's refusal of the pod.
+    pub message: String,
+}
+
+impl WorkloadFault {
+    /// The fault a Deployment's status reports, if any.
+    pub fn of_deployment(deployment: &Deployment) -> Option<Self> {
+        let failed = deployment
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| {
+                c.type_.as_deref() == Some("ReplicaFailure") && c.status.as_deref() == Some("True")
+            })?;
+        Some(WorkloadFault {
+            reason: failed
+                .reason
+                .clone()
+                .unwrap_or_else(|| "FailedCreate".into()),
+            message: failed.message.clone().unwrap_or_default(),
+        })
+    }
+}
+
 /// The WorkerRunning condition.
 pub(super) fn worker_running(
     pods: &[Pod],
     reported: Option<&WorkerStatus>,
     phase: Phase,
     refused: Option<&BuildError>,
+    fault: Option<&WorkloadFault>,
 ) -> Judged {
     if let Some(error) = refused.filter(|e| e.removes_worker()) {
         return judged(
@@ -62,6 +98,19 @@ pub(super) fn worker_running(
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect();
     let verdicts: Vec<PodVerdict> = live.iter().map(|p| pod_verdict(p)).collect();
+    // No pod can be made: nothing else will say so.
+    if let Some(fault) = fault.filter(|_| verdicts.iter().all(|v| v.reason != "Running")) {
+        let message = if fault.reason == "FailedCreate" {
+            format!(
+                "the worker's pod cannot be created: {}; fix what the API server names (the \
+                 ServiceAccount, a ResourceQuota or LimitRange, an admission policy)",
+                fault.message
+            )
+        } else {
+            fault.message.clone()
+        };
+        return judged(WORKER_RUNNING, "False", fault.reason.clone(), message);
+    }
     let failing = verdicts.iter().find(|v| v.failing);
     if let Some(pod) = failing {
         let (reason, message) = match failed {
@@ -124,6 +173,19 @@ fn pod_verdict(pod: &Pod) -> PodVerdict {
             let reason = waiting.reason.clone().unwrap_or_default();
             if FAILING_WAITS.contains(&reason.as_str()) {
                 let oom = last_reason(c) == Some("OOMKilled");
+                let last_said = c
+                    .last_state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .and_then(|t| t.message.as_deref())
+                    .and_then(worker_said);
+                if let (Some((said, message)), false) = (last_said, oom) {
+                    return PodVerdict {
+                        failing: true,
+                        reason: said.to_string(),
+                        message: format!("{} ({reason})", with_fix(said, message, pod)),
+                    };
+                }
                 return PodVerdict {
                     failing: true,
                     reason: if oom {
@@ -142,6 +204,13 @@ fn pod_verdict(pod: &Pod) -> PodVerdict {
                     failing: false,
                     reason: "Completed".into(),
                     message: "the last run completed; the next one starts on schedule".into(),
+                };
+            }
+            if let Some((said, message)) = terminated.message.as_deref().and_then(worker_said) {
+                return PodVerdict {
+                    failing: true,
+                    reason: said.to_string(),
+                    message: with_fix(said, message, pod),
                 };
             }
             return PodVerdict {
@@ -170,6 +239,39 @@ fn pod_verdict(pod: &Pod) -> PodVerdict {
         reason: "Pending".into(),
         message: format!("worker pod {} is starting", pod_name(pod)),
     }
+}
+
+/// The reason and message a worker wrote into its termination message
+/// (`Reason: message`, as `cli::worker` writes it), when the message is
+/// one: a log tail the kubelet fell back to is not.
+fn worker_said(termination: &str) -> Option<(&str, &str)> {
+    let first = termination.lines().next()?;
+    let (reason, message) = first.split_once(": ")?;
+    let camel = reason.len() <= 64
+        && reason.starts_with(|c: char| c.is_ascii_uppercase())
+        && reason.chars().all(|c| c.is_ascii_alphanumeric())
+        && reason.chars().any(|c| c.is_ascii_lowercase());
+    camel.then_some((reason, message))
+}
+
+/// `message`, with what only the operator knows added: for a worker that
+/// may not read its stream, the ServiceAccount and namespace to bind the
+/// chart's worker Role to.
+fn with_fix(reason: &str, message: &str, pod: &Pod) -> String {
+    if reason != WORKER_FORBIDDEN {
+        return message.to_string();
+    }
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let account = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.as_deref())
+        .unwrap_or("default");
+    format!(
+        "{message}; fix: bind a Role with get on cdcstreams and patch on cdcstreams/status to \
+         ServiceAccount {account} in namespace {namespace} (helm upgrade with {namespace} added \
+         to worker.namespaces does it)"
+    )
 }
 
 fn last_reason(c: &ContainerStatus) -> Option<&str> {

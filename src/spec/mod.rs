@@ -36,5 +36,5 @@ pub use validate::{
     API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, MAX_READERS, MonitoringLogin,
     SilverConfig, SourceConfig, SpecError, StreamConfig, TableConfig, Trigger, ValidationErrors,
 };
-pub use worker::{TMP_VOLUME, WorkerSpec};
+pub use worker::{FsGroupChangePolicy, TMP_VOLUME, WorkerPodSecurity, WorkerSpec};
 pub use worker_schema::MAX_VOLUMES;

@@ -202,6 +202,7 @@ pub struct SourceSpec {
     pub capture_instance: Option<String>,
     /// Columns to copy; every captured column when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub columns: Option<Vec<String>>,
     /// Time zone of the server's clock (IANA name such as `Europe/Oslo`, or
     /// `UTC`); taken from the server when absent.

@@ -109,4 +109,62 @@ pub struct WorkerSpec {
         "message": "/tmp is the operator's own emptyDir: mount volumes elsewhere"
     }]))]
     pub volume_mounts: Vec<VolumeMount>,
+    /// The user, groups and volume ownership of the worker pod, within
+    /// what the restricted Pod Security level allows. By default the worker
+    /// runs as 65532 (user and group) with `fsGroup: 65532` and
+    /// `fsGroupChangePolicy: OnRootMismatch`, so a fresh cloud disk (its
+    /// root owned by root, mode 0755) is writable; a field set here
+    /// replaces that default alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security_context: Option<WorkerPodSecurity>,
+}
+
+/// The fields of a pod's `securityContext` a worker may set: the restricted
+/// Pod Security level keeps `runAsNonRoot` and the seccomp profile, so
+/// those stay the operator's.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkerPodSecurity {
+    /// The user the worker runs as (never root: `runAsNonRoot` holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 2147483647))]
+    pub run_as_user: Option<i64>,
+    /// The primary group the worker runs as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2147483647))]
+    pub run_as_group: Option<i64>,
+    /// The group the kubelet gives the pod's volumes (and adds to the
+    /// worker's groups), so a volume whose root another user owns is
+    /// writable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2147483647))]
+    pub fs_group: Option<i64>,
+    /// When the kubelet changes a volume's ownership to `fsGroup`:
+    /// `OnRootMismatch` (only when its root differs: fast on a large
+    /// volume) or `Always` (every mount, the whole tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_group_change_policy: Option<FsGroupChangePolicy>,
+    /// More groups of the worker, e.g. one an NFS export grants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(range(min = 0, max = 2147483647)))]
+    pub supplemental_groups: Vec<i64>,
+}
+
+/// When the kubelet changes a volume's ownership (core/v1's values).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum FsGroupChangePolicy {
+    /// Only when the volume root's owner or permissions differ.
+    OnRootMismatch,
+    /// On every mount, recursively.
+    Always,
+}
+
+impl FsGroupChangePolicy {
+    /// The value core/v1 spells.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FsGroupChangePolicy::OnRootMismatch => "OnRootMismatch",
+            FsGroupChangePolicy::Always => "Always",
+        }
+    }
 }

@@ -418,8 +418,36 @@ fn spec_enums() -> Vec<(Vec<String>, Vec<serde_json::Value>)> {
 #[tokio::test]
 async fn kubectl_applies_crds_then_a_stream_with_each_enum_value() {
     let env = KubeEnv::start().await;
-    // The folder, as the docs say: kubectl reads it as YAML 1.1.
-    env.kubectl_ok(&["apply", "-f", &repo_file("crds/")]).await;
+    // The folder, as the docs say: kubectl reads it as YAML 1.1. It applies
+    // without a warning (an unknown schema format would print one).
+    let applied = env.kubectl(&["apply", "-f", &repo_file("crds/")]).await;
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    assert!(applied.status.success(), "kubectl apply -f crds/: {stderr}");
+    assert_eq!(
+        stderr, "",
+        "kubectl apply -f crds/ prints nothing on stderr"
+    );
+    // What it would print for a format the API server does not know.
+    let old = std::fs::read_to_string(repo_file("crds/cdcstreams.yaml"))
+        .expect("crds/cdcstreams.yaml")
+        .replace("cdcstreams.mssql-cdc.io", "olds.mssql-cdc.io")
+        .replace("plural: cdcstreams", "plural: olds")
+        .replace("singular: cdcstream", "singular: old")
+        .replace("kind: CdcStream", "kind: Old")
+        .replace("listKind: CdcStreamList", "listKind: OldList")
+        .replace("      - cdcs\n", "      - olds\n")
+        .replacen(
+            "                    port:\n",
+            "                    port:\n                      format: uint16\n",
+            1,
+        );
+    let old_file = env.write("old-crd.yaml", &old);
+    let warned = env.kubectl(&["create", "-f", &old_file]).await;
+    let warned = String::from_utf8_lossy(&warned.stderr);
+    assert!(
+        warned.contains("Warning: unrecognized format \"uint16\""),
+        "a schema format the API server does not know warns: {warned}"
+    );
     // Client-side apply stored the CRD's JSON in an annotation, well
     // within the 256 KiB the API server allows (the test API server
     // refuses more, as kube-apiserver does).

@@ -266,3 +266,86 @@ async fn without_the_status_patch_rule_the_stream_never_reports_progress() {
     assert!(status.progress.is_none(), "{:?}", status.progress);
     assert_ne!(status.phase, Some(Phase::Streaming));
 }
+
+#[tokio::test]
+async fn a_worker_that_may_not_read_its_stream_shows_worker_forbidden_with_the_fix() {
+    let Some(e) = start(|chart| chart.without_worker_verb("cdcstreams", "get")).await else {
+        return;
+    };
+    let (kube, ns) = (&e.kube, e.kube.namespace.clone());
+    let streams: Api<CdcStream> = Api::namespaced(kube.client().await, &ns);
+    // The worker cannot report (it may not even read the stream): its
+    // termination message is how the operator learns why.
+    let status = status_when(&streams, "WorkerRunning to say WorkerForbidden", |s| {
+        condition(s, "WorkerRunning").is_some_and(|c| c.reason == "WorkerForbidden")
+    })
+    .await;
+    let running = condition(&status, "WorkerRunning").expect("WorkerRunning");
+    assert_eq!(running.status, "False");
+    let account = e.chart.worker_account();
+    for part in [
+        format!("ServiceAccount {account} in namespace {ns}"),
+        "worker.namespaces".to_string(),
+        "forbidden".to_string(),
+    ] {
+        assert!(
+            running.message.contains(&part),
+            "{part}: {}",
+            running.message
+        );
+    }
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "WorkerForbidden")
+    );
+    let table = kube.kubectl_ok(&["get", "-n", &ns, "cdcs", "orders"]).await;
+    assert!(table.contains("WorkerForbidden"), "{table}");
+}
+
+#[tokio::test]
+async fn pods_refused_for_a_missing_service_account_say_which_account() {
+    let Some(e) = start(|chart| chart).await else {
+        return;
+    };
+    let (kube, ns) = (&e.kube, e.kube.namespace.clone());
+    let client = kube.client().await;
+    let streams: Api<CdcStream> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    worker_pods_when(&pods, "a worker pod", |p| !p.is_empty()).await;
+    // Its ServiceAccount goes; the pod goes; no new one may be created.
+    let account = e.chart.worker_account();
+    kube.kubectl_ok(&["delete", "serviceaccount", "-n", &ns, &account])
+        .await;
+    kube.kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "-l",
+        WORKER_PODS,
+        "--wait=false",
+    ])
+    .await;
+    // The Deployment's ReplicaFailure (FailedCreate) says so in the API
+    // server's words; the operator, which can tell why, names the account.
+    let status = status_when(&streams, "WorkerRunning False, the account missing", |s| {
+        condition(s, "WorkerRunning")
+            .is_some_and(|c| c.status == "False" && c.reason == "WorkerServiceAccountMissing")
+    })
+    .await;
+    let running = condition(&status, "WorkerRunning").expect("WorkerRunning");
+    for part in [
+        format!("ServiceAccount {account} does not exist in namespace {ns}"),
+        format!("serviceaccount \"{account}\" not found"),
+        "worker.namespaces".to_string(),
+    ] {
+        assert!(
+            running.message.contains(&part),
+            "{part}: {}",
+            running.message
+        );
+    }
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(ready.reason, "WorkerServiceAccountMissing");
+}

@@ -415,6 +415,69 @@ async fn chart_installs_against_the_api_server() {
         out.contains("cdcstream.mssql-cdc.io/orders created"),
         "{out}"
     );
+
+    // Self-service: the cluster's own `edit` and `view` roles, bound in one
+    // namespace, now cover CdcStreams there (the chart's aggregated roles).
+    env.kubectl_ok(&["create", "namespace", "team"]).await;
+    env.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "alice-edit",
+        "--clusterrole=edit",
+        "--user=alice",
+        "-n",
+        "team",
+    ])
+    .await;
+    env.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "bob-view",
+        "--clusterrole=view",
+        "--user=bob",
+        "-n",
+        "team",
+    ])
+    .await;
+    let stream = env.write("team-stream.yaml", &stream_manifest("mine", "{}"));
+    let out = env
+        .kubectl_ok(&["--as=alice", "-n", "team", "apply", "-f", &stream])
+        .await;
+    assert!(out.contains("cdcstream.mssql-cdc.io/mine created"), "{out}");
+    // `kubectl auth can-i VERB RESOURCE[/NAME] [--subresource=S]`.
+    let can = |user: &'static str, verb: &'static str, what: &'static str, ns: &'static str| {
+        let env = &env;
+        async move {
+            let (resource, subresource) = match what.split_once('/') {
+                Some((resource, sub)) => (resource, Some(format!("--subresource={sub}"))),
+                None => (what, None),
+            };
+            let mut args = vec!["--as", user, "-n", ns, "auth", "can-i", verb, resource];
+            args.extend(subresource.as_deref());
+            let out = env.kubectl(&args).await;
+            String::from_utf8_lossy(&out.stdout).trim() == "yes"
+        }
+    };
+    assert!(
+        can("bob", "list", "cdcstreams", "team").await,
+        "view reads streams"
+    );
+    assert!(
+        !can("bob", "create", "cdcstreams", "team").await,
+        "view writes none"
+    );
+    assert!(
+        can("alice", "delete", "cdcstreams", "team").await,
+        "edit deletes"
+    );
+    assert!(
+        !can("alice", "patch", "cdcstreams/status", "team").await,
+        "the status stays the operator's and the workers'"
+    );
+    assert!(
+        !can("alice", "create", "cdcstreams", "default").await,
+        "edit in team only"
+    );
 }
 
 /// Copies the chart to `dir` with the CRD template of `crd`.

@@ -571,3 +571,138 @@ pub fn unknown_fields(before: &Value, after: &Value) -> Vec<String> {
     walk(before, Some(after), "", &mut out);
     out
 }
+
+/// Formats apiextensions' `validation/formats.go` knows in every version
+/// (its 1.0 set), compared after normalisation (lower case, no `-`/`_`).
+const KNOWN_FORMATS: &[&str] = &[
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+];
+
+/// The formats of `crd`'s schemas that the API server does not know and
+/// that `old` (the stored CRD an update replaces) did not use, each as the
+/// warning a write returns (`unrecognized format "uint64"`). As API servers
+/// before 1.35 do, a format is checked whatever the type it is on, so
+/// `int32` and `int64` are reported too.
+pub fn format_warnings(crd: &Value, old: Option<&Value>) -> Vec<String> {
+    let before = old.map(unrecognized_formats).unwrap_or_default();
+    let mut warnings: Vec<String> = unrecognized_formats(crd)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .map(|f| format!("unrecognized format {f:?}"))
+        .collect();
+    warnings.dedup();
+    warnings
+}
+
+fn unrecognized_formats(crd: &Value) -> Vec<String> {
+    fn walk(node: &Value, out: &mut Vec<String>) {
+        match node {
+            Value::Object(map) => {
+                if let Some(Value::String(format)) = map.get("format") {
+                    let normal: String = format
+                        .chars()
+                        .filter(|c| *c != '-' && *c != '_')
+                        .collect::<String>()
+                        .to_lowercase();
+                    if !KNOWN_FORMATS.contains(&normal.as_str()) && !out.contains(format) {
+                        out.push(format.clone());
+                    }
+                }
+                for (key, child) in map {
+                    // `format` under `properties` is a field named so.
+                    if key != "format" || child.is_object() {
+                        walk(child, out);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for version in crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
+            walk(schema, &mut out);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    fn crd_with(formats: &[(&str, &str)]) -> Value {
+        let properties: Map<String, Value> = formats
+            .iter()
+            .enumerate()
+            .map(|(i, (ty, f))| (format!("f{i}"), json!({"type": ty, "format": f})))
+            .collect();
+        json!({"spec": {"versions": [{"schema": {"openAPIV3Schema": {
+            "type": "object", "properties": properties}}}]}})
+    }
+
+    #[test]
+    fn unknown_formats_warn_once_each_and_known_ones_do_not() {
+        let crd = crd_with(&[
+            ("integer", "uint64"),
+            ("integer", "uint64"),
+            ("integer", "int32"),
+            ("string", "date-time"),
+            ("string", "byte"),
+        ]);
+        assert_eq!(
+            format_warnings(&crd, None),
+            vec![
+                "unrecognized format \"int32\"".to_string(),
+                "unrecognized format \"uint64\"".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn an_update_warns_only_about_formats_it_introduces() {
+        let old = crd_with(&[("integer", "uint64")]);
+        let new = crd_with(&[("integer", "uint64"), ("number", "double")]);
+        assert_eq!(
+            format_warnings(&new, Some(&old)),
+            vec!["unrecognized format \"double\"".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_property_named_format_is_not_a_format() {
+        let crd = json!({"spec": {"versions": [{"schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"format": {"type": "string"}}}}}]}});
+        assert_eq!(format_warnings(&crd, None), Vec::<String>::new());
+    }
+}

@@ -357,17 +357,24 @@ fn route(ctx: &Ctx, req: &Request<'_>) -> ApiResult<Response<Body>> {
         }
         (Method::POST, true) => {
             let obj = parse_body(body, h)?;
-            ops::create(st, &t, obj, &wo).map(|o| json_response(201, &o))
+            ops::create(st, &t, obj, &wo)
+                .map(|o| with_warnings(json_response(201, &o), &write_warnings(&t, None, &o)))
         }
         (Method::PUT, false) => {
             let obj = parse_body(body, h)?;
-            ops::update(st, &t, obj, &wo).map(|o| json_response(200, &o))
+            let old = ops::get(st, &t).ok();
+            ops::update(st, &t, obj, &wo).map(|o| {
+                let warnings = write_warnings(&t, old.as_ref(), &o);
+                with_warnings(json_response(200, &o), &warnings)
+            })
         }
         (Method::PATCH, false) => {
             let ty = PatchType::from_content_type(header(h, header::CONTENT_TYPE))?;
-            let existed = ops::get(st, &t).is_ok();
+            let old = ops::get(st, &t).ok();
             let obj = ops::patch(st, &t, ty, body, &wo)?;
-            Ok(json_response(if existed { 200 } else { 201 }, &obj))
+            let warnings = write_warnings(&t, old.as_ref(), &obj);
+            let code = if old.is_some() { 200 } else { 201 };
+            Ok(with_warnings(json_response(code, &obj), &warnings))
         }
         (Method::DELETE, false) => {
             let d = delete_opts(q, body);
@@ -405,6 +412,28 @@ fn route(ctx: &Ctx, req: &Request<'_>) -> ApiResult<Response<Body>> {
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// The warnings a write of `new` (replacing `old`) returns, as the API
+/// server's strategies give them: a CRD's unknown schema formats.
+fn write_warnings(t: &Target, old: Option<&Value>, new: &Value) -> Vec<String> {
+    if t.rt.group == "apiextensions.k8s.io" && t.rt.kind == "CustomResourceDefinition" {
+        crate::crd::format_warnings(new, old)
+    } else {
+        Vec::new()
+    }
+}
+
+/// `response` with a `Warning: 299 - "..."` header per warning (RFC 7234),
+/// which kubectl prints as `Warning: ...` and kube-rs logs.
+fn with_warnings(mut response: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for warning in warnings {
+        let quoted = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = header::HeaderValue::from_str(&format!("299 - \"{quoted}\"")) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 fn selector<T>(

@@ -5,7 +5,7 @@
 
 use super::{
     conditions, create_pod, is_ready, list, meta, opts, owned_by, owner_ref, patch_status, pods_of,
-    target,
+    replica_failure, target,
 };
 use crate::ops;
 use crate::patch::PatchType;
@@ -119,7 +119,7 @@ fn reconcile_deployment(st: &State, d: &Value) {
     let updated = new_uid.map(|u| live_pods(st, &u)).unwrap_or_default();
     let ready = all.iter().filter(|p| is_ready(p)).count() as i64;
     let now = st.clock.now_rfc3339();
-    let status = json!({
+    let mut status = json!({
         "observedGeneration": d.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
         "replicas": all.len(),
         "updatedReplicas": updated.len(),
@@ -131,6 +131,23 @@ fn reconcile_deployment(st: &State, d: &Value) {
             ("Progressing", true, "NewReplicaSetAvailable"),
         ], &now),
     });
+    // The new ReplicaSet's failure to create pods, copied as the
+    // Deployment controller copies it.
+    let failure = owned
+        .iter()
+        .find(|r| meta(r, "name") == rs_name)
+        .and_then(|r| r.pointer("/status/conditions").and_then(Value::as_array))
+        .and_then(|c| {
+            c.iter().find(|c| {
+                c.get("type").and_then(Value::as_str) == Some("ReplicaFailure")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+        .and_then(|c| c.get("message").and_then(Value::as_str))
+        .map(|m| replica_failure(d, m, &now));
+    if let (Some(failure), Some(list)) = (failure, status["conditions"].as_array_mut()) {
+        list.push(failure);
+    }
     if let Some(t) = target(st, "apps", "Deployment", ns, name) {
         patch_status(st, &t, status, MANAGER);
     }
@@ -144,15 +161,19 @@ fn reconcile_replicaset(st: &State, rs: &Value) {
         .collect();
     let want = usize::try_from(replicas(rs)).unwrap_or(0);
     let template = rs.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut refused = None;
     for _ in pods.len()..want {
-        create_pod(
+        if let Err(message) = create_pod(
             st,
             ns,
             &template,
             name,
             owner_ref(rs, "apps/v1", "ReplicaSet"),
             json!({}),
-        );
+        ) {
+            refused = Some(message);
+            break;
+        }
     }
     if pods.len() > want {
         pods.sort_by(|a, b| meta(b, "creationTimestamp").cmp(meta(a, "creationTimestamp")));
@@ -164,12 +185,16 @@ fn reconcile_replicaset(st: &State, rs: &Value) {
     }
     let pods = live_pods(st, uid);
     let ready = pods.iter().filter(|p| is_ready(p)).count();
+    // A pod the API server refuses (a missing ServiceAccount, a quota, an
+    // admission webhook) is the ReplicaSet's ReplicaFailure, with its words.
+    let failure = refused.map(|m| replica_failure(rs, &m, &st.clock.now_rfc3339()));
     let status = json!({
         "replicas": pods.len(),
         "readyReplicas": ready,
         "availableReplicas": ready,
         "fullyLabeledReplicas": pods.len(),
         "observedGeneration": rs.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "conditions": failure.into_iter().collect::<Vec<_>>(),
     });
     if let Some(t) = target(st, "apps", "ReplicaSet", ns, name) {
         patch_status(st, &t, status, MANAGER);

@@ -82,7 +82,7 @@ fn reconcile_job(st: &State, job: &Value) {
         let template = job.pointer("/spec/template").cloned().unwrap_or(json!({}));
         for _ in (active.len() as i64)..want {
             let labels = json!({ "job-name": name, "batch.kubernetes.io/job-name": name });
-            create_pod(
+            let _ = create_pod(
                 st,
                 ns,
                 &template,

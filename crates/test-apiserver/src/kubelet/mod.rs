@@ -226,7 +226,7 @@ pub(crate) fn create_pod(
     prefix: &str,
     owner_refs: Value,
     extra_labels: Value,
-) {
+) -> Result<(), String> {
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": template.get("metadata").cloned().unwrap_or(json!({})),
@@ -243,9 +243,31 @@ pub(crate) fn create_pod(
         md.remove("name");
         md.remove("creationTimestamp");
     }
-    if let Some(t) = target(st, "", "Pod", ns, "")
-        && let Err(e) = ops::create(st, &t, pod, &opts("harness-controller"))
-    {
-        tracing::warn!(error = %e, "creating pod failed");
-    }
+    let Some(t) = target(st, "", "Pod", ns, "") else {
+        return Err("the Pod resource is not served".to_string());
+    };
+    ops::create(st, &t, pod, &opts("harness-controller"))
+        .map(|_| ())
+        .map_err(|e| {
+            tracing::warn!(error = %e, "creating pod failed");
+            e.to_string()
+        })
+}
+
+/// A `ReplicaFailure` condition (reason `FailedCreate`) carrying the API
+/// server's refusal, as the ReplicaSet and Deployment controllers set it.
+pub(crate) fn replica_failure(old: &Value, message: &str, now: &str) -> Value {
+    let since = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("ReplicaFailure"))
+        })
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or(json!(now));
+    json!({
+        "type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+        "message": message, "lastTransitionTime": since,
+    })
 }
