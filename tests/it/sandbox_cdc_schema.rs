@@ -198,3 +198,79 @@ async fn alter_table_on_a_tracked_table_is_recorded_in_ddl_history() {
     );
     assert_eq!(row.get::<i32, _>("id"), Some(2));
 }
+
+/// "Handling changes to source tables": a captured column's data type
+/// change is propagated to the change table, so capture loses no data;
+/// the change rows from before and after read back with their values.
+#[tokio::test]
+async fn a_widened_column_reaches_the_change_table_with_every_value() {
+    let server = TestServer::start().await;
+    let (mut client, _db) = server.scratch_database().await;
+    run(
+        &mut client,
+        "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL, d nvarchar(10) NULL)",
+    )
+    .await
+    .expect("create table");
+    enable_db(&mut client).await;
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL",
+    )
+    .await
+    .expect("enable table");
+    run(&mut client, "INSERT INTO dbo.t VALUES (1, 7, N'a')")
+        .await
+        .expect("insert");
+    let before = wait_for_capture(&mut client, "dbo_t", None, 1).await;
+    run(&mut client, "ALTER TABLE dbo.t ALTER COLUMN v bigint NULL")
+        .await
+        .expect("widen v");
+    run(
+        &mut client,
+        "ALTER TABLE dbo.t ALTER COLUMN d nvarchar(100) NULL",
+    )
+    .await
+    .expect("widen d");
+    run(
+        &mut client,
+        "INSERT INTO dbo.t VALUES (2, 1099511627776, REPLICATE(N'x', 60))",
+    )
+    .await
+    .expect("a value only the new types hold");
+    wait_for_capture(&mut client, "dbo_t", Some(&before), 1).await;
+
+    let rows = run(
+        &mut client,
+        "DECLARE @from binary(10) = sys.fn_cdc_get_min_lsn('dbo_t'), @to binary(10) = sys.fn_cdc_get_max_lsn(); \
+         SELECT id, v, d FROM cdc.fn_cdc_get_all_changes_dbo_t(@from, @to, N'all') ORDER BY __$start_lsn",
+    )
+    .await
+    .expect("both change rows read back");
+    let rows: Vec<_> = rows.into_iter().flatten().collect();
+    let values: Vec<(Option<i32>, Option<i64>, Option<String>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.get::<i32, _>("id"),
+                r.get::<i64, _>("v"),
+                r.get::<&str, _>("d").map(str::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(
+        values,
+        [
+            (Some(1), Some(7), Some("a".to_string())),
+            (Some(2), Some(1_099_511_627_776), Some("x".repeat(60))),
+        ],
+        "the row from before with its value, the new one whole"
+    );
+    let retyped: Option<i32> = scalar(
+        &mut client,
+        "SELECT COUNT(*) FROM cdc.ddl_history WHERE source_object_id = OBJECT_ID(N'dbo.t') \
+         AND required_column_update = 1",
+    )
+    .await;
+    assert_eq!(retyped, Some(2), "each type change is recorded as one");
+}

@@ -27,6 +27,7 @@ use super::engine::ServerState;
 use super::error::{SqlError, SqlResult};
 use super::request::CancelToken;
 use super::storage::{Row, RowKey};
+use super::types::DataType;
 
 /// How often waiting sessions look at their CancelToken.
 const WAIT_SLICE: Duration = Duration::from_millis(20);
@@ -66,8 +67,10 @@ pub struct DdlEvent {
     pub command: String,
     /// DROP TABLE (the capture instances go with the table).
     pub dropped: bool,
-    /// Column ids whose data type changed (required_column_update).
-    pub retyped_columns: Vec<i32>,
+    /// Columns whose data type changed, with their new type: the capture
+    /// process gives a capture instance's change table the new type too
+    /// (required_column_update).
+    pub retyped: Vec<(i32, DataType)>,
 }
 
 /// One committed transaction that changed user tables of a database.

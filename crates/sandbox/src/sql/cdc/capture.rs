@@ -9,9 +9,10 @@ use chrono::NaiveDateTime;
 
 use super::{CaptureInstance, DdlHistory, KEPT_SESSIONS, Lsn, LsnTime, ScanSession};
 use crate::sql::catalog::Database;
+use crate::sql::expr::{self, Typed};
 use crate::sql::storage::Row;
-use crate::sql::transaction::{ChangeOp, LogChange, LogRecord};
-use crate::sql::types::Value;
+use crate::sql::transaction::{ChangeOp, DdlEvent, LogChange, LogRecord};
+use crate::sql::types::{DataType, Value};
 
 /// Limits of one capture run (sp_cdc_scan's parameters).
 #[derive(Debug, Clone, Copy)]
@@ -117,10 +118,85 @@ fn rows_for(ci: &CaptureInstance, commit: Lsn, change: &LogChange) -> Vec<Vec<Va
     }
 }
 
+/// Gives the change table of every capture instance of `event`'s table
+/// the new type of each retyped column it captures, as the capture process
+/// does ("the data type change is propagated to the change table to
+/// ensure that the capture mechanism doesn't introduce data loss"). The
+/// rows it holds are converted; when one cannot be (a narrowing change
+/// older rows do not fit), the change table keeps its type and new rows
+/// are converted to it as far as they go.
+fn propagate_types(db: &mut Database, event: &DdlEvent, commit: Lsn) {
+    for (column_id, new_ty) in &event.retyped {
+        for ci in db
+            .cdc
+            .instances
+            .iter_mut()
+            .filter(|i| i.source_object_id == event.object_id && commit > i.start_lsn)
+        {
+            let Some(captured) = ci.captured.iter_mut().find(|c| c.column_id == *column_id) else {
+                continue;
+            };
+            let position = 4 + captured.ordinal as usize;
+            let Some(ct) = db.tables.get_mut(&ci.object_id) else {
+                continue;
+            };
+            let old_ty = captured.ty;
+            let rows = ct.data.take_all();
+            let converted: Result<Vec<_>, _> = rows
+                .iter()
+                .map(|(key, row)| {
+                    let mut values = row.to_vec();
+                    if let Some(v) = values.get_mut(position) {
+                        *v = expr::assign(&Typed::new(v.clone(), old_ty), *new_ty, &captured.name)?;
+                    }
+                    Ok::<_, crate::sql::error::SqlError>((key.clone(), values.into_boxed_slice()))
+                })
+                .collect();
+            match converted {
+                Ok(rows) => {
+                    ct.data.replace_all(rows.into_iter().collect());
+                    if let Some(column) = ct.meta.columns.get_mut(position) {
+                        column.ty = *new_ty;
+                    }
+                    captured.ty = *new_ty;
+                }
+                Err(_) => ct.data.replace_all(rows),
+            }
+        }
+    }
+}
+
+/// `row` with each captured value, of its source column's type
+/// (`source_type`), converted to its change table column's type: a value
+/// of a widened source column into a change table kept narrower.
+fn typed_for(
+    ci: &CaptureInstance,
+    mut row: Vec<Value>,
+    source_type: impl Fn(i32) -> Option<DataType>,
+) -> Vec<Value> {
+    for c in &ci.captured {
+        let position = 4 + c.ordinal as usize;
+        let Some(from) = source_type(c.column_id).filter(|t| *t != c.ty) else {
+            continue;
+        };
+        if let Some(v) = row.get_mut(position)
+            && let Ok(converted) = expr::assign(&Typed::new(v.clone(), from), c.ty, &c.name)
+        {
+            *v = converted;
+        }
+    }
+    row
+}
+
 /// Applies one committed transaction to the capture instances; whether it
 /// touched any captured table (or its schema).
 fn apply(db: &mut Database, rec: &LogRecord, offset: i32, session: &mut ScanSession) -> bool {
     let mut captured = false;
+    // A type change reaches the change tables before the transaction's rows
+    // of the new type do.
+    for ev in &rec.ddl {
+        propagate_types(db, ev, rec.commit_lsn);
+    }
     let instances = db.cdc.instances.clone();
     for ci in &instances {
         if rec.commit_lsn <= ci.start_lsn {
@@ -137,10 +213,17 @@ fn apply(db: &mut Database, rec: &LogRecord, offset: i32, session: &mut ScanSess
         }
         captured = true;
         session.command_count += rows.len() as i64;
+        let source_types: Vec<(i32, DataType)> = db
+            .tables
+            .get(&ci.source_object_id)
+            .map(|t| t.meta.columns.iter().map(|c| (c.column_id, c.ty)).collect())
+            .unwrap_or_default();
+        let source_type = |id: i32| source_types.iter().find(|(c, _)| *c == id).map(|(_, t)| *t);
         if let Some(ct) = db.tables.get_mut(&ci.object_id) {
             for r in rows {
                 let key = ct.data.next_heap_key();
-                ct.data.insert(key, r.into_boxed_slice());
+                ct.data
+                    .insert(key, typed_for(ci, r, source_type).into_boxed_slice());
             }
         }
     }
@@ -160,7 +243,7 @@ fn apply(db: &mut Database, rec: &LogRecord, offset: i32, session: &mut ScanSess
                 required_column_update: ci
                     .captured
                     .iter()
-                    .any(|c| ev.retyped_columns.contains(&c.column_id)),
+                    .any(|c| ev.retyped.iter().any(|(id, _)| *id == c.column_id)),
                 ddl_command: ev.command.clone(),
                 ddl_lsn: rec.commit_lsn,
                 ddl_time: local(rec.commit_time, offset),

@@ -68,6 +68,7 @@ fn int(v: &Value) -> i64 {
     match v {
         Value::Int(i) => i64::from(*i),
         Value::BigInt(i) => *i,
+        Value::SmallInt(i) => i64::from(*i),
         Value::TinyInt(i) => i64::from(*i),
         Value::Bit(b) => i64::from(*b),
         other => panic!("not an integer: {other:?}"),
@@ -406,6 +407,95 @@ fn ddl_history_and_dropped_columns() {
         "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('cdc.dbo_orders_CT') AND name = 'note'",
     ));
     assert_eq!(n, 0);
+}
+
+#[test]
+fn a_column_type_change_reaches_the_change_table_with_every_value() {
+    let (_e, mut s) = shop_scanned_by_hand();
+    ok(
+        &mut s,
+        "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL, d nvarchar(10) NULL, m decimal(10,2) NULL)",
+    );
+    ok(
+        &mut s,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL",
+    );
+    ok(&mut s, "INSERT INTO dbo.t VALUES (1, 7, N'a', 1.25)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    // Widened in one transaction, and a value only the new types hold in
+    // the next; the scan meets both together.
+    ok(
+        &mut s,
+        "BEGIN TRAN ALTER TABLE dbo.t ALTER COLUMN v bigint NULL; ALTER TABLE dbo.t ALTER COLUMN d nvarchar(100) NULL; ALTER TABLE dbo.t ALTER COLUMN m decimal(18,2) NULL COMMIT",
+    );
+    ok(
+        &mut s,
+        "INSERT INTO dbo.t VALUES (2, 1099511627776, REPLICATE(N'x', 60), 1234567890123.45)",
+    );
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let r = rows(
+        &mut s,
+        "SELECT id, v, LEN(d), m FROM cdc.dbo_t_CT ORDER BY __$start_lsn",
+    );
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(int(&r[0][1]), 7, "the row from before keeps its value");
+    assert_eq!(
+        int(&r[1][1]),
+        1_099_511_627_776,
+        "the new value is held whole"
+    );
+    assert_eq!(int(&r[1][2]), 60);
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT CAST(m AS nvarchar(40)) FROM cdc.dbo_t_CT WHERE id = 2"
+        )[0][0],
+        Value::String("1234567890123.45".into())
+    );
+    // The change table's columns and the captured columns carry the new types.
+    let types = rows(
+        &mut s,
+        "SELECT c.name, c.system_type_id, c.max_length, c.precision FROM sys.columns c \
+         WHERE c.object_id = OBJECT_ID('cdc.dbo_t_CT') AND c.name IN ('v', 'd', 'm') ORDER BY c.column_id",
+    );
+    let types: Vec<(String, i64, i64, i64)> = types
+        .iter()
+        .map(|r| (text(&r[0]), int(&r[1]), int(&r[2]), int(&r[3])))
+        .collect();
+    // system_type_id: bigint 127, nvarchar 231, decimal 106.
+    assert_eq!(
+        types,
+        [
+            ("v".into(), 127, 8, 19),
+            ("d".into(), 231, 200, 0),
+            ("m".into(), 106, 9, 18),
+        ]
+    );
+    let captured = rows(
+        &mut s,
+        "SELECT column_name, column_type FROM cdc.captured_columns WHERE column_name = 'v'",
+    );
+    assert_eq!(text(&captured[0][1]), "bigint");
+    let history = rows(
+        &mut s,
+        "SELECT ddl_command, required_column_update FROM cdc.ddl_history \
+         WHERE object_id = OBJECT_ID('cdc.dbo_t_CT') ORDER BY ddl_lsn",
+    );
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert!(
+        text(&history[0][0])
+            .to_lowercase()
+            .contains("alter column v bigint"),
+        "{history:?}"
+    );
+    assert!(history.iter().all(|h| int(&h[1]) == 1), "{history:?}");
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => panic!("not a string: {other:?}"),
+    }
 }
 
 fn login(e: &Engine, user: &str) -> Session {

@@ -78,17 +78,17 @@ pub fn alter_table(w: &mut WriteCtx<'_>, name: &ObjectName, action: &AlterAction
         .state
         .database_by_id_mut(db_id)
         .ok_or_else(|| SqlError::invalid_object(&name.to_string()))?;
-    let retyped_columns = old
+    let retyped = new
         .meta
         .columns
         .iter()
-        .filter(|o| {
-            new.meta
+        .filter(|n| {
+            old.meta
                 .columns
                 .iter()
-                .any(|n| n.column_id == o.column_id && n.ty != o.ty)
+                .any(|o| n.column_id == o.column_id && n.ty != o.ty)
         })
-        .map(|c| c.column_id)
+        .map(|c| (c.column_id, c.ty))
         .collect();
     db.tables.insert(oid, new);
     w.txn.entries.push(UndoEntry::RestoreTable {
@@ -101,7 +101,7 @@ pub fn alter_table(w: &mut WriteCtx<'_>, name: &ObjectName, action: &AlterAction
             object_id: oid,
             command: alter_text(name, action),
             dropped: false,
-            retyped_columns,
+            retyped,
         },
     });
     Ok(())

@@ -318,7 +318,7 @@ pub fn drop_tables(w: &mut WriteCtx<'_>, names: &[ObjectName], if_exists: bool) 
                     object_id: oid,
                     command: format!("DROP TABLE {name}"),
                     dropped: true,
-                    retyped_columns: Vec::new(),
+                    retyped: Vec::new(),
                 },
             });
         }
