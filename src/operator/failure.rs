@@ -161,6 +161,13 @@ fn source_failure(error: &SourceError, config: &StreamConfig) -> Failure {
             ),
         ),
         SourceError::UnknownColumn { .. } => Failure::new("ColumnNotCaptured", said),
+        SourceError::DoesNotFit { .. } => Failure::new(
+            "SchemaChangeRefused",
+            format!(
+                "{said}; nothing of it was written: stream the table into a new target (a new \
+                 CdcStream with a new appId and target), or resnapshot into a new table"
+            ),
+        ),
         SourceError::UnsupportedType { .. } => Failure::new(
             "UnsupportedType",
             format!("{said}; leave the column out with spec.source.columns"),

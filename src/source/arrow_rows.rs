@@ -101,9 +101,19 @@ impl ColumnBuilder {
             (ColumnBuilder::Float32(b), ColumnData::F32(v)) => b.append_option(v),
             (ColumnBuilder::Float64(b), ColumnData::F64(v)) => b.append_option(v),
             (ColumnBuilder::Float64(b), ColumnData::F32(v)) => b.append_option(v.map(f64::from)),
-            (ColumnBuilder::Decimal(b, _, scale), ColumnData::Numeric(v)) => match v {
+            (ColumnBuilder::Decimal(b, precision, scale), ColumnData::Numeric(v)) => match v {
                 None => b.append_null(),
-                Some(n) => b.append_value(rescale(n.value(), n.scale(), *scale)),
+                Some(n) => match fitted(n.value(), n.scale(), *precision, *scale) {
+                    Some(value) => b.append_value(value),
+                    None => {
+                        return Err(SourceError::DoesNotFit {
+                            column: column.to_string(),
+                            precision: *precision,
+                            scale: *scale,
+                            row: String::new(),
+                        });
+                    }
+                },
             },
             (ColumnBuilder::Text(b, ValueKind::Time), ColumnData::Time(v)) => {
                 b.append_option(v.map(time_text))
@@ -192,13 +202,23 @@ pub fn wire_type(value: &ColumnData<'_>) -> &'static str {
     }
 }
 
-fn rescale(value: i128, from: u8, to: u8) -> i128 {
+/// `value` (with `from` digits after the point) as a decimal(`precision`,
+/// `scale`) holds it, or None when it cannot exactly: more digits before
+/// the point than the column holds, or digits after the point it would
+/// drop. The Parquet writer stores decimals of up to 18 digits in 32 or
+/// 64 bits and would wrap a wider value silently.
+fn fitted(value: i128, from: u8, precision: u8, scale: u8) -> Option<i128> {
     use std::cmp::Ordering;
-    match from.cmp(&to) {
+    let scaled = match from.cmp(&scale) {
         Ordering::Equal => value,
-        Ordering::Less => value.saturating_mul(10i128.pow(u32::from(to - from))),
-        Ordering::Greater => value / 10i128.pow(u32::from(from - to)),
-    }
+        Ordering::Less => value.checked_mul(10i128.checked_pow(u32::from(scale - from))?)?,
+        Ordering::Greater => {
+            let divisor = 10i128.checked_pow(u32::from(from - scale))?;
+            (value % divisor == 0).then_some(value / divisor)?
+        }
+    };
+    let limit = 10i128.checked_pow(u32::from(precision))?;
+    (scaled.unsigned_abs() < limit.unsigned_abs()).then_some(scaled)
 }
 
 fn date_days(date: Date) -> i64 {
@@ -278,9 +298,41 @@ mod tests {
     }
 
     #[test]
-    fn decimals_rescale_to_the_column_scale() {
-        assert_eq!(rescale(12_345, 2, 4), 1_234_500);
-        assert_eq!(rescale(12_345, 4, 2), 123);
+    fn decimals_rescale_to_the_column_scale_only_when_exact() {
+        assert_eq!(fitted(12_345, 2, 10, 4), Some(1_234_500));
+        assert_eq!(fitted(12_300, 4, 10, 2), Some(123), "trailing zeros go");
+        assert_eq!(fitted(12_345, 4, 10, 2), None, "1.2345 is not 1.23");
+        assert_eq!(fitted(-99_999, 2, 5, 2), Some(-99_999));
+        assert_eq!(fitted(100_000, 2, 5, 2), None, "1000.00 has six digits");
+    }
+
+    #[test]
+    fn a_decimal_wider_than_its_column_is_refused_never_wrapped() {
+        // decimal(10,2) read after the source became decimal(18,2): the
+        // Parquet writer would keep the low 32 bits of it.
+        let mut builder = ColumnBuilder::new(
+            ValueKind::Decimal {
+                precision: 9,
+                scale: 2,
+            },
+            1,
+        )
+        .expect("builder");
+        let wide = tiberius::numeric::Numeric::new_with_scale(123_456_789_012_345, 2);
+        let error = builder
+            .append(ColumnData::Numeric(Some(wide)), "amount", "decimal")
+            .expect_err("refused");
+        let text = error.in_row(|| "__$start_lsn 0x01".into()).to_string();
+        assert!(
+            text.contains("amount") && text.contains("decimal(9,2)"),
+            "{text}"
+        );
+        assert!(text.contains("0x01"), "names the row: {text}");
+        assert!(!text.contains("123456789012345"), "never the value: {text}");
+        let fits = tiberius::numeric::Numeric::new_with_scale(1_234_567, 2);
+        builder
+            .append(ColumnData::Numeric(Some(fits)), "amount", "decimal")
+            .expect("a value that fits");
     }
 
     #[test]

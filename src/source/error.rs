@@ -72,6 +72,23 @@ pub enum SourceError {
         /// its place in a snapshot read; empty until the reader knows it.
         row: String,
     },
+    /// A decimal value with more digits than bronze's column holds (the
+    /// source column was widened): written, it would be cut or wrapped.
+    #[error(
+        "column {column}: SQL Server sent a value that decimal({precision},{scale}) cannot hold \
+         exactly ({row}; the value is not shown); the source column's type was widened: \
+         see docs/source-changes.md"
+    )]
+    DoesNotFit {
+        /// The column.
+        column: String,
+        /// Digits bronze's column holds.
+        precision: u8,
+        /// Digits after the point.
+        scale: u8,
+        /// Which row, as for [`SourceError::UnexpectedValue`].
+        row: String,
+    },
     /// The read task failed; the task's own error says why. The stream
     /// that fed the writer carries this copy, with the task's verdict.
     #[error("{reason}")]
@@ -104,7 +121,8 @@ pub enum SourceError {
 }
 
 impl SourceError {
-    /// Names the row an [`SourceError::UnexpectedValue`] came from; other
+    /// Names the row an [`SourceError::UnexpectedValue`] or
+    /// [`SourceError::DoesNotFit`] came from; other
     /// errors are returned as they are.
     pub fn in_row(self, row: impl FnOnce() -> String) -> SourceError {
         match self {
@@ -117,6 +135,17 @@ impl SourceError {
                 column,
                 sql_type,
                 found,
+                row: row(),
+            },
+            SourceError::DoesNotFit {
+                column,
+                precision,
+                scale,
+                ..
+            } => SourceError::DoesNotFit {
+                column,
+                precision,
+                scale,
                 row: row(),
             },
             other => other,
