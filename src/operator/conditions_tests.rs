@@ -19,6 +19,7 @@ fn conditions(
             failure,
             reconcile_error: None,
             now,
+            allowance: std::time::Duration::ZERO,
         },
     )
 }
