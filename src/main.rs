@@ -68,8 +68,9 @@ enum Command {
     /// Print the CdcStream CustomResourceDefinition (YAML), or with
     /// --reference its field reference (Markdown).
     Crd(CrdArgs),
+    // Boxed: its flags make it much the largest variant.
     /// Run the Kubernetes controller: one worker per CdcStream.
-    Operator(cli::operator::OperatorArgs),
+    Operator(Box<cli::operator::OperatorArgs>),
     /// Run the CdcStream NAMESPACE/NAME from the Kubernetes API, reporting
     /// progress into its status (what a worker pod runs).
     Worker(cli::worker::WorkerArgs),
@@ -183,7 +184,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench(args) => cli::bench::run_bench(args).await,
         Command::Run(args) => cli::run::run_manifest(args).await,
         Command::Worker(args) => cli::worker::run_worker(args).await,
-        Command::Operator(args) => cli::operator::run_operator(args).await,
+        Command::Operator(args) => cli::operator::run_operator(*args).await,
         Command::Crd(args) => {
             if args.reference {
                 print!("{}", mssql_cdc::operator::crd_reference::crd_reference());

@@ -71,6 +71,13 @@ pub struct OperatorArgs {
     /// error, warn, info, debug or trace.
     #[arg(long)]
     pub worker_log_level: Option<String>,
+    /// How often workers write moving numbers (progress, lags, snapshot
+    /// counts) into their stream's status at most (their
+    /// `--status-interval`; 30s when not set). A change of the phase or of
+    /// a condition's status or reason is written at once. The operator
+    /// allows a status twice this old before it judges a worker silent.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub worker_status_interval: Option<Duration>,
     /// Namespaces to watch, comma separated: the operator then needs
     /// rights in those namespaces only. Every namespace when not set.
     #[arg(long, value_delimiter = ',')]
@@ -122,6 +129,7 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
             secret_label: (!args.worker_unlabelled_secrets).then_some(args.worker_secret_label),
         },
         log_level: args.worker_log_level,
+        status_interval: args.worker_status_interval,
     };
     let namespaces = non_empty(args.watch_namespaces);
     let instance = std::env::var("POD_NAME").ok();

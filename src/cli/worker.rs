@@ -45,6 +45,12 @@ pub struct WorkerArgs {
         default_value = "0.0.0.0:8080"
     )]
     pub listen: SocketAddr,
+    /// How often the worker writes moving numbers (progress, lags,
+    /// snapshot counts) into the status at most; a change of the phase or
+    /// of a condition's status or reason is written at once. The operator
+    /// sets it from its `--worker-status-interval`.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub status_interval: Duration,
 }
 
 /// Runs the stream until caught up (availableNow), SIGTERM, or an error.
@@ -73,7 +79,8 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let (status, latest) = StatusObserver::new(&stream);
     let publisher = {
         let (api, stream, reports) = (api.clone(), stream.clone(), Arc::clone(&reports));
-        tokio::spawn(async move { publish_status(api, &stream, latest, reports).await })
+        let interval = args.status_interval;
+        tokio::spawn(async move { publish_status(api, &stream, latest, reports, interval).await })
     };
     let outcome = run_stream(&args, &stream, &status, &reports).await;
     let failure = outcome.as_ref().err().cloned();

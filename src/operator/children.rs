@@ -63,9 +63,19 @@ pub struct WorkerDefaults {
     pub policy: WorkerPolicy,
     /// The worker's log level (`--log-level`), when not the default.
     pub log_level: Option<String>,
+    /// How often workers write moving numbers into the status
+    /// (`--status-interval`), when not [`super::verdict::DEFAULT_STATUS_INTERVAL`];
+    /// the operator widens its age limits by the matching allowance.
+    pub status_interval: Option<std::time::Duration>,
 }
 
 impl WorkerDefaults {
+    /// How often workers write moving numbers into the status.
+    pub fn status_interval(&self) -> std::time::Duration {
+        self.status_interval
+            .unwrap_or(super::verdict::DEFAULT_STATUS_INTERVAL)
+    }
+
     /// Workers of `image` running as the namespace's default account, with
     /// nothing else allowed.
     pub fn new(image: impl Into<String>) -> Self {
@@ -76,6 +86,7 @@ impl WorkerDefaults {
             pod_labels: BTreeMap::new(),
             policy: WorkerPolicy::default(),
             log_level: None,
+            status_interval: None,
         }
     }
 }

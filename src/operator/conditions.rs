@@ -116,6 +116,12 @@ pub struct Observed<'a> {
     pub workload_fault: Option<&'a WorkloadFault>,
     /// The time conditions are judged at.
     pub now: DateTime<Utc>,
+    /// How much older than the worker's own the status may be: moving
+    /// numbers reach it at most every status interval, so every age limit
+    /// on a time the worker reports is widened by this
+    /// ([`super::verdict::report_allowance`]); zero judges the status as
+    /// if it were written at every trigger.
+    pub allowance: std::time::Duration,
 }
 
 /// The conditions of `stream` in `phase`, in a fixed order. Finalized is
@@ -128,6 +134,8 @@ pub fn conditions(stream: &CdcStream, phase: Phase, observed: &Observed<'_>) -> 
         Ok(config) => (config.alerts, config.trigger),
         Err(_) => (AlertLimits::default(), Trigger::AvailableNow),
     };
+    // The limits ages are judged by; messages name the configured ones.
+    let judging = widened(&limits, observed.allowance);
     let unreported = CdcStreamStatus::default();
     let status = stream.status.as_ref().unwrap_or(&unreported);
     let batch = status.progress.as_ref().and_then(|p| {
@@ -142,12 +150,20 @@ pub fn conditions(stream: &CdcStream, phase: Phase, observed: &Observed<'_>) -> 
     });
     let health = batch
         .as_ref()
-        .map(|b| assess_stream(b, now, &limits.thresholds));
+        .map(|b| assess_stream(b, now, &judging.thresholds));
     let snapshot = running_snapshot(status);
 
     let t = &limits.thresholds;
     let mut all = vec![
-        live(phase, health.as_ref(), snapshot, status, &limits, now),
+        live(
+            phase,
+            health.as_ref(),
+            snapshot,
+            status,
+            &limits,
+            &judging,
+            now,
+        ),
         worker_running(
             observed.pods,
             status.worker.as_ref(),
@@ -182,7 +198,7 @@ pub fn conditions(stream: &CdcStream, phase: Phase, observed: &Observed<'_>) -> 
             // limit is the closest the spec says about it.
             Trigger::AvailableNow => limits.thresholds.silence,
         };
-        let freshness = limits.freshness(interval);
+        let freshness = judging.freshness(interval);
         let verdict = status.finalization.as_ref().map(|row| Verdict {
             table_name: stream.spec.target.name.clone(),
             granularity: spec.granularity,
@@ -267,12 +283,22 @@ pub fn snapshot_words(s: &SnapshotStatus) -> String {
     format!("{progress}, {:.0} rows/s{eta}", s.rows_per_second)
 }
 
+/// `limits` with every age limit on a reported time (silence, and the
+/// finalization margin) longer by `allowance`.
+fn widened(limits: &AlertLimits, allowance: std::time::Duration) -> AlertLimits {
+    let mut wide = *limits;
+    wide.thresholds.silence += allowance;
+    wide.finalization_margin += allowance;
+    wide
+}
+
 fn live(
     phase: Phase,
     health: Option<&StreamHealth>,
     snapshot: Option<&SnapshotStatus>,
     status: &CdcStreamStatus,
     limits: &AlertLimits,
+    judging: &AlertLimits,
     now: DateTime<Utc>,
 ) -> Judged {
     if phase == Phase::Suspended {
@@ -287,7 +313,7 @@ fn live(
     let limit = humantime::format_duration(silence);
     if let Some(snapshot) = snapshot {
         let since = format_hours(seconds(snapshot.updated_at, now) / 3600.0);
-        if seconds(snapshot.updated_at, now) <= silence.as_secs_f64() {
+        if seconds(snapshot.updated_at, now) <= judging.thresholds.silence.as_secs_f64() {
             return judged(
                 LIVE,
                 "True",
@@ -316,7 +342,7 @@ fn live(
             Alert::FactsStopped.name(),
             format!(
                 "last batch {since} ago (limit {limit}); {}",
-                which_stopped(status, limits, now)
+                which_stopped(status, judging, now)
             ),
         );
     }

@@ -20,6 +20,7 @@ fn conditions(
             reconcile_error: None,
             workload_fault: None,
             now,
+            allowance: std::time::Duration::ZERO,
         },
     )
 }

@@ -3,12 +3,16 @@
 //! `children` builds once `admission` found its Secrets labelled and its
 //! name free (server-side apply, field manager `mssql-cdc-operator`,
 //! forced only onto its own child), removes a worker of the other kind, or
-//! any worker it owns when the stream is refused, reads the worker's pods,
-//! records an Event when the phase or readiness changes (and a Warning
-//! when a reconcile fails), and applies the phase and the health
-//! conditions to the status, a failed reconcile included. Every decision
-//! is made by the pure steps in `children`, `policy`, `pod_policy`,
-//! `secret_refs`, `status` and `conditions`.
+//! any worker it owns when the stream is refused, reads the worker's pods
+//! (from a store its watch keeps), records an Event when the phase or
+//! readiness changes (and a Warning when a reconcile fails), and applies
+//! the phase and the health conditions to the status when they changed, a
+//! failed reconcile included. A status write that changes neither the spec,
+//! the labels and annotations nor the verdict (the worker's moving numbers,
+//! its own conditions) starts no reconcile; a stream is looked at again
+//! when time alone changes its verdict, or after the resync. Every
+//! decision is made by the pure steps in `children`, `policy`,
+//! `pod_policy`, `secret_refs`, `status`, `conditions` and `verdict`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,11 +22,11 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -36,11 +40,16 @@ use super::metrics::OperatorMetrics;
 use super::rollout::observed_generation;
 use super::status::{OPERATOR_FIELD_MANAGER, Transition, phase, status_patch, transition};
 use super::supervisor::Supervisor;
+use super::verdict::{next_change, report_allowance, trigger_hash};
 use super::worker_condition::WorkloadFault;
 
 /// How often a stream is looked at again without any change by default: a
 /// stopped worker cannot report that it stopped.
 pub const RESYNC: Duration = Duration::from_secs(60);
+
+/// The shortest wait before a stream is looked at again for a verdict
+/// that time changes.
+const SOONEST: Duration = Duration::from_secs(1);
 
 /// Why a reconcile failed; it is retried with a growing delay
 /// ([`super::backoff`]).
@@ -156,6 +165,18 @@ impl Context {
         self.resync = resync;
         self
     }
+
+    /// How much older than its worker's view a stream's status may be.
+    fn allowance(&self) -> Duration {
+        report_allowance(self.defaults.status_interval())
+    }
+}
+
+/// What the reconciles of one scope (all namespaces, or one) share: the
+/// context, and the worker pods their watch keeps.
+pub struct Scope {
+    context: Arc<Context>,
+    pods: Store<Pod>,
 }
 
 /// Runs the controller until `shutdown` completes; in-flight reconciles
@@ -174,19 +195,17 @@ pub async fn run_controller(
     };
     let context = Arc::new(context);
     let shutdown = shutdown.shared();
-    let controllers: Vec<Controller<CdcStream>> = scopes
+    let controllers: Vec<(Controller<CdcStream>, Scope)> = scopes
         .iter()
-        .map(|scope| scoped_controller(&context.client, scope.as_deref()))
+        .map(|scope| scoped_controller(&context, scope.as_deref()))
         .collect();
-    metrics.count_phases_of(controllers.iter().map(Controller::store).collect());
-    let supervisor = Arc::new(Supervisor::new(
-        Arc::clone(&metrics),
-        controllers.iter().map(Controller::store).collect(),
-    ));
-    let runs = controllers.into_iter().map(|controller| {
+    let stores: Vec<_> = controllers.iter().map(|(c, _)| c.store()).collect();
+    metrics.count_phases_of(stores.clone());
+    let supervisor = Arc::new(Supervisor::new(Arc::clone(&metrics), stores));
+    let runs = controllers.into_iter().map(|(controller, scope)| {
         run_scope(
             controller,
-            Arc::clone(&context),
+            Arc::new(scope),
             Arc::clone(&supervisor),
             shutdown.clone(),
         )
@@ -195,15 +214,45 @@ pub async fn run_controller(
 }
 
 /// A controller of the CdcStreams of `namespace` (all when `None`) and the
-/// Deployments and CronJobs the operator labels as its own there.
-fn scoped_controller(client: &Client, namespace: Option<&str>) -> Controller<CdcStream> {
+/// Deployments and CronJobs the operator labels as its own there, woken by
+/// a stream only when [`trigger_hash`] changes; and the scope its
+/// reconciles see, with the store of the worker pods it watches.
+fn scoped_controller(
+    context: &Arc<Context>,
+    namespace: Option<&str>,
+) -> (Controller<CdcStream>, Scope) {
+    let client = &context.client;
     let owned =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=mssql-cdc-operator");
     let workers = watcher::Config::default().labels(WORKER_PODS);
-    Controller::new(scoped_api(client, namespace), watcher::Config::default())
+    let (streams, stream_writer) = reflector::store();
+    let clock = Arc::clone(&context.clock);
+    let allowance = context.allowance();
+    let changed = watcher(
+        scoped_api::<CdcStream>(client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(stream_writer)
+    .applied_objects()
+    .predicate_filter(
+        move |stream: &CdcStream| Some(trigger_hash(stream, clock(), allowance)),
+        Default::default(),
+    );
+    let (pods, pod_writer) = reflector::store();
+    let pod_changes = watcher(scoped_api::<Pod>(client, namespace), workers)
+        .default_backoff()
+        .reflect(pod_writer)
+        .touched_objects();
+    let controller = Controller::for_stream(changed, streams)
         .owns(scoped_api::<Deployment>(client, namespace), owned.clone())
         .owns(scoped_api::<CronJob>(client, namespace), owned)
-        .watches(scoped_api::<Pod>(client, namespace), workers, stream_of_pod)
+        .watches_stream(pod_changes, stream_of_pod);
+    let scope = Scope {
+        context: Arc::clone(context),
+        pods,
+    };
+    (controller, scope)
 }
 
 /// The label selector of every worker pod (Deployments' and Jobs' alike).
@@ -228,7 +277,7 @@ where
 
 async fn run_scope(
     controller: Controller<CdcStream>,
-    context: Arc<Context>,
+    context: Arc<Scope>,
     supervisor: Arc<Supervisor>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -270,17 +319,15 @@ async fn run_scope(
         .await;
 }
 
-async fn reconcile(
-    stream: Arc<CdcStream>,
-    context: Arc<Context>,
-) -> Result<Action, ReconcileError> {
+async fn reconcile(stream: Arc<CdcStream>, scope: Arc<Scope>) -> Result<Action, ReconcileError> {
+    let context = &scope.context;
     let name = stream.name_any();
     let namespace = stream
         .namespace()
         .ok_or_else(|| ReconcileError::NoNamespace(name.clone()))?;
     let client = &context.client;
     let (built, applied) = build_and_apply(client, &stream, &namespace, &context.defaults).await;
-    let pods = worker_pods(client, &namespace, &name).await;
+    let pods = worker_pods(&scope.pods, &namespace, &name);
     let build: Result<(), &BuildError> = built.as_ref().map(|_| ());
     let new_phase = phase(&stream, build);
     let old_phase = stream.status.as_ref().and_then(|s| s.phase);
@@ -288,13 +335,14 @@ async fn reconcile(
         .into_iter()
         .collect();
     let reconcile_error = applied.as_ref().err().map(ToString::to_string);
-    let workload_fault = applied.as_ref().ok().and_then(Option::as_ref);
+    let workload_fault = applied.as_ref().ok().cloned().flatten();
     let observed = Observed {
         pods: &pods,
         failure: built.as_ref().err(),
         reconcile_error: reconcile_error.as_deref(),
-        workload_fault,
+        workload_fault: workload_fault.as_ref(),
         now: (context.clock)(),
+        allowance: context.allowance(),
     };
     let conditions = conditions(&stream, new_phase, &observed);
     let old_conditions = stream
@@ -311,19 +359,41 @@ async fn reconcile(
         });
     }
     for change in events {
-        publish(&context, &stream, change).await;
+        publish(context, &stream, change).await;
     }
-    let streams: Api<CdcStream> = Api::namespaced(client.clone(), &namespace);
     let generation = observed_generation(&stream, new_phase);
-    let patch = status_patch(&name, generation, new_phase, &conditions);
-    let status = streams
-        .patch_status(&name, &apply_params(), &Patch::Apply(patch))
-        .await
-        .map_err(|source| api_error("apply status of", "CdcStream", &namespace, &name, source));
+    let status = if shows(&stream, generation, new_phase, &conditions) {
+        Ok(())
+    } else {
+        let streams: Api<CdcStream> = Api::namespaced(client.clone(), &namespace);
+        let patch = status_patch(&name, generation, new_phase, &conditions);
+        streams
+            .patch_status(&name, &apply_params(), &Patch::Apply(patch))
+            .await
+            .map(|_| ())
+            .map_err(|source| api_error("apply status of", "CdcStream", &namespace, &name, source))
+    };
     // The child's error first: it is what the status reports.
     applied?;
     status?;
-    Ok(Action::requeue(context.resync))
+    let again = next_change(&stream, build, &observed, context.resync)
+        .map_or(context.resync, |soon| soon.max(SOONEST));
+    Ok(Action::requeue(again))
+}
+
+/// Whether the stream's status already shows the operator's part: then
+/// applying it again would change nothing and is not sent.
+fn shows(
+    stream: &CdcStream,
+    generation: Option<i64>,
+    phase: crate::spec::Phase,
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> bool {
+    stream.status.as_ref().is_some_and(|status| {
+        status.phase == Some(phase)
+            && status.observed_generation == generation
+            && status.conditions == conditions
+    })
 }
 
 /// The worker the stream needs, judged by the policy and then against the
@@ -417,18 +487,18 @@ async fn apply_workload(
     Ok(fault)
 }
 
-/// The stream's worker pods; none when they cannot be listed (the
-/// WorkerRunning condition then says it does not know).
-async fn worker_pods(client: &Client, namespace: &str, name: &str) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let selector = format!("{WORKER_PODS},{STREAM_LABEL}={name}");
-    match pods.list(&ListParams::default().labels(&selector)).await {
-        Ok(list) => list.items,
-        Err(error) => {
-            tracing::warn!(stream = %name, namespace, "cannot list the worker's pods: {error}");
-            Vec::new()
-        }
-    }
+/// The stream's worker pods, as the watch of worker pods last saw them
+/// (none before its first list: the WorkerRunning condition then says it
+/// does not know, and the list's pods start a reconcile of their own).
+fn worker_pods(pods: &Store<Pod>, namespace: &str, name: &str) -> Vec<Pod> {
+    pods.state()
+        .iter()
+        .filter(|pod| {
+            pod.namespace().as_deref() == Some(namespace)
+                && pod.labels().get(STREAM_LABEL).map(String::as_str) == Some(name)
+        })
+        .map(|pod| pod.as_ref().clone())
+        .collect()
 }
 
 /// Records an Event on the stream; failing to is logged, never fatal.

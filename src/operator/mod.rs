@@ -25,6 +25,7 @@ pub mod secret_refs;
 pub mod spec_hash;
 pub mod status;
 pub mod supervisor;
+pub mod verdict;
 pub mod volume_source;
 pub mod worker;
 pub mod worker_condition;

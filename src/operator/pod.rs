@@ -158,13 +158,20 @@ fn pod_security(custom: Option<&WorkerPodSecurity>) -> PodSecurityContext {
     }
 }
 
-/// `mssql-cdc --log-format=json [--log-level=L] worker --stream NS/NAME`.
+/// `mssql-cdc --log-format=json [--log-level=L] worker --stream NS/NAME
+/// [--status-interval=D]`.
 fn worker_args(stream_ref: &str, defaults: &WorkerDefaults) -> Vec<String> {
     let mut args = vec!["--log-format=json".to_string()];
     if let Some(level) = &defaults.log_level {
         args.push(format!("--log-level={level}"));
     }
     args.extend(["worker".into(), "--stream".into(), stream_ref.to_string()]);
+    if let Some(interval) = defaults.status_interval {
+        args.push(format!(
+            "--status-interval={}",
+            humantime::format_duration(interval)
+        ));
+    }
     args
 }
 

@@ -2,7 +2,9 @@
 //! latest report (progress and the source's newest offset, the snapshot,
 //! the worker's own state, capture's health, finalization row, purged
 //! changes met), and a task that applies it to the status with server-side
-//! apply under the worker's own field manager. A report the API server refuses does not
+//! apply under the worker's own field manager: at once when it changes the
+//! verdict (phase, a condition's status or reason), otherwise at most every
+//! status interval ([`pace`]). A report the API server refuses does not
 //! stop the stream, so it must not go unseen: it is logged as an error and
 //! counted in the worker's `/metrics` ([`StatusReports`]).
 
@@ -30,6 +32,7 @@ use crate::spec::{
 use super::failure::Failure;
 use super::progress::{record_batch, record_check, record_snapshot};
 use super::spec_hash::spec_hash;
+use super::verdict::{report_allowance, reported_verdict};
 
 /// How often snapshot progress may be reported: often enough to be seen
 /// moving, rarely enough not to load the API server.
@@ -348,31 +351,123 @@ pub fn report_patch(name: &str, report: &WorkerReport) -> serde_json::Value {
     })
 }
 
-/// Applies every new report until the observer is dropped, then the last
-/// one, unless the stream is gone or is another one of the same name by
-/// then (an apply would try to create it, which the API server refuses
-/// for want of a spec). A failed patch is recorded in `reports` (an error
-/// in the log, a count in `/metrics`) and retried with the next report.
+/// What the publisher does with the newest report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Apply it now: the first report, a new verdict, or the interval is up.
+    Now,
+    /// Apply it then, unless a report that changes the verdict comes first.
+    At(Instant),
+    /// The status already says it.
+    Nothing,
+}
+
+/// When the worker writes `report`, given the last one the API server
+/// took (`applied`, and when): at once when it changes the phase or a
+/// condition's status or reason as the operator would judge them at `now`
+/// ([`super::verdict`]), otherwise (moving numbers only) `interval` after
+/// the last write. `allowance` is the operator's widening of age limits.
+pub fn pace(
+    stream: &CdcStream,
+    applied: Option<&(WorkerReport, Instant)>,
+    report: &WorkerReport,
+    now: (Instant, chrono::DateTime<Utc>),
+    interval: Duration,
+    allowance: Duration,
+) -> Pace {
+    let Some((last, at)) = applied else {
+        return Pace::Now;
+    };
+    if last == report {
+        return Pace::Nothing;
+    }
+    let (instant, wall) = now;
+    let judged = |r: &WorkerReport| reported_verdict(&as_reported(stream, r), wall, allowance);
+    if judged(last) != judged(report) {
+        return Pace::Now;
+    }
+    let due = *at + interval;
+    if due <= instant {
+        Pace::Now
+    } else {
+        Pace::At(due)
+    }
+}
+
+/// `stream` with the status `report` leaves after it is applied: the
+/// worker owns these fields, so one it leaves out is removed.
+pub fn as_reported(stream: &CdcStream, report: &WorkerReport) -> CdcStream {
+    let mut stream = stream.clone();
+    let status = stream.status.get_or_insert_with(Default::default);
+    status.progress = report.progress.clone();
+    status.finalization = report.finalization.clone();
+    status.silver = report.silver.clone();
+    status.data_loss = report.data_loss.clone();
+    status.snapshot = report.snapshot.clone();
+    status.capture = report.capture.clone();
+    status.worker = report.worker.clone();
+    stream
+}
+
+/// Applies new reports until the observer is dropped, as [`pace`] says:
+/// a change of the verdict at once, moving numbers at most every
+/// `interval` (zero: every report). Then the last one, unless the stream
+/// is gone or is another one of the same name by then (an apply would try
+/// to create it, which the API server refuses for want of a spec). A
+/// failed patch is recorded in `reports` (an error in the log, a count in
+/// `/metrics`) and retried after `interval` or with the next new verdict.
 pub async fn publish_status(
     api: Api<CdcStream>,
     stream: &CdcStream,
     mut latest: watch::Receiver<WorkerReport>,
     reports: Arc<StatusReports>,
+    interval: Duration,
 ) {
     let name = kube::ResourceExt::name_any(stream);
+    let allowance = report_allowance(interval);
+    let mut applied: Option<(WorkerReport, Instant)> = None;
+    let mut due: Option<Instant> = None;
     loop {
-        let closed = latest.changed().await.is_err();
+        let wait = async {
+            match due {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let closed = tokio::select! {
+            changed = latest.changed() => changed.is_err(),
+            () = wait => false,
+        };
         let report = latest.borrow_and_update().clone();
-        if closed && !still_there(&api, stream).await {
-            tracing::info!("CdcStream {name} is gone: its last status report is not sent");
-            return;
-        }
-        if !report.is_empty() {
-            reports.record(apply_report(&api, &name, &report).await);
-        }
         if closed {
+            if !still_there(&api, stream).await {
+                tracing::info!("CdcStream {name} is gone: its last status report is not sent");
+                return;
+            }
+            if !report.is_empty() && applied.as_ref().map(|(r, _)| r) != Some(&report) {
+                reports.record(apply_report(&api, &name, &report).await);
+            }
             return;
         }
+        if report.is_empty() {
+            continue;
+        }
+        let now = (Instant::now(), Utc::now());
+        due = match pace(stream, applied.as_ref(), &report, now, interval, allowance) {
+            Pace::Nothing => None,
+            Pace::At(at) => Some(at),
+            Pace::Now => {
+                let outcome = apply_report(&api, &name, &report).await;
+                let ok = outcome.is_ok();
+                reports.record(outcome);
+                if ok {
+                    applied = Some((report, Instant::now()));
+                    None
+                } else {
+                    Some(Instant::now() + interval.max(Duration::from_secs(1)))
+                }
+            }
+        };
     }
 }
 

@@ -217,3 +217,97 @@ fn refused_reports_are_counted_and_shown_in_the_workers_metrics() {
         "the probe stays healthy: the stream runs"
     );
 }
+
+/// A batch row of `rows` rows written at `written`.
+fn batch(id: u64, rows: u64, written: DateTime<Utc>) -> FactRow {
+    let mut row = FactRow::new(
+        "bronze.orders",
+        "orders-v1",
+        Some(BatchId::new(id).unwrap()),
+        None,
+        written,
+    );
+    row.rows = Some(rows);
+    row.retention_headroom_hours = Some(72.0);
+    row.ingestion_lag_seconds = Some(1.0);
+    row.capture_lag_seconds = Some(1.0);
+    row
+}
+
+#[test]
+fn moving_numbers_wait_for_the_interval_and_a_new_verdict_goes_at_once() {
+    let stream = fresh();
+    let interval = Duration::from_secs(30);
+    let allowance = crate::operator::verdict::report_allowance(interval);
+    let (observer, latest) = StatusObserver::new(&stream);
+    let first = latest.borrow().clone();
+    let start = Instant::now();
+    let wall = at(12);
+    let pace_at = |applied: &(WorkerReport, Instant), report: &WorkerReport, secs: u64| {
+        let now = (
+            start + Duration::from_secs(secs),
+            wall + chrono::Duration::seconds(secs as i64),
+        );
+        pace(&stream, Some(applied), report, now, interval, allowance)
+    };
+    assert_eq!(
+        pace(&stream, None, &first, (start, wall), interval, allowance),
+        Pace::Now,
+        "the first report goes at once"
+    );
+
+    // The first batch moves the phase from Pending to Streaming.
+    observer.batch_done(&batch(1, 3, wall));
+    let streaming = latest.borrow().clone();
+    let applied = (first, start);
+    assert_eq!(pace_at(&applied, &streaming, 1), Pace::Now);
+
+    // More batches only move numbers: they wait for the interval.
+    let applied = (streaming, start + Duration::from_secs(1));
+    observer.batch_done(&batch(2, 500, wall + chrono::Duration::seconds(3)));
+    let busier = latest.borrow().clone();
+    assert_eq!(
+        pace_at(&applied, &busier, 3),
+        Pace::At(start + Duration::from_secs(31))
+    );
+    assert_eq!(pace_at(&applied, &busier, 31), Pace::Now);
+    assert_eq!(pace_at(&applied, &applied.0, 40), Pace::Nothing);
+
+    // The worker fails: WorkerRunning and Ready change, so it goes at once.
+    observer.worker_state(
+        WorkerState::Failed,
+        Some(&Failure::new("LoginFailed", "login failed for reader")),
+    );
+    let failed = latest.borrow().clone();
+    assert_eq!(pace_at(&applied, &failed, 4), Pace::Now);
+}
+
+#[test]
+fn a_status_about_to_look_stale_is_not_held_back() {
+    // The last write carries a batch 16 min 30 s old: past the 15-minute
+    // silence and its one-minute allowance, so the operator judges the
+    // stream stopped until the new batch reaches the status.
+    let stream = fresh();
+    let interval = Duration::from_secs(30);
+    let allowance = crate::operator::verdict::report_allowance(interval);
+    let (observer, latest) = StatusObserver::new(&stream);
+    let wall = at(12);
+    observer.batch_done(&batch(1, 3, wall - chrono::Duration::seconds(16 * 60 + 30)));
+    let old = latest.borrow().clone();
+    observer.batch_done(&batch(2, 3, wall));
+    let new = latest.borrow().clone();
+    let start = Instant::now();
+    let applied = (old, start);
+    assert_eq!(
+        pace(
+            &stream,
+            Some(&applied),
+            &new,
+            (start, wall),
+            interval,
+            allowance
+        ),
+        Pace::Now,
+        "the old batch is already past the limit with its allowance"
+    );
+}

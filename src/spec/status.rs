@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::CopyShare;
 
 /// Where a stream is in its life cycle.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum Phase {
     /// Accepted; no worker has reported yet.
     Pending,

@@ -39,6 +39,7 @@ mod operator_leader;
 mod operator_policy;
 mod operator_scale;
 mod operator_status;
+mod operator_status_traffic;
 mod operator_worker;
 mod operator_yaml;
 mod sandbox_cdc_capture;

@@ -74,6 +74,10 @@ pub async fn handle(
         .unwrap_or_default();
     let path = parts.uri.path().trim_end_matches('/').to_string();
     tracing::debug!(method = %parts.method, %path, ?query, "request");
+    let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    ctx.state
+        .traffic
+        .request(parts.method.as_str(), &path, watch);
     let peer = parts.extensions.get::<PeerIdentity>();
     let user = match auth::request_user(&ctx.state, &parts.headers, peer) {
         Ok(u) => u,

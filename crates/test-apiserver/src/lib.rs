@@ -33,6 +33,7 @@ pub mod state;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod traffic;
 pub mod watch;
 pub mod write;
 
@@ -109,8 +110,10 @@ impl TestApiServer {
             pki: tls::Pki::generate()?,
             signer: auth::tokens::Signer::generate(),
         };
+        let traffic = traffic::Traffic::default();
         let mut state = State {
-            store: store::Store::new(opts.history),
+            store: store::Store::new(opts.history).counting(traffic.clone()),
+            traffic,
             registry: resources::Registry::new(),
             clock: Clock::new(),
             addr: String::new(),
@@ -259,6 +262,12 @@ impl TestApiServer {
         for h in self.background.drain(..) {
             h.abort();
         }
+    }
+
+    /// The requests served and the writes made so far (and a way to start
+    /// counting again), for tests that measure API traffic.
+    pub fn traffic(&self) -> &traffic::Traffic {
+        &self.state.traffic
     }
 
     /// Shared state, for in-process tests that bypass HTTP.

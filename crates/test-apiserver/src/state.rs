@@ -12,6 +12,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct State {
     pub store: Store,
+    /// Every request and every write, counted.
+    pub traffic: crate::traffic::Traffic,
     pub registry: Registry,
     pub clock: Clock,
     /// `host:port` the server listens on (for `/api` serverAddressByClientCIDRs).

@@ -84,6 +84,7 @@ pub struct Store {
     inner: Arc<Mutex<Inner>>,
     tx: broadcast::Sender<Arc<Event>>,
     capacity: usize,
+    traffic: Option<crate::traffic::Traffic>,
 }
 
 impl Store {
@@ -99,7 +100,14 @@ impl Store {
             })),
             tx,
             capacity,
+            traffic: None,
         }
+    }
+
+    /// The store, counting each change it stores in `traffic`.
+    pub fn counting(mut self, traffic: crate::traffic::Traffic) -> Self {
+        self.traffic = Some(traffic);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -175,6 +183,9 @@ impl Store {
             },
         };
         inner.rv += 1;
+        if let Some(traffic) = &self.traffic {
+            traffic.write(&gr.plural);
+        }
         let rv = inner.rv;
         let mut obj = obj;
         if let Some(md) = obj.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -166,6 +166,11 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
     if kube.cluster.is_none() {
         defaults.policy.env.push(HARNESS_ENV.to_string());
     }
+    // The tests watch moving numbers (snapshot progress, the next look at
+    // the source) within their 30 s waits: workers write them every
+    // second, as the one-second resync looks at streams (the 30 s default
+    // and what it saves are tested in operator_status_traffic).
+    defaults.status_interval = Some(Duration::from_secs(1));
     let operator =
         start_operator_as(&kube, Duration::from_secs(1), operator_client, defaults).await;
     kube.kubectl_ok(&[
