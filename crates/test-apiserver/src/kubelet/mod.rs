@@ -6,8 +6,10 @@
 mod cron;
 pub mod cronjobs;
 pub mod deployments;
+pub mod identity;
 pub mod isolation;
 pub mod jobs;
+pub mod ownership;
 pub mod pods;
 pub mod runner;
 pub mod storage;

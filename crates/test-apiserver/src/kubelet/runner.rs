@@ -7,6 +7,7 @@
 //! `restartPolicy` with the kubelet's back-off (`CrashLoopBackOff`), and
 //! SIGTERM then SIGKILL to its process group when the pod is deleted.
 
+use super::identity::Identity;
 use super::isolation::{self, ContainerFs, Mount};
 use super::pods::{MANAGER, resolve_env};
 use super::volumes::{self, Prepared};
@@ -346,7 +347,7 @@ fn mounts(ctx: &PodCtx, prepared: &[Prepared], message_file: &Path) -> Result<Ve
             v.host_path.join(sub)
         };
         if !sub.is_empty() && !source.exists() && v.writable_source {
-            std::fs::create_dir_all(&source).map_err(|e| format!("subPath {sub}: {e}"))?;
+            volumes::make_sub_path(&v.host_path, sub).map_err(|e| format!("subPath {sub}: {e}"))?;
         }
         out.push(Mount {
             source,
@@ -519,10 +520,14 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
                         .map(String::from),
                 };
                 let plan = isolation::plan(&fs)?;
-                // SAFETY: `Plan::apply` only makes system calls on data
-                // prepared before the fork.
+                let who = Identity::of(&ctx.pod, &ctx.container);
+                // SAFETY: `Plan::apply` and `Identity::apply` only make
+                // system calls on data prepared before the fork.
                 unsafe {
-                    cmd.pre_exec(move || plan.apply());
+                    cmd.pre_exec(move || {
+                        plan.apply()?;
+                        who.apply()
+                    });
                 }
             } else if let Some(kc) = fallback_kubeconfig(ctx, prepared) {
                 cmd.env("KUBECONFIG", kc);

@@ -5,6 +5,7 @@ mod builtins;
 mod common;
 mod discovery;
 mod helm;
+mod identity;
 mod kube_client;
 mod kube_gc;
 mod kube_ssa;
