@@ -6,6 +6,7 @@
 mod cron;
 pub mod cronjobs;
 pub mod deployments;
+pub mod groups;
 pub mod identity;
 pub mod isolation;
 pub mod jobs;
@@ -78,13 +79,21 @@ pub fn isolation_available() -> bool {
     })
 }
 
-/// Starts the kubelet and the workload controllers.
-pub fn start(st: State, o: KubeletOptions) -> Vec<JoinHandle<()>> {
+/// Starts the kubelet and the workload controllers; the groups are those
+/// of the containers it starts, for the server to stop.
+pub fn start(
+    st: State,
+    o: KubeletOptions,
+) -> (Vec<JoinHandle<()>>, std::sync::Arc<groups::Groups>) {
     let _ = std::fs::create_dir_all(&o.log_dir);
     let _ = std::fs::create_dir_all(&o.data_dir);
     let data_dir = o.data_dir.clone();
-    let kubelet = pods::Kubelet::new(st.clone(), o);
-    vec![tokio::spawn(reconcile_loop(st, kubelet, data_dir))]
+    let groups = std::sync::Arc::new(groups::Groups::new());
+    let kubelet = pods::Kubelet::new(st.clone(), o, groups.clone());
+    (
+        vec![tokio::spawn(reconcile_loop(st, kubelet, data_dir))],
+        groups,
+    )
 }
 
 async fn reconcile_loop(st: State, mut kubelet: pods::Kubelet, data_dir: PathBuf) {

@@ -30,17 +30,19 @@ pub struct Kubelet {
     running: HashMap<String, Running>,
     /// Whether containers get mount namespaces (see `isolation::probe`).
     isolated: bool,
+    groups: Arc<super::groups::Groups>,
 }
 
 impl Kubelet {
     /// A kubelet with nothing running yet.
-    pub fn new(st: State, o: KubeletOptions) -> Self {
+    pub fn new(st: State, o: KubeletOptions, groups: Arc<super::groups::Groups>) -> Self {
         let isolated = super::isolation_available();
         Self {
             st,
             o: Arc::new(o),
             running: HashMap::new(),
             isolated,
+            groups,
         }
     }
 
@@ -74,6 +76,7 @@ impl Kubelet {
                 self.st.clone(),
                 self.o.clone(),
                 self.isolated,
+                self.groups.clone(),
                 (*p).clone(),
             );
             let task = tokio::spawn(super::runner::run_pod(ctx, rx));

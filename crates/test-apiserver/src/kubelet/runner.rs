@@ -7,6 +7,7 @@
 //! `restartPolicy` with the kubelet's back-off (`CrashLoopBackOff`), and
 //! SIGTERM then SIGKILL to its process group when the pod is deleted.
 
+use super::groups::Groups;
 use super::identity::Identity;
 use super::isolation::{self, ContainerFs, Mount};
 use super::pods::{MANAGER, resolve_env};
@@ -36,6 +37,7 @@ pub struct PodCtx {
     st: State,
     o: Arc<KubeletOptions>,
     isolated: bool,
+    groups: Arc<Groups>,
     pod: Value,
     t: Target,
     ns: String,
@@ -46,7 +48,13 @@ pub struct PodCtx {
 
 impl PodCtx {
     /// The context of `pod`'s task.
-    pub fn new(st: State, o: Arc<KubeletOptions>, isolated: bool, pod: Value) -> Option<Self> {
+    pub fn new(
+        st: State,
+        o: Arc<KubeletOptions>,
+        isolated: bool,
+        groups: Arc<Groups>,
+        pod: Value,
+    ) -> Option<Self> {
         let (ns, name) = (
             meta(&pod, "namespace").to_string(),
             meta(&pod, "name").to_string(),
@@ -61,6 +69,7 @@ impl PodCtx {
             st,
             o,
             isolated,
+            groups,
             pod,
             t,
             ns,
@@ -438,6 +447,29 @@ fn signal_group(pid: Option<u32>, sig: i32) {
     }
 }
 
+/// A container's process group, known to the kubelet's [`Groups`] until
+/// it is dropped (once the group has been killed).
+struct Registered<'a>(&'a Groups, Option<i32>);
+
+impl<'a> Registered<'a> {
+    /// `None` when the kubelet is stopping.
+    fn new(groups: &'a Groups, pid: Option<u32>, grace: u64) -> Option<Self> {
+        let pgid = pid.and_then(|p| i32::try_from(p).ok());
+        match pgid {
+            Some(pg) if !groups.add(pg, Duration::from_secs(grace)) => None,
+            _ => Some(Self(groups, pgid)),
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Some(pg) = self.1 {
+            self.0.remove(pg);
+        }
+    }
+}
+
 async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Receiver<bool>) {
     let policy = ctx
         .pod
@@ -554,8 +586,14 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
                     &last,
                     true,
                 );
-                ctx.report("Running", cs, true);
                 let pid = child.id();
+                let Some(_registered) = Registered::new(&ctx.groups, pid, grace) else {
+                    // The server is stopping: this container goes at once.
+                    signal_group(pid, libc::SIGKILL);
+                    let _ = child.wait().await;
+                    return;
+                };
+                ctx.report("Running", cs, true);
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 let code = loop {
                     tokio::select! {
@@ -567,6 +605,8 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
                                 signal_group(pid, libc::SIGKILL);
                                 let _ = child.wait().await;
                             }
+                            // The container is over with its main process.
+                            signal_group(pid, libc::SIGKILL);
                             return;
                         }
                     }

@@ -12,4 +12,5 @@ mod kube_ssa;
 mod kube_watch;
 mod kubectl;
 mod kubelet;
+mod lifecycle;
 mod pods;
