@@ -16,6 +16,7 @@ pub mod clock;
 pub mod crd;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod fieldset;
 pub mod gc;
 pub mod http;

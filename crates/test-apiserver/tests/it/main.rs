@@ -4,6 +4,7 @@ mod auth;
 mod builtins;
 mod common;
 mod discovery;
+mod events;
 mod helm;
 mod identity;
 mod kube_client;
