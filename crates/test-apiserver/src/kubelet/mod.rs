@@ -10,6 +10,7 @@ pub mod groups;
 pub mod identity;
 pub mod isolation;
 pub mod jobs;
+pub mod network;
 pub mod ownership;
 pub mod pods;
 pub mod runner;
@@ -38,6 +39,12 @@ pub struct KubeletOptions {
     /// after each failure up to `backoff_max` (the kubelet's 10 s and 5 min).
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// Gives each pod a network of its own (`network`): a namespace, a
+    /// veth pair and its own address; with mount namespaces only.
+    pub pod_network: bool,
+    /// The host's 127.0.0.1 ports pods reach as `network::HOST_NAME`
+    /// (the API server's is always reachable).
+    pub host_ports: network::HostPorts,
 }
 
 impl KubeletOptions {
@@ -57,6 +64,8 @@ impl KubeletOptions {
             data_dir,
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
+            pod_network: false,
+            host_ports: network::HostPorts::default(),
         }
     }
 }

@@ -193,7 +193,12 @@ pub(crate) fn field_ref(pod: &Value, path: &str) -> String {
             .into();
     }
     match path {
-        "status.podIP" | "status.hostIP" => "127.0.0.1".into(),
+        "status.podIP" => pod
+            .pointer("/status/podIP")
+            .and_then(Value::as_str)
+            .unwrap_or("127.0.0.1")
+            .into(),
+        "status.hostIP" => "127.0.0.1".into(),
         "spec.nodeName" => "localhost".into(),
         p => pod
             .pointer(&format!("/{}", p.replace('.', "/")))

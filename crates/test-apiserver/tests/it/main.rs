@@ -14,4 +14,5 @@ mod kube_watch;
 mod kubectl;
 mod kubelet;
 mod lifecycle;
+mod network;
 mod pods;

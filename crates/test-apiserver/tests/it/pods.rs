@@ -15,6 +15,11 @@ use std::time::Duration;
 /// A server whose kubelet runs `/bin/sh`; `None` (with a printed notice)
 /// when containers cannot get mount namespaces here.
 pub(crate) async fn start() -> Option<Env> {
+    start_with(|_| {}).await
+}
+
+/// Like [`start`], with kubelet options changed by `tune`.
+pub(crate) async fn start_with(tune: impl FnOnce(&mut KubeletOptions)) -> Option<Env> {
     if !kubelet::isolation_available() {
         println!("skipped: the harness kubelet has no mount namespaces here (not root?)");
         return None;
@@ -22,6 +27,7 @@ pub(crate) async fn start() -> Option<Env> {
     let dir = tempfile::tempdir().expect("tempdir").keep();
     let mut k = KubeletOptions::new("/bin/sh".into(), dir.join("logs"));
     k.backoff_initial = Duration::from_secs(2);
+    tune(&mut k);
     Some(
         common::start_with(ServerOptions {
             kubelet: Some(k),
