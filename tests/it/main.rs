@@ -36,6 +36,7 @@ mod operator_e2e;
 mod operator_examples;
 mod operator_helm;
 mod operator_leader;
+mod operator_network;
 mod operator_policy;
 mod operator_scale;
 mod operator_status;

@@ -16,6 +16,7 @@ pub mod clock;
 pub mod crd;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod fieldset;
 pub mod gc;
 pub mod http;
@@ -91,7 +92,8 @@ impl Default for ServerOptions {
     }
 }
 
-/// A running test API server. Dropping it stops serving and all controllers.
+/// A running test API server. Dropping it stops serving, all controllers
+/// and every container its kubelet started.
 pub struct TestApiServer {
     state: State,
     addr: SocketAddr,
@@ -99,6 +101,8 @@ pub struct TestApiServer {
     serve: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
     kubelet_data: Option<std::path::PathBuf>,
+    /// The kubelet's container process groups, stopped with the server.
+    groups: Option<std::sync::Arc<kubelet::groups::Groups>>,
 }
 
 impl TestApiServer {
@@ -131,8 +135,11 @@ impl TestApiServer {
         seed(&state);
         let (shutdown, _) = tokio::sync::watch::channel(false);
         let mut background = vec![tokio::spawn(gc::run(state.clone()))];
+        let mut groups = None;
         if let Some(k) = opts.kubelet {
-            background.extend(kubelet::start(state.clone(), k));
+            let (tasks, g) = kubelet::start(state.clone(), k);
+            background.extend(tasks);
+            groups = Some(g);
         }
         let mut me = Self {
             state,
@@ -141,6 +148,7 @@ impl TestApiServer {
             serve: None,
             background,
             kubelet_data,
+            groups,
         };
         me.serve = Some(me.spawn_serve(listener));
         Ok(me)
@@ -256,11 +264,16 @@ impl TestApiServer {
         }
     }
 
-    /// Stops serving and all controllers (killing harness processes).
+    /// Stops serving and all controllers, and stops every container the
+    /// kubelet started (SIGTERM to its process group, SIGKILL after the
+    /// grace period); returns once none of their processes is left.
     pub async fn shutdown(mut self) {
         self.stop_serving().await;
         for h in self.background.drain(..) {
             h.abort();
+        }
+        if let Some(g) = self.groups.take() {
+            let _ = tokio::task::spawn_blocking(move || g.stop_all()).await;
         }
     }
 
@@ -284,6 +297,10 @@ impl Drop for TestApiServer {
         }
         for h in self.background.drain(..) {
             h.abort();
+        }
+        // Blocking, as a drop must be: the containers are gone when it returns.
+        if let Some(g) = self.groups.take() {
+            g.stop_all();
         }
     }
 }

@@ -59,10 +59,14 @@ fn unhex(s: &str) -> Option<String> {
 pub fn list(st: &State, t: &Target, o: &ListOpts) -> ApiResult<Page> {
     let ns = (!t.namespace.is_empty()).then_some(t.namespace.as_str());
     let (all, rv) = st.store.list(&t.gr(), ns);
+    let fields = o
+        .fields
+        .as_ref()
+        .map(|s| crate::events::stored_fields(t, s));
     let mut items: Vec<Value> = all
         .into_iter()
         .filter(|x| o.labels.as_ref().is_none_or(|s| s.matches(x)))
-        .filter(|x| o.fields.as_ref().is_none_or(|s| s.matches(x)))
+        .filter(|x| fields.as_ref().is_none_or(|s| s.matches(x)))
         .map(|x| view(t, x))
         .collect();
     let key = |x: &Value| {
@@ -505,6 +509,10 @@ fn after_delete(st: &State, t: &Target, obj: &Value) {
             let Some(v) = rt.versions.first().map(|v| v.name.clone()) else {
                 continue;
             };
+            // events.k8s.io's Events are the core ones, deleted once.
+            if crate::events::is_events_api(&rt.group, &rt.plural) {
+                continue;
+            }
             let gr = Gr::new(&rt.group, &rt.plural);
             for o in st.store.list(&gr, Some(&t.name)).0 {
                 let n = o

@@ -156,6 +156,16 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
+    /// The selector with each term's field renamed by `rename`.
+    pub fn renamed(&self, rename: impl Fn(&str) -> &str) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|(path, eq, val)| (rename(path).to_string(), *eq, val.clone()))
+                .collect(),
+        )
+    }
+
     /// Whether the object's fields match every term.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, val)| {

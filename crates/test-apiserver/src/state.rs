@@ -59,7 +59,7 @@ pub struct Target {
 impl Target {
     /// The store key of the type.
     pub fn gr(&self) -> Gr {
-        Gr::new(&self.rt.group, &self.rt.plural)
+        crate::events::storage(&self.rt.group, &self.rt.plural)
     }
 
     /// `apiVersion` for objects served through this target.

@@ -74,6 +74,11 @@ pub fn start(
     mut shutdown: watch::Receiver<bool>,
 ) -> mpsc::Receiver<Result<Bytes, std::io::Error>> {
     let (tx, rx) = mpsc::channel(64);
+    let mut p = p;
+    p.fields = p
+        .fields
+        .as_ref()
+        .map(|s| crate::events::stored_fields(&t, s));
     tokio::spawn(async move {
         let mut sink = Sink {
             tx,

@@ -12,8 +12,8 @@ use crate::support::chart::ChartIdentity;
 use crate::support::cluster::{sandbox_endpoint_for_pods, start_sandbox_pod};
 use crate::support::kube::KubeEnv;
 use crate::support::operator::{
-    HARNESS_ENV, InProcessOperator, cluster_manifest, labelled_secret, orders_with_changes,
-    start_operator_as, worker_image,
+    InProcessOperator, cluster_manifest, labelled_secret, orders_with_changes, start_operator_as,
+    worker_image,
 };
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::StreamFixture;
@@ -43,6 +43,9 @@ pub struct E2eOptions {
     /// sandbox in this process; such a scenario does not run on a real
     /// server or cluster (`start_e2e` returns `None`).
     pub idle_interval_secs: Option<i64>,
+    /// Names of more streams of the same table, applied with the first in
+    /// one `kubectl apply`.
+    pub more_streams: Vec<String>,
 }
 
 impl Default for E2eOptions {
@@ -56,6 +59,7 @@ impl Default for E2eOptions {
             seed: Vec::new(),
             monitoring: None,
             idle_interval_secs: None,
+            more_streams: Vec::new(),
         }
     }
 }
@@ -119,23 +123,32 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
     seed(&mut client, &options.seed).await;
 
     kube.install_crd().await;
-    // The worker reaches the API server in-cluster only. On a real cluster
-    // it reaches the sandbox by its Service; here all pods share the host's
-    // network, so its metrics port must be a free one.
-    let (fixture, worker_env) = match &kube.cluster {
-        Some(_) => (
-            StreamFixture::with_endpoint(sandbox_endpoint_for_pods(&ns), &db, &options.extra),
-            String::new(),
-        ),
-        None => (
-            StreamFixture::new(&server, &db, &options.extra),
-            format!("  worker:\n    env:\n    - {{name: {HARNESS_ENV}, value: \"127.0.0.1:0\"}}\n"),
-        ),
+    // The worker reaches the API server in-cluster only, and the sandbox
+    // by a name: its Service on a real cluster, the harness's name for the
+    // host here, where each pod has a network of its own.
+    let endpoint = match &kube.cluster {
+        Some(_) => sandbox_endpoint_for_pods(&ns),
+        None => kube.for_pods(server.endpoint()),
     };
-    let mut manifest = cluster_manifest(&fixture).replace(
+    let fixture = StreamFixture::with_endpoint(endpoint, &db, &options.extra);
+    let one = cluster_manifest(&fixture).replace(
         "trigger: {availableNow: true}",
         &format!("trigger: {}", options.trigger),
-    ) + &worker_env;
+    );
+    // More streams of the same table, each with its own name, app id and lake.
+    let lake = fixture.lake.path().display().to_string();
+    let mut manifest = one.clone();
+    for name in &options.more_streams {
+        manifest += &format!(
+            "---\n{}",
+            one.replace(
+                "metadata: {name: orders}",
+                &format!("metadata: {{name: {name}}}")
+            )
+            .replace("appId: it-orders", &format!("appId: it-{name}"))
+            .replace(&lake, &format!("{lake}/{name}"))
+        );
+    }
     let mut monitoring_key = String::new();
     if let Some((user, password)) = &options.monitoring {
         manifest = manifest.replace(
@@ -163,9 +176,6 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
     let token = chart.operator_token(&kube).await;
     let operator_client = kube.client_with_token(&token).await;
     let mut defaults = chart.worker_defaults(worker_image(&kube));
-    if kube.cluster.is_none() {
-        defaults.policy.env.push(HARNESS_ENV.to_string());
-    }
     // The tests watch moving numbers (snapshot progress, the next look at
     // the source) within their 30 s waits: workers write them every
     // second, as the one-second resync looks at streams (the 30 s default

@@ -8,9 +8,11 @@ use std::process::Output;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use mssql_cdc_test_apiserver::kubelet::{self, network};
 use mssql_cdc_test_apiserver::{Clock, KubeletOptions, ServerOptions, TestApiServer};
 
 use super::cluster::{Cluster, POD_START};
+use super::server::Endpoint;
 
 /// Upper bound of one kubectl call or wait on the test API server.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -31,24 +33,27 @@ pub struct KubeEnv {
     pub kubeconfig: PathBuf,
     /// The namespace the test's objects go to.
     pub namespace: String,
+    /// With a network per pod: the host's ports its pods may reach.
+    host_ports: Option<network::HostPorts>,
 }
 
 impl KubeEnv {
     /// A server without a kubelet.
     pub async fn start() -> Self {
-        Self::start_with(None).await
+        Self::start_with(None, false).await
     }
 
     /// A server whose harness kubelet runs pods as processes of `binary`.
     pub async fn with_kubelet(binary: PathBuf) -> Self {
-        Self::start_with(Some(binary)).await
+        Self::start_with(Some(binary), false).await
     }
 
     /// For the e2e: the cluster `KUBECONFIG` names, in a new namespace, or
     /// else the test API server with its harness kubelet running `binary`.
     pub async fn for_e2e(binary: PathBuf) -> Self {
         let Some(cluster) = Cluster::from_env() else {
-            return Self::with_kubelet(binary).await;
+            // Each pod in a network of its own, as on a cluster.
+            return Self::start_with(Some(binary), true).await;
         };
         let _ = rustls::crypto::ring::default_provider().install_default();
         let env = KubeEnv {
@@ -61,16 +66,27 @@ impl KubeEnv {
                 "mssql-cdc-e2e-{}",
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             ),
+            host_ports: None,
         };
         env.kubectl_ok(&["create", "namespace", &env.namespace])
             .await;
         env
     }
 
-    async fn start_with(binary: Option<PathBuf>) -> Self {
+    async fn start_with(binary: Option<PathBuf>, pod_network: bool) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("tempdir");
-        let kubelet = binary.map(|binary| KubeletOptions::new(binary, dir.path().join("pods")));
+        // Without mount namespaces (not root) pods share the host's network.
+        let host_ports = (pod_network && binary.is_some() && kubelet::isolation_available())
+            .then(network::HostPorts::default);
+        let kubelet = binary.map(|binary| {
+            let mut k = KubeletOptions::new(binary, dir.path().join("pods"));
+            if let Some(ports) = &host_ports {
+                k.pod_network = true;
+                k.host_ports = ports.clone();
+            }
+            k
+        });
         let server = TestApiServer::start(ServerOptions {
             kubelet,
             ..ServerOptions::default()
@@ -88,6 +104,24 @@ impl KubeEnv {
             dir,
             kubeconfig,
             namespace: "default".to_string(),
+            host_ports,
+        }
+    }
+
+    /// `endpoint` as the harness's pods reach it: a server on the host's
+    /// loopback by the harness's name for the host (its port forwarded),
+    /// the way a pod reaches a Service; anything else unchanged.
+    pub fn for_pods(&self, endpoint: Endpoint) -> Endpoint {
+        let loopback = matches!(endpoint.host.as_str(), "127.0.0.1" | "localhost");
+        match &self.host_ports {
+            Some(ports) if loopback => {
+                ports.add(endpoint.port);
+                Endpoint {
+                    host: network::HOST_NAME.to_string(),
+                    ..endpoint
+                }
+            }
+            _ => endpoint,
         }
     }
 

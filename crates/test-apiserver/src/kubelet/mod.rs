@@ -6,8 +6,12 @@
 mod cron;
 pub mod cronjobs;
 pub mod deployments;
+pub mod groups;
+pub mod identity;
 pub mod isolation;
 pub mod jobs;
+pub mod network;
+pub mod ownership;
 pub mod pods;
 pub mod runner;
 pub mod storage;
@@ -35,6 +39,12 @@ pub struct KubeletOptions {
     /// after each failure up to `backoff_max` (the kubelet's 10 s and 5 min).
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// Gives each pod a network of its own (`network`): a namespace, a
+    /// veth pair and its own address; with mount namespaces only.
+    pub pod_network: bool,
+    /// The host's 127.0.0.1 ports pods reach as `network::HOST_NAME`
+    /// (the API server's is always reachable).
+    pub host_ports: network::HostPorts,
 }
 
 impl KubeletOptions {
@@ -54,6 +64,8 @@ impl KubeletOptions {
             data_dir,
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
+            pod_network: false,
+            host_ports: network::HostPorts::default(),
         }
     }
 }
@@ -76,13 +88,21 @@ pub fn isolation_available() -> bool {
     })
 }
 
-/// Starts the kubelet and the workload controllers.
-pub fn start(st: State, o: KubeletOptions) -> Vec<JoinHandle<()>> {
+/// Starts the kubelet and the workload controllers; the groups are those
+/// of the containers it starts, for the server to stop.
+pub fn start(
+    st: State,
+    o: KubeletOptions,
+) -> (Vec<JoinHandle<()>>, std::sync::Arc<groups::Groups>) {
     let _ = std::fs::create_dir_all(&o.log_dir);
     let _ = std::fs::create_dir_all(&o.data_dir);
     let data_dir = o.data_dir.clone();
-    let kubelet = pods::Kubelet::new(st.clone(), o);
-    vec![tokio::spawn(reconcile_loop(st, kubelet, data_dir))]
+    let groups = std::sync::Arc::new(groups::Groups::new());
+    let kubelet = pods::Kubelet::new(st.clone(), o, groups.clone());
+    (
+        vec![tokio::spawn(reconcile_loop(st, kubelet, data_dir))],
+        groups,
+    )
 }
 
 async fn reconcile_loop(st: State, mut kubelet: pods::Kubelet, data_dir: PathBuf) {

@@ -30,17 +30,19 @@ pub struct Kubelet {
     running: HashMap<String, Running>,
     /// Whether containers get mount namespaces (see `isolation::probe`).
     isolated: bool,
+    groups: Arc<super::groups::Groups>,
 }
 
 impl Kubelet {
     /// A kubelet with nothing running yet.
-    pub fn new(st: State, o: KubeletOptions) -> Self {
+    pub fn new(st: State, o: KubeletOptions, groups: Arc<super::groups::Groups>) -> Self {
         let isolated = super::isolation_available();
         Self {
             st,
             o: Arc::new(o),
             running: HashMap::new(),
             isolated,
+            groups,
         }
     }
 
@@ -74,6 +76,7 @@ impl Kubelet {
                 self.st.clone(),
                 self.o.clone(),
                 self.isolated,
+                self.groups.clone(),
                 (*p).clone(),
             );
             let task = tokio::spawn(super::runner::run_pod(ctx, rx));
@@ -190,7 +193,12 @@ pub(crate) fn field_ref(pod: &Value, path: &str) -> String {
             .into();
     }
     match path {
-        "status.podIP" | "status.hostIP" => "127.0.0.1".into(),
+        "status.podIP" => pod
+            .pointer("/status/podIP")
+            .and_then(Value::as_str)
+            .unwrap_or("127.0.0.1")
+            .into(),
+        "status.hostIP" => "127.0.0.1".into(),
         "spec.nodeName" => "localhost".into(),
         p => pod
             .pointer(&format!("/{}", p.replace('.', "/")))

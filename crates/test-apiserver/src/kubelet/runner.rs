@@ -7,7 +7,10 @@
 //! `restartPolicy` with the kubelet's back-off (`CrashLoopBackOff`), and
 //! SIGTERM then SIGKILL to its process group when the pod is deleted.
 
+use super::groups::Groups;
+use super::identity::Identity;
 use super::isolation::{self, ContainerFs, Mount};
+use super::network;
 use super::pods::{MANAGER, resolve_env};
 use super::volumes::{self, Prepared};
 use super::{KubeletOptions, meta, opts, patch_status, target};
@@ -35,17 +38,26 @@ pub struct PodCtx {
     st: State,
     o: Arc<KubeletOptions>,
     isolated: bool,
+    groups: Arc<Groups>,
     pod: Value,
     t: Target,
     ns: String,
     name: String,
     container: Value,
     started: String,
+    /// The pod's address once it has a network of its own.
+    pod_ip: std::sync::OnceLock<String>,
 }
 
 impl PodCtx {
     /// The context of `pod`'s task.
-    pub fn new(st: State, o: Arc<KubeletOptions>, isolated: bool, pod: Value) -> Option<Self> {
+    pub fn new(
+        st: State,
+        o: Arc<KubeletOptions>,
+        isolated: bool,
+        groups: Arc<Groups>,
+        pod: Value,
+    ) -> Option<Self> {
         let (ns, name) = (
             meta(&pod, "namespace").to_string(),
             meta(&pod, "name").to_string(),
@@ -60,12 +72,14 @@ impl PodCtx {
             st,
             o,
             isolated,
+            groups,
             pod,
             t,
             ns,
             name,
             container,
             started,
+            pod_ip: std::sync::OnceLock::new(),
         })
     }
 
@@ -74,6 +88,10 @@ impl PodCtx {
             .store
             .get(&self.t.gr(), &self.ns, &self.name)
             .unwrap_or_else(|| self.pod.clone())
+    }
+
+    fn ip(&self) -> &str {
+        self.pod_ip.get().map_or("127.0.0.1", String::as_str)
     }
 
     fn cname(&self) -> &str {
@@ -114,8 +132,8 @@ impl PodCtx {
         let status = json!({
             "phase": phase,
             "hostIP": "127.0.0.1",
-            "podIP": "127.0.0.1",
-            "podIPs": [{ "ip": "127.0.0.1" }],
+            "podIP": self.ip(),
+            "podIPs": [{ "ip": self.ip() }],
             "startTime": self.started,
             "conditions": super::conditions(&current, &[
                 ("PodScheduled", true, ""),
@@ -296,27 +314,24 @@ fn argv(c: &Value) -> Vec<String> {
 }
 
 /// The variables a kubelet gives every container for the API server.
-fn service_env(st: &State) -> Vec<(String, String)> {
+fn service_env(st: &State, host: &str) -> Vec<(String, String)> {
     let port = st
         .addr
         .rsplit_once(':')
         .map_or("443", |(_, p)| p)
         .to_string();
     vec![
-        ("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into()),
+        ("KUBERNETES_SERVICE_HOST".into(), host.into()),
         ("KUBERNETES_SERVICE_PORT".into(), port.clone()),
         ("KUBERNETES_SERVICE_PORT_HTTPS".into(), port.clone()),
-        ("KUBERNETES_PORT".into(), format!("tcp://127.0.0.1:{port}")),
+        ("KUBERNETES_PORT".into(), format!("tcp://{host}:{port}")),
         (
             format!("KUBERNETES_PORT_{port}_TCP"),
-            format!("tcp://127.0.0.1:{port}"),
+            format!("tcp://{host}:{port}"),
         ),
         (format!("KUBERNETES_PORT_{port}_TCP_PROTO"), "tcp".into()),
         (format!("KUBERNETES_PORT_{port}_TCP_PORT"), port.clone()),
-        (
-            format!("KUBERNETES_PORT_{port}_TCP_ADDR"),
-            "127.0.0.1".into(),
-        ),
+        (format!("KUBERNETES_PORT_{port}_TCP_ADDR"), host.into()),
     ]
 }
 
@@ -346,7 +361,7 @@ fn mounts(ctx: &PodCtx, prepared: &[Prepared], message_file: &Path) -> Result<Ve
             v.host_path.join(sub)
         };
         if !sub.is_empty() && !source.exists() && v.writable_source {
-            std::fs::create_dir_all(&source).map_err(|e| format!("subPath {sub}: {e}"))?;
+            volumes::make_sub_path(&v.host_path, sub).map_err(|e| format!("subPath {sub}: {e}"))?;
         }
         out.push(Mount {
             source,
@@ -437,6 +452,76 @@ fn signal_group(pid: Option<u32>, sig: i32) {
     }
 }
 
+/// The pod's own network when the kubelet gives pods one (`Some(None)`
+/// when it does not); `None` when the pod was deleted while its network
+/// could not be made (the pod waits in `ContainerCreating` meanwhile).
+async fn pod_network(
+    ctx: &PodCtx,
+    kill: &mut watch::Receiver<bool>,
+) -> Option<Option<network::PodNetwork>> {
+    if !(ctx.isolated && ctx.o.pod_network) {
+        return Some(None);
+    }
+    let mut reported = String::new();
+    loop {
+        match network::PodNetwork::new(meta(&ctx.pod, "uid")) {
+            Ok(mut n) => {
+                n.forward(&host_ports(ctx));
+                let _ = ctx.pod_ip.set(n.pod_ip.to_string());
+                return Some(Some(n));
+            }
+            Err(why) => {
+                if why != reported {
+                    ctx.waiting(0, "ContainerCreating", "", &None);
+                    ctx.event("kubelet", "FailedCreatePodSandBox", &why);
+                    reported = why;
+                }
+                if pause(kill, Duration::from_millis(300)).await {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// The host ports a pod reaches by `network::HOST_NAME`: the exposed ones
+/// and the API server's.
+fn host_ports(ctx: &PodCtx) -> std::collections::BTreeSet<u16> {
+    let mut ports = ctx.o.host_ports.all();
+    if let Some(port) = ctx
+        .st
+        .addr
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+    {
+        ports.insert(port);
+    }
+    ports
+}
+
+/// A container's process group, known to the kubelet's [`Groups`] until
+/// it is dropped (once the group has been killed).
+struct Registered<'a>(&'a Groups, Option<i32>);
+
+impl<'a> Registered<'a> {
+    /// `None` when the kubelet is stopping.
+    fn new(groups: &'a Groups, pid: Option<u32>, grace: u64) -> Option<Self> {
+        let pgid = pid.and_then(|p| i32::try_from(p).ok());
+        match pgid {
+            Some(pg) if !groups.add(pg, Duration::from_secs(grace)) => None,
+            _ => Some(Self(groups, pgid)),
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Some(pg) = self.1 {
+            self.0.remove(pg);
+        }
+    }
+}
+
 async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Receiver<bool>) {
     let policy = ctx
         .pod
@@ -458,10 +543,22 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
         .pointer("/securityContext/readOnlyRootFilesystem")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    // The pod's network, kept across restarts of its container.
+    let Some(mut net) = pod_network(ctx, &mut kill).await else {
+        return;
+    };
+    let hosts_file = ctx.pod_dir().join("etc-hosts");
+    let service_host = if net.is_some() {
+        "kubernetes.default.svc"
+    } else {
+        "127.0.0.1"
+    };
     let (mut restarts, mut last, mut backoff, mut last_exit) =
         (0u32, None::<Value>, None::<Duration>, None::<Instant>);
     loop {
-        let mut env = match resolve_env(&ctx.st, &ctx.pod, &ctx.container) {
+        let mut pod = ctx.pod.clone();
+        pod["status"]["podIP"] = json!(ctx.ip());
+        let mut env = match resolve_env(&ctx.st, &pod, &ctx.container) {
             Ok(e) => e,
             Err(msg) => {
                 ctx.waiting(restarts, "CreateContainerConfigError", &msg, &last);
@@ -471,7 +568,7 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
                 continue;
             }
         };
-        let mut all = service_env(&ctx.st);
+        let mut all = service_env(&ctx.st, service_host);
         all.push(("HOME".into(), "/".into()));
         all.append(&mut env);
         let setup = (|| -> Result<tokio::process::Command, String> {
@@ -506,10 +603,24 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
                 .process_group(0)
                 .kill_on_drop(true);
             if ctx.isolated {
+                let mut mounts = mounts(ctx, prepared, &message_file)?;
+                let entry = match &net {
+                    Some(n) => {
+                        std::fs::write(&hosts_file, n.hosts_file(&ctx.name))
+                            .map_err(|e| format!("{}: {e}", hosts_file.display()))?;
+                        mounts.push(Mount {
+                            source: hosts_file.clone(),
+                            target: "/etc/hosts".into(),
+                            read_only: false,
+                        });
+                        Some(n.entry().map_err(|e| e.to_string())?)
+                    }
+                    None => None,
+                };
                 let fs = ContainerFs {
                     root_dir: container_dir.join("root"),
                     hostname: ctx.name.clone(),
-                    mounts: mounts(ctx, prepared, &message_file)?,
+                    mounts,
                     read_only_root,
                     binary: ctx.o.binary.clone(),
                     working_dir: ctx
@@ -519,10 +630,17 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
                         .map(String::from),
                 };
                 let plan = isolation::plan(&fs)?;
-                // SAFETY: `Plan::apply` only makes system calls on data
-                // prepared before the fork.
+                let who = Identity::of(&ctx.pod, &ctx.container);
+                // SAFETY: `Plan::apply` and `Identity::apply` only make
+                // system calls on data prepared before the fork.
                 unsafe {
-                    cmd.pre_exec(move || plan.apply());
+                    cmd.pre_exec(move || {
+                        if let Some(e) = &entry {
+                            e.enter()?;
+                        }
+                        plan.apply()?;
+                        who.apply()
+                    });
                 }
             } else if let Some(kc) = fallback_kubeconfig(ctx, prepared) {
                 cmd.env("KUBECONFIG", kc);
@@ -549,19 +667,32 @@ async fn run_container(ctx: &PodCtx, prepared: &[Prepared], mut kill: watch::Rec
                     &last,
                     true,
                 );
-                ctx.report("Running", cs, true);
                 let pid = child.id();
+                let Some(_registered) = Registered::new(&ctx.groups, pid, grace) else {
+                    // The server is stopping: this container goes at once.
+                    signal_group(pid, libc::SIGKILL);
+                    let _ = child.wait().await;
+                    return;
+                };
+                ctx.report("Running", cs, true);
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 let code = loop {
                     tokio::select! {
                         r = child.wait() => break r.ok().and_then(|s| s.code()).unwrap_or(137),
-                        _ = tick.tick() => volumes::refresh(&ctx.st, &ctx.o.data_dir, &ctx.pod),
+                        _ = tick.tick() => {
+                            volumes::refresh(&ctx.st, &ctx.o.data_dir, &ctx.pod);
+                            if let Some(n) = net.as_mut() {
+                                n.forward(&host_ports(ctx));
+                            }
+                        }
                         _ = kill.changed() => {
                             signal_group(pid, libc::SIGTERM);
                             if tokio::time::timeout(Duration::from_secs(grace), child.wait()).await.is_err() {
                                 signal_group(pid, libc::SIGKILL);
                                 let _ = child.wait().await;
                             }
+                            // The container is over with its main process.
+                            signal_group(pid, libc::SIGKILL);
                             return;
                         }
                     }

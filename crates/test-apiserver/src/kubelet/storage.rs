@@ -142,7 +142,10 @@ fn provision(st: &State, data_dir: &Path, pvc: &Value, class: &Value) -> Option<
     let dir = data_dir.join("volumes").join(&name);
     std::fs::create_dir_all(&dir).ok()?;
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).ok()?;
+    // A fresh filesystem's root: root's, 0755 (an EBS, Azure Disk or GCE
+    // PD volume's is); a pod that is not root writes there only through
+    // its fsGroup.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).ok()?;
     let pv = json!({
         "metadata": { "name": name, "annotations": { "pv.kubernetes.io/provisioned-by": PROVISIONER } },
         "spec": {

@@ -7,6 +7,7 @@
 //! and each top-level entry a symlink through `..data`.
 
 use super::meta;
+use super::ownership::{self, ChangePolicy};
 use crate::auth::tokens::{self, TokenSpec};
 use crate::state::State;
 use crate::store::Gr;
@@ -47,6 +48,16 @@ pub fn pod_dir(data_dir: &Path, pod: &Value) -> PathBuf {
 /// Prepares every volume of `pod`; `Err` is the FailedMount message.
 pub fn prepare(st: &State, data_dir: &Path, pod: &Value) -> Result<Vec<Prepared>, String> {
     let dir = pod_dir(data_dir, pod).join("volumes");
+    let fs_group = ownership::fs_group(pod);
+    // The pod's fsGroupChangePolicy holds for claims; emptyDirs and
+    // projected volumes are changed at every set-up.
+    let owned = |path: &Path, claim: bool, read_only: bool| match fs_group {
+        Some((group, policy)) => {
+            let policy = if claim { policy } else { ChangePolicy::Always };
+            ownership::set(path, group, policy, read_only)
+        }
+        None => Ok(()),
+    };
     let mut out = Vec::new();
     for v in pod
         .pointer("/spec/volumes")
@@ -59,6 +70,7 @@ pub fn prepare(st: &State, data_dir: &Path, pod: &Value) -> Result<Vec<Prepared>
         let fail = |e: String| format!("MountVolume.SetUp failed for volume \"{name}\" : {e}");
         let prepared = if v.get("emptyDir").is_some() {
             make_dir(&host, 0o777).map_err(fail)?;
+            owned(&host, false, false).map_err(fail)?;
             Prepared {
                 name: name.clone(),
                 host_path: host,
@@ -72,6 +84,7 @@ pub fn prepare(st: &State, data_dir: &Path, pod: &Value) -> Result<Vec<Prepared>
                 .get("readOnly")
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
+            owned(&path, true, ro).map_err(fail)?;
             Prepared {
                 name: name.clone(),
                 host_path: path,
@@ -98,6 +111,7 @@ pub fn prepare(st: &State, data_dir: &Path, pod: &Value) -> Result<Vec<Prepared>
         {
             let files = projected_files(st, pod, v).map_err(fail)?;
             write_atomic(&host, &files).map_err(|e| fail(e.to_string()))?;
+            owned(&host, false, true).map_err(fail)?;
             Prepared {
                 name: name.clone(),
                 host_path: host,
@@ -132,7 +146,12 @@ pub fn refresh(st: &State, data_dir: &Path, pod: &Value) {
             continue;
         }
         if let Ok(files) = projected_files(st, pod, v) {
-            let _ = write_atomic(&dir.join(s(v, "/name")), &files);
+            let host = dir.join(s(v, "/name"));
+            if write_atomic(&host, &files).is_ok()
+                && let Some((group, _)) = ownership::fs_group(pod)
+            {
+                let _ = ownership::set(&host, group, ChangePolicy::Always, true);
+            }
         }
     }
 }
@@ -158,8 +177,31 @@ fn claim_path(st: &State, ns: &str, name: &str) -> Result<PathBuf, String> {
         .into_iter()
         .find(|p| !p.is_empty())
         .ok_or_else(|| format!("persistentvolume \"{pv_name}\" has no hostPath or local path"))?;
-    make_dir(Path::new(path), 0o777)?;
+    // The volume's root is as its filesystem has it (the provisioner makes
+    // it root's, 0755, as a fresh disk is): the kubelet only changes it
+    // for an fsGroup.
+    if !Path::new(path).is_dir() {
+        return Err(format!(
+            "persistentvolume \"{pv_name}\": {path} is not a directory"
+        ));
+    }
     Ok(PathBuf::from(path))
+}
+
+/// Makes the missing directories of `sub` in volume `root`, each with the
+/// root's mode, as the kubelet makes a `subPath` (its group follows the
+/// root's setgid).
+pub fn make_sub_path(root: &Path, sub: &str) -> std::io::Result<()> {
+    let mode = std::fs::metadata(root)?.permissions().mode() & 0o7777;
+    let mut at = root.to_path_buf();
+    for part in Path::new(sub).components() {
+        at.push(part);
+        if !at.exists() {
+            std::fs::create_dir(&at)?;
+            std::fs::set_permissions(&at, std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    Ok(())
 }
 
 /// The key/value data of a ConfigMap or Secret (decoded); `None` when it

@@ -14,7 +14,12 @@ use std::time::Duration;
 
 /// A server whose kubelet runs `/bin/sh`; `None` (with a printed notice)
 /// when containers cannot get mount namespaces here.
-async fn start() -> Option<Env> {
+pub(crate) async fn start() -> Option<Env> {
+    start_with(|_| {}).await
+}
+
+/// Like [`start`], with kubelet options changed by `tune`.
+pub(crate) async fn start_with(tune: impl FnOnce(&mut KubeletOptions)) -> Option<Env> {
     if !kubelet::isolation_available() {
         println!("skipped: the harness kubelet has no mount namespaces here (not root?)");
         return None;
@@ -22,6 +27,7 @@ async fn start() -> Option<Env> {
     let dir = tempfile::tempdir().expect("tempdir").keep();
     let mut k = KubeletOptions::new("/bin/sh".into(), dir.join("logs"));
     k.backoff_initial = Duration::from_secs(2);
+    tune(&mut k);
     Some(
         common::start_with(ServerOptions {
             kubelet: Some(k),
@@ -31,7 +37,7 @@ async fn start() -> Option<Env> {
     )
 }
 
-fn pod(name: &str, script: &str, extra_spec: Value, container: Value) -> Pod {
+pub(crate) fn pod(name: &str, script: &str, extra_spec: Value, container: Value) -> Pod {
     let mut c = json!({ "name": "main", "image": "busybox", "command": ["sh", "-c", script] });
     if let (Some(c), Some(extra)) = (c.as_object_mut(), container.as_object()) {
         c.extend(extra.clone());
@@ -43,7 +49,7 @@ fn pod(name: &str, script: &str, extra_spec: Value, container: Value) -> Pod {
     serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec })).expect("pod")
 }
 
-async fn create(env: &Env, p: Pod) -> Api<Pod> {
+pub(crate) async fn create(env: &Env, p: Pod) -> Api<Pod> {
     let pods: Api<Pod> = Api::namespaced(env.client().await, "default");
     pods.create(&PostParams::default(), &p)
         .await
@@ -52,7 +58,7 @@ async fn create(env: &Env, p: Pod) -> Api<Pod> {
 }
 
 /// The pod once `check` holds for its JSON.
-async fn pod_when(
+pub(crate) async fn pod_when(
     pods: &Api<Pod>,
     name: &str,
     what: &str,
@@ -66,14 +72,14 @@ async fn pod_when(
     .await
 }
 
-fn phase(p: &Value) -> &str {
+pub(crate) fn phase(p: &Value) -> &str {
     p.pointer("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
 
 /// `state.terminated` of the pod's container once it finished.
-async fn finished(pods: &Api<Pod>, name: &str) -> Value {
+pub(crate) async fn finished(pods: &Api<Pod>, name: &str) -> Value {
     let p = pod_when(pods, name, "the pod to finish", |p| {
         matches!(phase(p), "Succeeded" | "Failed")
     })
@@ -138,6 +144,23 @@ async fn writes_outside_volumes_fail_on_a_read_only_root_and_the_status_says_why
     );
 }
 
+/// Creates a 1Gi ReadWriteOnce claim of `class` (the default class when `None`).
+pub(crate) async fn claim(env: &Env, name: &str, class: Option<&str>) {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client().await, "default");
+    let mut claim = json!({ "metadata": { "name": name }, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } } });
+    if let Some(class) = class {
+        claim["spec"]["storageClassName"] = json!(class);
+    }
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(claim).expect("pvc"),
+        )
+        .await
+        .expect("pvc");
+}
+
 fn uuid_like() -> String {
     format!(
         "{}-{}",
@@ -154,15 +177,7 @@ async fn a_claim_keeps_its_data_for_the_next_pod() {
     let Some(env) = start().await else { return };
     let client = env.client().await;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
-    let claim = json!({ "metadata": { "name": "data" }, "spec": {
-        "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } } });
-    claims
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(claim).expect("pvc"),
-        )
-        .await
-        .expect("pvc");
+    claim(&env, "data", None).await;
     let volume = json!({ "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": "data" } }] });
     let mounts = |sub: &str| {
         json!({
@@ -211,16 +226,7 @@ async fn a_claim_keeps_its_data_for_the_next_pod() {
 async fn an_unbound_claim_keeps_the_pod_pending_until_a_volume_binds() {
     let Some(env) = start().await else { return };
     let client = env.client().await;
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
-    let claim = json!({ "metadata": { "name": "manual" }, "spec": { "storageClassName": "manual",
-        "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } } });
-    claims
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(claim).expect("pvc"),
-        )
-        .await
-        .expect("pvc");
+    claim(&env, "manual", Some("manual")).await;
     let p = pod(
         "waits",
         "ls /data > /dev/termination-log",

@@ -1,5 +1,7 @@
-//! Standalone test API server for manual use:
-//! `cargo run -p mssql-cdc-test-apiserver --example test-apiserver -- --listen 127.0.0.1:6443 --kubeconfig /tmp/kc [--kubelet-binary PATH]`
+//! Standalone test API server, for manual use and for the test that kills
+//! the process a server lives in (its pods must not survive it):
+//! `cargo run -p mssql-cdc-test-apiserver --bin test-apiserver -- --listen 127.0.0.1:6443 --kubeconfig /tmp/kc [--kubelet-binary PATH]`
+//! It prints `test-apiserver serving on URL` once the kubeconfig is written.
 
 use mssql_cdc_test_apiserver::{KubeletOptions, ServerOptions, TestApiServer};
 use std::path::PathBuf;
@@ -13,6 +15,8 @@ fn usage() -> ! {
 
 #[tokio::main]
 async fn main() {
+    // Whatever rustls providers the build links, this one serves.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();

@@ -1,0 +1,69 @@
+//! Every worker in a network of its own: three CdcStreams applied at once
+//! (with the chart's identities, as the e2e does) give three worker pods
+//! that all listen on the worker's default metrics port, each at its own
+//! pod IP, and all three streams reach Ready. When the harness's pods
+//! shared the host's network, two of them failed with `ListenFailed`.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use mssql_cdc::spec::CdcStream;
+
+use crate::support::e2e::{E2eOptions, start_e2e};
+use crate::support::kube::eventually;
+use crate::support::operator::{condition, status_when};
+
+#[tokio::test]
+async fn three_streams_applied_at_once_all_reach_ready() {
+    let Some(e) = start_e2e(E2eOptions {
+        more_streams: vec!["orders-b".into(), "orders-c".into()],
+        ..E2eOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let client = e.kube.client().await;
+    let streams: Api<CdcStream> = Api::namespaced(client.clone(), &e.kube.namespace);
+    for name in ["orders", "orders-b", "orders-c"] {
+        let status = status_when(&streams, name, "Ready=True", |s| {
+            condition(s, "Ready").is_some_and(|c| c.status == "True")
+        })
+        .await;
+        assert_eq!(
+            condition(&status, "Ready")
+                .map(|c| c.status.clone())
+                .as_deref(),
+            Some("True"),
+            "{name}"
+        );
+    }
+    if e.kube.server().is_none() {
+        return;
+    }
+    let pods: Api<Pod> = Api::namespaced(client, &e.kube.namespace);
+    let ips = eventually("three ready workers with their own addresses", || async {
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        let ready: Vec<String> = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key("mssql-cdc.io/stream"))
+            })
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+            .collect();
+        (ready.len() == 3).then_some(ready)
+    })
+    .await;
+    let distinct: std::collections::BTreeSet<&String> = ips.iter().collect();
+    assert_eq!(distinct.len(), 3, "{ips:?}");
+}
