@@ -52,6 +52,12 @@ pub fn root_mismatch(root: &Path, group: u32, read_only: bool) -> bool {
     perm & want != want || m.mode() & SETGID == 0
 }
 
+/// The mode a file of mode `mode` has on a read-only volume given to an
+/// `fsGroup` (what [`set`] makes of it).
+pub fn read_only_file_mode(mode: u32) -> u32 {
+    mode | RO_MASK
+}
+
 /// Gives volume `root` to `group` as the kubelet does; `Err` names the
 /// first entry that could not be read or changed.
 pub fn set(root: &Path, group: u32, policy: ChangePolicy, read_only: bool) -> Result<(), String> {

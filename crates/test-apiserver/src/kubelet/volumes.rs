@@ -110,7 +110,8 @@ pub fn prepare(st: &State, data_dir: &Path, pod: &Value) -> Result<Vec<Prepared>
             || v.get("projected").is_some()
         {
             let files = projected_files(st, pod, v).map_err(fail)?;
-            write_atomic(&host, &files).map_err(|e| fail(e.to_string()))?;
+            write_atomic(&host, &files, fs_group.map(|(group, _)| group))
+                .map_err(|e| fail(e.to_string()))?;
             owned(&host, false, true).map_err(fail)?;
             Prepared {
                 name: name.clone(),
@@ -147,8 +148,9 @@ pub fn refresh(st: &State, data_dir: &Path, pod: &Value) {
         }
         if let Ok(files) = projected_files(st, pod, v) {
             let host = dir.join(s(v, "/name"));
-            if write_atomic(&host, &files).is_ok()
-                && let Some((group, _)) = ownership::fs_group(pod)
+            let group = ownership::fs_group(pod).map(|(group, _)| group);
+            if write_atomic(&host, &files, group).is_ok()
+                && let Some(group) = group
             {
                 let _ = ownership::set(&host, group, ChangePolicy::Always, true);
             }
@@ -420,10 +422,24 @@ fn current(dir: &Path) -> Option<Files> {
 
 /// Writes `files` into `dir` through a new timestamped directory swapped
 /// in with one rename of `..data`; unchanged content is left alone.
-pub fn write_atomic(dir: &Path, files: &Files) -> std::io::Result<()> {
+pub fn write_atomic(dir: &Path, files: &Files, fs_group: Option<u32>) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777))?;
-    if current(dir).as_ref() == Some(files) {
+    // What the volume holds once given to the pod's fsGroup, which is
+    // what a container sees and what a refresh compares with.
+    let wanted: Files = match fs_group {
+        Some(_) => files
+            .iter()
+            .map(|(k, (content, mode))| {
+                (
+                    k.clone(),
+                    (content.clone(), ownership::read_only_file_mode(*mode)),
+                )
+            })
+            .collect(),
+        None => files.clone(),
+    };
+    if current(dir).as_ref() == Some(&wanted) {
         return Ok(());
     }
     let old = std::fs::read_link(dir.join("..data")).ok();
@@ -439,6 +455,11 @@ pub fn write_atomic(dir: &Path, files: &Files) -> std::io::Result<()> {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))?;
     }
     std::fs::set_permissions(&ts, std::fs::Permissions::from_mode(0o755))?;
+    // Owned before it is swapped in: a container never sees the new files
+    // without their group.
+    if let Some(group) = fs_group {
+        ownership::set(&ts, group, ChangePolicy::Always, true).map_err(std::io::Error::other)?;
+    }
     let tmp = dir.join("..data_tmp");
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(&stamp, &tmp)?;
