@@ -133,10 +133,11 @@ fn propagate_types(db: &mut Database, event: &DdlEvent, commit: Lsn) {
             .iter_mut()
             .filter(|i| i.source_object_id == event.object_id && commit > i.start_lsn)
         {
-            let Some(captured) = ci.captured.iter_mut().find(|c| c.column_id == *column_id) else {
+            let Some(at) = ci.captured.iter().position(|c| c.column_id == *column_id) else {
                 continue;
             };
-            let position = 4 + captured.ordinal as usize;
+            let position = ci.value_position(ci.captured[at].ordinal);
+            let captured = &mut ci.captured[at];
             let Some(ct) = db.tables.get_mut(&ci.object_id) else {
                 continue;
             };
@@ -175,7 +176,7 @@ fn typed_for(
     source_type: impl Fn(i32) -> Option<DataType>,
 ) -> Vec<Value> {
     for c in &ci.captured {
-        let position = 4 + c.ordinal as usize;
+        let position = ci.value_position(c.ordinal);
         let Some(from) = source_type(c.column_id).filter(|t| *t != c.ty) else {
             continue;
         };
