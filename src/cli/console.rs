@@ -11,6 +11,19 @@ use mssql_cdc::engine::{EngineError, Observer, SnapshotProgress};
 /// Prints the engine's progress for people.
 pub struct Console {
     terminal: bool,
+    /// `orders: ` before every line when several tables print at once.
+    tag: String,
+}
+
+impl Console {
+    /// One line per event, each tagged with `table`: several tables of one
+    /// source print to the same terminal, so none redraws in place.
+    pub fn for_table(table: &str) -> Self {
+        Console {
+            terminal: false,
+            tag: format!("{table}: "),
+        }
+    }
 }
 
 impl Console {
@@ -18,13 +31,14 @@ impl Console {
     pub fn new() -> Self {
         Console {
             terminal: std::io::stdout().is_terminal(),
+            tag: String::new(),
         }
     }
 }
 
 impl Observer for Console {
     fn snapshot_progress(&self, p: &SnapshotProgress) {
-        let line = snapshot_line(p);
+        let line = format!("{}{}", self.tag, snapshot_line(p));
         let mut out = std::io::stdout().lock();
         if self.terminal {
             let _ = write!(out, "\r\x1b[2K{line}");
@@ -41,7 +55,8 @@ impl Observer for Console {
         }
         let _ = writeln!(
             out,
-            "snapshot done: {} rows at LSN {} in {}",
+            "{}snapshot done: {} rows at LSN {} in {}",
+            self.tag,
             row.rows.unwrap_or(0),
             row.end_lsn.map(|l| l.to_string()).unwrap_or_default(),
             short_duration(Duration::from_millis(
@@ -51,12 +66,13 @@ impl Observer for Console {
     }
 
     fn batch_done(&self, row: &FactRow) {
-        println!("{}", batch_line(row));
+        println!("{}{}", self.tag, batch_line(row));
     }
 
     fn retrying(&self, error: &EngineError, attempt: u32, delay: Duration) {
         eprintln!(
-            "retrying in {} (attempt {attempt}): {error}",
+            "{}retrying in {} (attempt {attempt}): {error}",
+            self.tag,
             short_duration(delay)
         );
     }

@@ -51,6 +51,7 @@ mod sql_server;
 mod step;
 #[cfg(test)]
 mod step_tests;
+mod tables;
 mod warnings;
 
 /// The backoff between a failed step and the next attempt (the crate's one
@@ -64,3 +65,4 @@ pub use observer::{
 pub use options::{RunOptions, RunSummary};
 pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;
+pub use tables::{TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};

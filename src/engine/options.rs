@@ -12,6 +12,7 @@ use crate::lake::lease::DEFAULT_LEASE_TTL;
 use crate::retry::Backoff;
 
 /// How to run a stream.
+#[derive(Clone)]
 pub struct RunOptions {
     /// Read up to the max LSN seen at start, then return (`--once`), whatever
     /// the manifest's trigger says.

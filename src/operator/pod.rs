@@ -41,9 +41,8 @@ pub fn pod_template(
         .spec
         .source
         .credentials
-        .password_from
-        .secret_key_ref
         .as_ref()
+        .and_then(|credentials| credentials.password_from.secret_key_ref.as_ref())
         .ok_or(BuildError::PasswordNotFromSecret)?;
     let worker = stream.spec.worker.clone().unwrap_or_default();
     check(&worker)?;

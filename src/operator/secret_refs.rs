@@ -104,7 +104,11 @@ pub fn secret_refs(stream: &CdcStream) -> Vec<SecretRef> {
         })
     };
     let source = &stream.spec.source;
-    if let Some(r) = &source.credentials.password_from.secret_key_ref {
+    if let Some(r) = source
+        .credentials
+        .as_ref()
+        .and_then(|credentials| credentials.password_from.secret_key_ref.as_ref())
+    {
         add(
             "spec.source.credentials.passwordFrom.secretKeyRef.name".into(),
             &r.name,

@@ -54,7 +54,10 @@ mod tests {
         let mut trigger = base.clone();
         trigger.trigger.processing_time = Some("2s".into());
         let mut chunks = base.clone();
-        chunks.snapshot.chunk_rows = 5;
+        chunks.snapshot = Some(crate::spec::SnapshotSpec {
+            chunk_rows: 5,
+            ..Default::default()
+        });
         for changed in [trigger, chunks] {
             assert_ne!(spec_hash(&changed), hash);
         }

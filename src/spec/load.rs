@@ -9,8 +9,10 @@
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
 use serde_json::Value;
 
+use super::source::{CdcSource, CdcSourceSpec, SOURCE_KIND};
 use super::types::{CdcStream, CdcStreamSpec, CdcStreamStatus};
 use super::validate::{API_VERSION, KIND};
 
@@ -74,10 +76,36 @@ pub enum LoadError {
     /// Fields the schema does not know: refused, never ignored.
     #[error("invalid manifest: {0}")]
     UnknownFields(UnknownFields),
+    /// A document of a multi-document file is invalid.
+    #[error("document {index} of the file: {source}")]
+    Document {
+        /// 1-based, in file order.
+        index: usize,
+        /// What is wrong with it.
+        source: Box<LoadError>,
+    },
+    /// A file of several documents holds other than one `CdcSource` and its
+    /// `CdcStream`s.
+    #[error("{0}")]
+    Layout(String),
+}
+
+/// What one file holds: a stream of its own, or a source with its streams.
+#[derive(Debug, Clone)]
+pub enum Manifests {
+    /// One `CdcStream` without `sourceRef`.
+    Stream(Box<CdcStream>),
+    /// One `CdcSource` and the `CdcStream`s of the file (each must name it).
+    Source {
+        /// The source.
+        source: Box<CdcSource>,
+        /// Its streams, in file order.
+        streams: Vec<CdcStream>,
+    },
 }
 
 /// The two fields Kubernetes uses to pick the schema.
-#[derive(serde::Deserialize)]
+#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TypeMeta {
     #[serde(default)]
@@ -90,10 +118,67 @@ struct TypeMeta {
 /// value (serde_yaml reports the path); unknown fields are refused, each
 /// with its path and the nearest known name.
 pub fn load_yaml(text: &str) -> Result<CdcStream, LoadError> {
+    load_kind(text, KIND)
+}
+
+/// Parses one `CdcSource` YAML document, with the same checks as
+/// [`load_yaml`].
+pub fn load_source_yaml(text: &str) -> Result<CdcSource, LoadError> {
+    load_kind(text, SOURCE_KIND)
+}
+
+/// Parses a file of one or more documents: a `CdcStream`, or one
+/// `CdcSource` with `CdcStream`s. Every document is checked as
+/// [`load_yaml`] checks one; an error names the document.
+pub fn load_documents(text: &str) -> Result<Manifests, LoadError> {
+    let mut sources = Vec::new();
+    let mut streams = Vec::new();
+    for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let index = i + 1;
+        let wrap = |source| LoadError::Document {
+            index,
+            source: Box::new(source),
+        };
+        let value = serde_yaml::Value::deserialize(document)
+            .map_err(|error| wrap(LoadError::Yaml(error)))?;
+        if value.is_null() {
+            continue;
+        }
+        let text = serde_yaml::to_string(&value).map_err(|error| wrap(LoadError::Yaml(error)))?;
+        let meta: TypeMeta =
+            serde_yaml::from_value(value).map_err(|error| wrap(LoadError::Yaml(error)))?;
+        if meta.kind == SOURCE_KIND {
+            sources.push(load_source_yaml(&text).map_err(wrap)?);
+        } else {
+            streams.push(load_yaml(&text).map_err(wrap)?);
+        }
+    }
+    match sources.len() {
+        0 => match <[CdcStream; 1]>::try_from(streams) {
+            Ok([stream]) => Ok(Manifests::Stream(Box::new(stream))),
+            Err(streams) => Err(LoadError::Layout(format!(
+                "the file holds {} CdcStreams and no CdcSource: several streams run together                  only as tables of one CdcSource (add it, and spec.sourceRef to each stream),                  or run each file alone",
+                streams.len()
+            ))),
+        },
+        1 => Ok(Manifests::Source {
+            source: Box::new(sources.remove(0)),
+            streams,
+        }),
+        n => Err(LoadError::Layout(format!(
+            "the file holds {n} CdcSources: one worker runs one source; give each its own file"
+        ))),
+    }
+}
+
+fn load_kind<T: serde::de::DeserializeOwned>(
+    text: &str,
+    kind: &'static str,
+) -> Result<T, LoadError> {
     let type_meta: TypeMeta = serde_yaml::from_str(text).map_err(LoadError::Yaml)?;
     for (field, expected, got) in [
         ("apiVersion", API_VERSION, type_meta.api_version),
-        ("kind", KIND, type_meta.kind),
+        ("kind", kind, type_meta.kind),
     ] {
         if got != expected {
             return Err(LoadError::TypeMeta {
@@ -105,7 +190,7 @@ pub fn load_yaml(text: &str) -> Result<CdcStream, LoadError> {
     }
     let mut paths: Vec<Vec<String>> = Vec::new();
     let deserializer = serde_yaml::Deserializer::from_str(text);
-    let stream: CdcStream = serde_ignored::deserialize(deserializer, |path| {
+    let manifest: T = serde_ignored::deserialize(deserializer, |path| {
         let mut segments = Vec::new();
         collect_segments(&path, &mut segments);
         // apiVersion and kind are checked above; the derived type has no field for them.
@@ -115,10 +200,13 @@ pub fn load_yaml(text: &str) -> Result<CdcStream, LoadError> {
     })
     .map_err(LoadError::Yaml)?;
     if !paths.is_empty() {
-        let unknown = paths.iter().map(|segments| describe(segments)).collect();
+        let unknown = paths
+            .iter()
+            .map(|segments| describe(kind, segments))
+            .collect();
         return Err(LoadError::UnknownFields(UnknownFields(unknown)));
     }
-    Ok(stream)
+    Ok(manifest)
 }
 
 fn collect_segments(path: &serde_ignored::Path<'_>, out: &mut Vec<String>) {
@@ -139,7 +227,7 @@ fn collect_segments(path: &serde_ignored::Path<'_>, out: &mut Vec<String>) {
     }
 }
 
-fn describe(segments: &[String]) -> UnknownField {
+fn describe(kind: &str, segments: &[String]) -> UnknownField {
     let path = segments.join(".");
     let Some((unknown, parent)) = segments.split_last() else {
         return UnknownField {
@@ -147,7 +235,7 @@ fn describe(segments: &[String]) -> UnknownField {
             suggestion: None,
         };
     };
-    let known = known_fields(parent);
+    let known = known_fields(kind, parent);
     let suggestion = known
         .into_iter()
         .map(|name| (strsim::damerau_levenshtein(unknown, &name), name))
@@ -158,15 +246,16 @@ fn describe(segments: &[String]) -> UnknownField {
 }
 
 /// Field names the schema knows at `parent` (a path of keys and indices).
-fn known_fields(parent: &[String]) -> Vec<String> {
+fn known_fields(kind: &str, parent: &[String]) -> Vec<String> {
     let Some((first, rest)) = parent.split_first() else {
         return ["apiVersion", "kind", "metadata", "spec", "status"]
             .map(String::from)
             .to_vec();
     };
     let root = match first.as_str() {
+        "spec" if kind == SOURCE_KIND => schemars::schema_for!(CdcSourceSpec),
         "spec" => schemars::schema_for!(CdcStreamSpec),
-        "status" => schemars::schema_for!(CdcStreamStatus),
+        "status" if kind == KIND => schemars::schema_for!(CdcStreamStatus),
         "metadata" => schemars::schema_for!(ObjectMeta),
         _ => return Vec::new(),
     };
@@ -391,8 +480,9 @@ spec:
     fn applies_defaults() {
         let spec = load_yaml(BASE).unwrap().spec;
         assert_eq!(spec.source.port, 1433);
-        assert_eq!(spec.max_commits_per_batch, 10_000);
-        assert_eq!(spec.snapshot.chunk_rows, 100_000);
+        let config = spec.validate().unwrap();
+        assert_eq!(config.max_commits_per_batch.get(), 10_000);
+        assert_eq!(config.snapshot_chunk_rows.get(), 100_000);
         assert_eq!(spec.source.encrypt, crate::spec::Encrypt::Required);
         assert!(!spec.source.trust_server_certificate);
     }

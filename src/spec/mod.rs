@@ -1,7 +1,8 @@
 //! The `CdcStream` manifest: one schema for local runs and the Kubernetes
 //! resource.
 //!
-//! `types` is the serde/schemars/kube shape users write; `load` reads YAML and
+//! `types` is the serde/schemars/kube shape users write (`source`: the
+//! `CdcSource` of a database whose tables one worker streams); `load` reads YAML and
 //! refuses unknown fields; `validate` turns a manifest into a trusted
 //! [`StreamConfig`] or errors that name the field and the value;
 //! `alerts` holds the health limits; `credentials` resolves the password
@@ -14,6 +15,7 @@ mod alerts;
 mod credentials;
 mod load;
 mod schedule;
+mod source;
 mod status;
 mod types;
 mod validate;
@@ -22,7 +24,13 @@ mod worker_schema;
 
 pub use alerts::{AlertLimits, AlertsSpec, DEFAULT_LIVE_CAPTURE_LAG};
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
-pub use load::{LoadError, UnknownField, UnknownFields, load_yaml};
+pub use load::{
+    LoadError, Manifests, UnknownField, UnknownFields, load_documents, load_source_yaml, load_yaml,
+};
+pub use source::{
+    CdcSource, CdcSourceSpec, ConcurrencySpec, ConnectionSpec, SOURCE_KIND, SourceRefError,
+    StreamDefaults, resolve as resolve_source_stream, stream_config as source_stream_config,
+};
 pub use status::{
     CaptureErrorStatus, CaptureStatus, DataLossAction, DataLossStatus, FinalizationStatus,
     LatestOffset, Phase, Progress, SnapshotPhase, SnapshotStatus, WorkerState, WorkerStatus,
@@ -30,7 +38,7 @@ pub use status::{
 pub use types::{
     CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
     HeartbeatSpec, MonitoringSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SilverDeletes,
-    SilverSpec, SnapshotMode, SnapshotSpec, SourceSpec, TableSpec, TriggerSpec,
+    SilverSpec, SnapshotMode, SnapshotSpec, SourceRef, SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
     API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, MAX_READERS, MonitoringLogin,

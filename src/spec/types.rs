@@ -40,6 +40,16 @@ use super::worker::WorkerSpec;
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].message","description":"What Ready says, and what to do."}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.sourceRef) || (!has(self.source.host) && !has(self.source.database) && !has(self.source.credentials))",
+        "message": "with sourceRef, source.host, source.database and source.credentials come from the CdcSource; leave them out here"
+    },
+    {
+        "rule": "has(self.sourceRef) || (has(self.source.host) && has(self.source.database) && has(self.source.credentials) && has(self.facts))",
+        "message": "a stream without sourceRef needs source.host, source.database, source.credentials and facts (or name a CdcSource with sourceRef)"
+    }
+]))]
 pub struct CdcStreamSpec {
     /// Identity of the stream's writes: the Delta `txn` appId of every bronze
     /// commit. Changing it makes the stream a new writer.
@@ -57,12 +67,12 @@ pub struct CdcStreamSpec {
     /// The SQL Server table to read.
     #[schemars(extend("x-kubernetes-validations" = [
         {
-            "rule": "self.host == oldSelf.host",
+            "rule": "!has(self.host) || !has(oldSelf.host) || self.host == oldSelf.host",
             "message": "source.host is immutable: the checkpoint holds positions of that server's log; create a new CdcStream (or adopt the target) instead",
             "fieldPath": ".host"
         },
         {
-            "rule": "self.database == oldSelf.database",
+            "rule": "!has(self.database) || !has(oldSelf.database) || self.database == oldSelf.database",
             "message": "source.database is immutable: the checkpoint holds positions of that database's log; create a new CdcStream (or adopt the target) instead",
             "fieldPath": ".database"
         },
@@ -98,13 +108,21 @@ pub struct CdcStreamSpec {
         "message": "checkpoint is immutable: moving it loses the stream's position; create a new CdcStream instead"
     }]))]
     pub checkpoint: String,
-    /// The shared Delta table of per-batch facts.
+    /// A `CdcSource` in the same namespace whose worker streams this
+    /// table: the connection comes from it, and it fills the fields this
+    /// stream leaves out from its `defaults`. Without it the stream runs
+    /// a worker of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<SourceRef>,
+    /// The shared Delta table of per-batch facts; with `sourceRef`, the
+    /// source's `defaults.facts` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = [{
         "rule": "self.location == oldSelf.location",
         "message": "facts.location is immutable: the stream's facts rows are idempotent in that table only; create a new CdcStream instead",
         "fieldPath": ".location"
     }]))]
-    pub facts: TableSpec,
+    pub facts: Option<TableSpec>,
     /// Take over a target that holds commits of this appId made by another
     /// checkpoint (one that was replaced, emptied or restored): the stream
     /// goes on after the position the target's newest commit recorded,
@@ -118,13 +136,15 @@ pub struct CdcStreamSpec {
     /// When micro-batches run.
     #[serde(default)]
     pub trigger: TriggerSpec,
-    /// Upper bound of source transactions read by one micro-batch.
-    #[serde(default = "default_max_commits_per_batch")]
+    /// Upper bound of source transactions read by one micro-batch
+    /// (default 10000, or the source's `defaults`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
-    pub max_commits_per_batch: u64,
-    /// Whether and how the current table contents are copied first.
-    #[serde(default)]
-    pub snapshot: SnapshotSpec,
+    pub max_commits_per_batch: Option<u64>,
+    /// Whether and how the current table contents are copied first
+    /// (default: an initial snapshot, or the source's `defaults`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotSpec>,
     /// Kubernetes only: stop the worker (scale it to zero) without deleting
     /// the stream; its position is kept. Ignored by `mssql-cdc run`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -141,9 +161,10 @@ pub struct CdcStreamSpec {
     /// state, one row per key; none when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub silver: Option<SilverSpec>,
-    /// What to do when CDC cleanup purged changes the stream had not read.
-    #[serde(default)]
-    pub on_data_loss: OnDataLoss,
+    /// What to do when CDC cleanup purged changes the stream had not read
+    /// (default `fail`, or the source's `defaults`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_data_loss: Option<OnDataLoss>,
     /// A table on the source the worker writes to, so the max LSN keeps
     /// moving on a quiet database.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,22 +199,33 @@ pub struct HeartbeatSpec {
     pub interval: Option<String>,
 }
 
-fn default_max_commits_per_batch() -> u64 {
-    10_000
+/// The built-in `maxCommitsPerBatch`.
+pub(super) const DEFAULT_MAX_COMMITS_PER_BATCH: u64 = 10_000;
+
+/// Names the `CdcSource` a stream belongs to.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct SourceRef {
+    /// Name of a `CdcSource` in the stream's namespace.
+    #[schemars(length(min = 1))]
+    pub name: String,
 }
 
 /// Connection and table on the SQL Server side.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceSpec {
-    /// Host name or address of SQL Server.
-    pub host: String,
+    /// Host name or address of SQL Server; with `spec.sourceRef`, the
+    /// source's and left out here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// TCP port of SQL Server.
     #[serde(default = "default_port")]
     #[schemars(range(min = 1))]
     pub port: u16,
-    /// Database holding the table.
-    pub database: String,
+    /// Database holding the table; with `spec.sourceRef`, the source's
+    /// and left out here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
     /// The captured table as `schema.table`.
     #[schemars(regex(pattern = r"^[^.]+\.[^.]+$"))]
     pub table: String,
@@ -208,8 +240,10 @@ pub struct SourceSpec {
     /// `UTC`); taken from the server when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_time_zone: Option<String>,
-    /// Login of the (least-privilege) CDC reader.
-    pub credentials: CredentialsSpec,
+    /// Login of the (least-privilege) CDC reader; with `spec.sourceRef`,
+    /// the source's and left out here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<CredentialsSpec>,
     /// Kubernetes: a separate monitoring login that may read capture's
     /// health (the CDC log scan and error views, the capture job); none
     /// when absent. Never the reader's login.

@@ -236,6 +236,9 @@ pub struct StreamConfig {
     pub silver: Option<SilverConfig>,
     /// The health limits (`spec.alerts` with its defaults).
     pub alerts: AlertLimits,
+    /// The CdcSource whose worker runs this stream; None for a stream of
+    /// its own.
+    pub source_name: Option<String>,
 }
 
 /// Collects errors while checking fields, so one run reports them all.
@@ -243,6 +246,11 @@ pub struct StreamConfig {
 struct Checker(Vec<SpecError>);
 
 impl Checker {
+    /// A text the manifest must set (an absent one is reported as empty).
+    fn required_text(&mut self, field: &str, value: Option<&str>) -> String {
+        self.text(field, value.unwrap_or_default())
+    }
+
     fn text(&mut self, field: &str, value: &str) -> String {
         if value.trim().is_empty() {
             self.0.push(SpecError::Empty {
@@ -560,12 +568,15 @@ impl CdcStreamSpec {
         let mut c = Checker::default();
         let app_id = c.text("spec.appId", &self.app_id);
         c.id_part("spec.appId", &app_id);
+        if let Some(source) = &self.source_ref {
+            c.0.push(super::source::needs_its_source(&source.name));
+        }
         let s = &self.source;
-        let host = c.text("spec.source.host", &s.host);
+        let host = c.required_text("spec.source.host", s.host.as_deref());
         if s.port == 0 {
             c.positive("spec.source.port", 0);
         }
-        let database = c.text("spec.source.database", &s.database);
+        let database = c.required_text("spec.source.database", s.database.as_deref());
         let table = c.table_name("spec.source.table", &s.table);
         let capture_instance = s.capture_instance.as_ref().and_then(|name| {
             CaptureInstance::new(name.clone())
@@ -579,17 +590,39 @@ impl CdcStreamSpec {
                 .ok()
         });
         let columns = c.columns(&s.columns);
-        let username = c.text("spec.source.credentials.username", &s.credentials.username);
-        let password = c.password(&s.credentials.password_from);
+        let (username, password) = match &s.credentials {
+            Some(credentials) => (
+                c.text("spec.source.credentials.username", &credentials.username),
+                c.password(&credentials.password_from),
+            ),
+            None => {
+                c.0.push(SpecError::Empty {
+                    field: "spec.source.credentials".into(),
+                });
+                (String::new(), None)
+            }
+        };
         let monitoring = c.monitoring(s.monitoring.as_ref(), &username);
         c.id_part("spec.target.name", &self.target.name);
         let target = c.table("spec.target", &self.target);
         let checkpoint = c.location("spec.checkpoint", &self.checkpoint);
-        let facts = c.table("spec.facts", &self.facts);
+        let facts = match &self.facts {
+            Some(facts) => c.table("spec.facts", facts),
+            None => {
+                c.0.push(SpecError::Empty {
+                    field: "spec.facts".into(),
+                });
+                None
+            }
+        };
         let trigger = c.trigger(&self.trigger);
-        let max_commits_per_batch =
-            c.positive("spec.maxCommitsPerBatch", self.max_commits_per_batch);
-        let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", self.snapshot.chunk_rows);
+        let max_commits_per_batch = c.positive(
+            "spec.maxCommitsPerBatch",
+            self.max_commits_per_batch
+                .unwrap_or(super::types::DEFAULT_MAX_COMMITS_PER_BATCH),
+        );
+        let snapshot = self.snapshot.clone().unwrap_or_default();
+        let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", snapshot.chunk_rows);
         let readers = c.within("spec.source.readers", s.readers, 1, MAX_READERS);
         let source_time_zone = c.time_zone(s.source_time_zone.as_ref());
         let heartbeat = c.heartbeat(self.heartbeat.as_ref());
@@ -631,14 +664,15 @@ impl CdcStreamSpec {
                     storage_options: self.storage_options.clone(),
                     trigger,
                     max_commits_per_batch,
-                    snapshot_mode: self.snapshot.mode,
+                    snapshot_mode: snapshot.mode,
                     snapshot_chunk_rows,
-                    on_data_loss: self.on_data_loss,
+                    on_data_loss: self.on_data_loss.unwrap_or_default(),
                     adopt_target: self.adopt_target,
                     heartbeat,
                     finalization,
                     silver,
                     alerts,
+                    source_name: None,
                 })
             }
             _ => Err(ValidationErrors(c.0)),

@@ -4,13 +4,22 @@ use super::*;
 use crate::domain::{Granularity, TableName};
 use crate::lake::StorageKind;
 use crate::spec::CdcStream;
-use crate::spec::{HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, load_yaml};
+use crate::spec::{HeartbeatSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SnapshotSpec, load_yaml};
 
 const ORDERS: &str = include_str!("../../tests/fixtures/manifests/orders.yaml");
 const INVOICES: &str = include_str!("../../tests/fixtures/manifests/minimal-s3.yaml");
 
 fn spec(text: &str) -> CdcStreamSpec {
     load_yaml(text).unwrap().spec
+}
+
+fn credentials(s: &mut CdcStreamSpec) -> &mut crate::spec::CredentialsSpec {
+    s.source
+        .credentials
+        .get_or_insert_with(|| crate::spec::CredentialsSpec {
+            username: "u".into(),
+            password_from: PasswordFrom::default(),
+        })
 }
 
 fn errors(mutate: impl FnOnce(&mut CdcStreamSpec)) -> Vec<String> {
@@ -94,11 +103,16 @@ fn each_invalid_value_is_named_with_its_field() {
     let cases: Vec<(Mutation, &str)> = vec![
         (|s| s.app_id = " ".into(), "spec.appId: must not be empty"),
         (
-            |s| s.max_commits_per_batch = 0,
+            |s| s.max_commits_per_batch = Some(0),
             "spec.maxCommitsPerBatch: must be > 0, got 0",
         ),
         (
-            |s| s.snapshot.chunk_rows = 0,
+            |s| {
+                s.snapshot = Some(SnapshotSpec {
+                    chunk_rows: 0,
+                    ..Default::default()
+                })
+            },
             "spec.snapshot.chunkRows: must be > 0, got 0",
         ),
         (
@@ -142,12 +156,12 @@ fn each_invalid_value_is_named_with_its_field() {
             "spec.trigger.processingTime: must be > 0, got \"0s\"",
         ),
         (
-            |s| s.source.credentials.password_from = PasswordFrom::default(),
+            |s| credentials(s).password_from = PasswordFrom::default(),
             "spec.source.credentials.passwordFrom: set exactly one of env, file, secretKeyRef, got none",
         ),
         (
             |s| {
-                s.source.credentials.password_from.secret_key_ref = Some(SecretKeyRef {
+                credentials(s).password_from.secret_key_ref = Some(SecretKeyRef {
                     name: "db".into(),
                     key: "pw".into(),
                 })
@@ -171,7 +185,11 @@ fn each_invalid_value_is_named_with_its_field() {
             "spec.target.location: scheme http:// is not supported",
         ),
         (
-            |s| s.facts.name = String::new(),
+            |s| {
+                if let Some(facts) = &mut s.facts {
+                    facts.name = String::new();
+                }
+            },
             "spec.facts.name: must not be empty",
         ),
         (
@@ -198,7 +216,7 @@ fn each_invalid_value_is_named_with_its_field() {
 fn reports_every_problem_at_once() {
     let found = errors(|s| {
         s.app_id = String::new();
-        s.max_commits_per_batch = 0;
+        s.max_commits_per_batch = Some(0);
         s.source.table = "orders".into();
     });
     assert_eq!(found.len(), 3, "{found:?}");
@@ -265,7 +283,7 @@ fn source_change_options_default_and_validate() {
     assert_eq!(config.source.source_time_zone, None);
 
     let mut s = spec(ORDERS);
-    s.on_data_loss = OnDataLoss::Skip;
+    s.on_data_loss = Some(OnDataLoss::Skip);
     s.source.source_time_zone = Some("Europe/Oslo".into());
     s.heartbeat = Some(HeartbeatSpec {
         table: "dbo.mssql_cdc_heartbeat".into(),

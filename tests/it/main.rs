@@ -21,6 +21,7 @@ mod engine_parallel_crash;
 mod engine_safety;
 mod engine_shared_tables;
 mod engine_silver;
+mod engine_source;
 mod engine_source_changes;
 mod engine_source_faults;
 mod engine_stores;

@@ -1,0 +1,329 @@
+//! The `CdcSource` manifest: one per source database, so that one worker
+//! streams many tables (the `CdcStream`s naming it in `spec.sourceRef`).
+//!
+//! A stream of a source keeps only its table's own fields; [`resolve`]
+//! gives it the source's connection and, for every per-table field it
+//! leaves out, the source's `defaults`, and then it is validated like a
+//! stream of its own. So one check (`CdcStreamSpec::validate`) guards
+//! both modes, and moving a stream into or out of a source changes
+//! nothing the checkpoint records (appId, target, checkpoint stay the
+//! stream's).
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::alerts::AlertsSpec;
+use super::types::{
+    CdcStreamSpec, CredentialsSpec, Encrypt, FinalizationSpec, HeartbeatSpec, MonitoringSpec,
+    OnDataLoss, SnapshotSpec, TableSpec, TriggerSpec,
+};
+use super::validate::{SpecError, StreamConfig, ValidationErrors};
+use super::worker::WorkerSpec;
+
+/// The `kind` of a source manifest.
+pub const SOURCE_KIND: &str = "CdcSource";
+
+/// One SQL Server database whose CDC tables one worker streams.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "mssql-cdc.io",
+    version = "v1alpha1",
+    kind = "CdcSource",
+    namespaced,
+    shortname = "cdcsrc",
+    category = "mssql-cdc",
+    printcolumn = r#"{"name":"Host","type":"string","jsonPath":".spec.connection.host","description":"The SQL Server."}"#,
+    printcolumn = r#"{"name":"Database","type":"string","jsonPath":".spec.connection.database","description":"The source database."}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CdcSourceSpec {
+    /// The database's server and logins, shared by every table.
+    #[schemars(extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.host == oldSelf.host",
+            "message": "connection.host is immutable: its streams' checkpoints hold positions of that server's log; create a new CdcSource instead",
+            "fieldPath": ".host"
+        },
+        {
+            "rule": "self.database == oldSelf.database",
+            "message": "connection.database is immutable: its streams' checkpoints hold positions of that database's log; create a new CdcSource instead",
+            "fieldPath": ".database"
+        }
+    ]))]
+    pub connection: ConnectionSpec,
+    /// When rounds run (as a stream's `spec.trigger`).
+    #[serde(default)]
+    pub trigger: TriggerSpec,
+    /// A table the worker writes to so the max LSN keeps moving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatSpec>,
+    /// How many tables the worker reads and snapshots at once.
+    #[serde(default)]
+    pub concurrency: ConcurrencySpec,
+    /// A quiet table commits an empty batch this often (e.g. `5m`), so its
+    /// position, headroom, lag and verdict keep moving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_commit_interval: Option<String>,
+    /// Kubernetes only: stop the source's worker without deleting anything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+    /// Kubernetes only: how the operator runs the source's one worker pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerSpec>,
+    /// Per-table fields a stream of this source takes when it leaves them out.
+    #[serde(default)]
+    pub defaults: StreamDefaults,
+}
+
+/// What `CdcStream.spec.source` holds today, less the table's own fields.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionSpec {
+    /// Host name or address of SQL Server.
+    #[schemars(length(min = 1))]
+    pub host: String,
+    /// TCP port of SQL Server.
+    #[serde(default = "default_port")]
+    #[schemars(range(min = 1))]
+    pub port: u16,
+    /// The source database.
+    #[schemars(length(min = 1))]
+    pub database: String,
+    /// Login of the (least-privilege) CDC reader.
+    pub credentials: CredentialsSpec,
+    /// A separate monitoring login that may read capture's health.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<MonitoringSpec>,
+    /// TLS policy of the connections.
+    #[serde(default)]
+    pub encrypt: Encrypt,
+    /// Accept any server certificate (development only).
+    #[serde(default)]
+    pub trust_server_certificate: bool,
+    /// Time zone of the server's clock; taken from the server when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_time_zone: Option<String>,
+    /// Sessions one table's batch or snapshot reads on at once.
+    #[serde(default = "default_readers")]
+    #[schemars(range(min = 1, max = 16))]
+    pub readers: u32,
+}
+
+fn default_port() -> u16 {
+    1433
+}
+
+fn default_readers() -> u32 {
+    1
+}
+
+/// How much of the worker a source's tables share at once.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConcurrencySpec {
+    /// Tables whose changes are read at once (default 4).
+    #[serde(default = "default_reads")]
+    #[schemars(range(min = 1, max = 64))]
+    pub reads: u32,
+    /// Tables snapshotting at once (default 1).
+    #[serde(default = "default_snapshots")]
+    #[schemars(range(min = 1, max = 16))]
+    pub snapshots: u32,
+}
+
+impl Default for ConcurrencySpec {
+    fn default() -> Self {
+        ConcurrencySpec {
+            reads: default_reads(),
+            snapshots: default_snapshots(),
+        }
+    }
+}
+
+fn default_reads() -> u32 {
+    4
+}
+
+fn default_snapshots() -> u32 {
+    1
+}
+
+/// The per-table fields a stream of the source inherits when it leaves
+/// them out. A stream's own value replaces the default whole (no deep
+/// merge), except `storageOptions`, whose keys the stream's override.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamDefaults {
+    /// The facts table the source's tables usually share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<TableSpec>,
+    /// The finalization control table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalization: Option<FinalizationSpec>,
+    /// What purged changes make a table do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_data_loss: Option<OnDataLoss>,
+    /// Health limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertsSpec>,
+    /// Whether and how a table is copied first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotSpec>,
+    /// Upper bound of source transactions per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_commits_per_batch: Option<u64>,
+    /// object_store options for every location.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub storage_options: BTreeMap<String, String>,
+}
+
+/// Why a stream cannot be run as a table of a source.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceRefError {
+    /// The stream names another source, or none.
+    #[error("spec.sourceRef: {stream} names {named:?}, not CdcSource {source_name:?}")]
+    OtherSource {
+        /// The stream's name.
+        stream: String,
+        /// What its sourceRef names (None: no sourceRef).
+        named: Option<String>,
+        /// The source it was given with.
+        source_name: String,
+    },
+    /// A field that belongs to the source is set on the stream.
+    #[error(
+        "{field}: {stream} is a table of CdcSource {source_name:?}, which sets this for all its \
+         tables; remove it from the stream (or from spec.sourceRef to run the stream alone)"
+    )]
+    SourceField {
+        /// The stream's name.
+        stream: String,
+        /// The field path.
+        field: &'static str,
+        /// The source's name.
+        source_name: String,
+    },
+    /// The resolved stream is invalid.
+    #[error("{stream}: {errors}")]
+    Invalid {
+        /// The stream's name.
+        stream: String,
+        /// Every problem found.
+        errors: ValidationErrors,
+    },
+}
+
+/// The stream as if it ran alone: the source's connection, then the
+/// stream's fields over the source's defaults. `stream` names the stream in
+/// errors.
+pub fn resolve(
+    source_name: &str,
+    source: &CdcSourceSpec,
+    stream_name: &str,
+    stream: &CdcStreamSpec,
+) -> Result<CdcStreamSpec, SourceRefError> {
+    let named = stream.source_ref.as_ref().map(|r| r.name.clone());
+    if named.as_deref() != Some(source_name) {
+        return Err(SourceRefError::OtherSource {
+            stream: stream_name.into(),
+            named,
+            source_name: source_name.into(),
+        });
+    }
+    let source_field = |field| SourceRefError::SourceField {
+        stream: stream_name.into(),
+        field,
+        source_name: source_name.into(),
+    };
+    let own = &stream.source;
+    for (set, field) in [
+        (own.host.is_some(), "spec.source.host"),
+        (own.database.is_some(), "spec.source.database"),
+        (own.credentials.is_some(), "spec.source.credentials"),
+        (own.monitoring.is_some(), "spec.source.monitoring"),
+        (own.source_time_zone.is_some(), "spec.source.sourceTimeZone"),
+        (stream.heartbeat.is_some(), "spec.heartbeat"),
+        (stream.worker.is_some(), "spec.worker"),
+        (stream.trigger != TriggerSpec::default(), "spec.trigger"),
+    ] {
+        if set {
+            return Err(source_field(field));
+        }
+    }
+    let connection = &source.connection;
+    let defaults = &source.defaults;
+    let mut resolved = stream.clone();
+    resolved.source_ref = None;
+    resolved.source.host = Some(connection.host.clone());
+    resolved.source.port = connection.port;
+    resolved.source.database = Some(connection.database.clone());
+    resolved.source.credentials = Some(connection.credentials.clone());
+    resolved.source.monitoring = connection.monitoring.clone();
+    resolved.source.encrypt = connection.encrypt;
+    resolved.source.trust_server_certificate = connection.trust_server_certificate;
+    resolved.source.source_time_zone = connection.source_time_zone.clone();
+    resolved.source.readers = connection.readers;
+    resolved.trigger = source.trigger.clone();
+    resolved.heartbeat = source.heartbeat.clone();
+    resolved.suspend = source.suspend || stream.suspend;
+    resolved.facts = stream.facts.clone().or_else(|| defaults.facts.clone());
+    resolved.finalization = stream
+        .finalization
+        .clone()
+        .or_else(|| defaults.finalization.clone());
+    resolved.on_data_loss = stream.on_data_loss.or(defaults.on_data_loss);
+    resolved.alerts = stream.alerts.clone().or_else(|| defaults.alerts.clone());
+    resolved.snapshot = stream
+        .snapshot
+        .clone()
+        .or_else(|| defaults.snapshot.clone());
+    resolved.max_commits_per_batch = stream
+        .max_commits_per_batch
+        .or(defaults.max_commits_per_batch);
+    let mut options = defaults.storage_options.clone();
+    options.extend(stream.storage_options.clone());
+    resolved.storage_options = options;
+    Ok(resolved)
+}
+
+/// [`resolve`], then the stream's own checks: the config the worker runs
+/// for this table, marked with the source's name (its facts rows carry it).
+pub fn stream_config(
+    source_name: &str,
+    source: &CdcSourceSpec,
+    stream_name: &str,
+    stream: &CdcStreamSpec,
+) -> Result<StreamConfig, SourceRefError> {
+    let resolved = resolve(source_name, source, stream_name, stream)?;
+    let mut config = resolved
+        .validate()
+        .map_err(|errors| SourceRefError::Invalid {
+            stream: stream_name.into(),
+            errors,
+        })?;
+    config.source_name = Some(source_name.to_string());
+    Ok(config)
+}
+
+/// The error `CdcStreamSpec::validate` gives a stream of a source checked
+/// alone: it can run only with its source.
+pub(super) fn needs_its_source(name: &str) -> SpecError {
+    SpecError::Invalid {
+        field: "spec.sourceRef".into(),
+        value: name.into(),
+        reason: "this stream is one table of that CdcSource: run it with its source \
+                 (`mssql-cdc run -f` a file holding the CdcSource and its CdcStreams); the \
+                 operator does not run CdcSources yet, so in Kubernetes remove sourceRef and \
+                 give the stream its own connection"
+            .into(),
+    }
+}
+
+#[cfg(test)]
+#[path = "source_tests.rs"]
+mod tests;
