@@ -189,6 +189,35 @@ impl SourceError {
     pub fn is_purged_range(&self) -> bool {
         self.server_code() == Some(PURGED_RANGE)
     }
+
+    /// Whether SQL Server refused a statement because of one object it
+    /// names: the object does not exist (208) or the login may not read it
+    /// (229, or 230 for one of its columns). The statement's other objects
+    /// may be fine, so a question asked of many tables at once is asked of
+    /// them one by one, and only the broken table fails. A login, a
+    /// connection or a server error is not one: it concerns every table.
+    pub fn is_object_error(&self) -> bool {
+        self.server_code().is_some_and(object_error_code)
+    }
+}
+
+/// `Invalid object name '...'`: a table the statement names does not
+/// exist (a change table dropped with its capture instance).
+pub const INVALID_OBJECT: u32 = 208;
+
+/// `The SELECT permission was denied on the object '...'`.
+pub const OBJECT_PERMISSION_DENIED: u32 = 229;
+
+/// `The SELECT permission was denied on the column '...' of the object '...'`.
+pub const COLUMN_PERMISSION_DENIED: u32 = 230;
+
+/// Whether SQL Server's error `code` names one object of the statement
+/// ([`SourceError::is_object_error`]).
+pub fn object_error_code(code: u32) -> bool {
+    matches!(
+        code,
+        INVALID_OBJECT | OBJECT_PERMISSION_DENIED | COLUMN_PERMISSION_DENIED
+    )
 }
 
 /// `An insufficient number of arguments were supplied for the procedure or
@@ -238,5 +267,26 @@ mod tests {
         assert!(redirect.is_transient());
         assert!(!SourceError::Missing("x".into()).is_transient());
         assert!(!SourceError::Missing("x".into()).is_purged_range());
+    }
+
+    #[test]
+    fn changed_tables_object_errors_name_one_table_and_others_do_not() {
+        for code in [208, 229, 230] {
+            assert!(object_error_code(code), "{code}");
+        }
+        // Login failed, database unavailable, deadlock, purged range, a
+        // server permission: not about one table of the statement.
+        for code in [18456, 4060, 1205, 313, 300] {
+            assert!(!object_error_code(code), "{code}");
+        }
+        let cut = SourceError::Sql {
+            context: "which tables changed".into(),
+            source: tiberius::error::Error::Io {
+                kind: std::io::ErrorKind::ConnectionReset,
+                message: "reset".into(),
+            },
+        };
+        assert!(!cut.is_object_error());
+        assert!(!SourceError::Missing("x".into()).is_object_error());
     }
 }

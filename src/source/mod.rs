@@ -1,7 +1,8 @@
 //! The SQL Server side of a stream: the tiberius session, the CDC queries,
 //! the snapshot reader, the session's own read metrics (`session_stats`),
 //! the CDC jobs (`jobs`: retention, the capture job's state), capture's
-//! health as a monitoring login reads it (`capture_health`), where a
+//! health as a monitoring login reads it (`capture_health`), which of many
+//! tables changed in a round, in one statement (`changed_tables`), where a
 //! parallel read splits a batch (`lsn_parts`) or a table (`key_ranges`),
 //! the table's unique keys (`unique_keys`) and the mapping of SQL Server
 //! types to Arrow. `session` is the adapter a run holds (the connected
@@ -13,6 +14,7 @@
 mod arrow_rows;
 pub mod capture_health;
 pub mod cdc;
+pub mod changed_tables;
 mod connection;
 mod error;
 pub mod heartbeat;

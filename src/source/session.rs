@@ -14,6 +14,7 @@ use secrecy::SecretString;
 use tokio::sync::Mutex;
 
 use super::cdc::{self, CaptureInfo, Commit, DdlEvent, InstanceEntry};
+use super::changed_tables::{self, ChangeWindow, ChangedTables};
 use super::key_ranges::{bounds, sample_for, sample_keys};
 use super::lsn_parts::{CommitChanges, change_counts};
 use super::parts::SqlReader;
@@ -235,6 +236,19 @@ impl SourceSession {
     /// The database's max LSN.
     pub async fn max_lsn(&mut self) -> Result<Lsn, SourceError> {
         cdc::max_lsn(&mut *self.client.lock().await).await
+    }
+
+    /// Which of `windows` have a change row up to `upto` (the round's max
+    /// LSN), asked on this session in one statement per chunk of windows,
+    /// so a worker of many tables finds the few that changed in a constant
+    /// number of round trips; the tables SQL Server refused are in
+    /// `failed` (see [`changed_tables::changed_tables`]).
+    pub async fn changed_tables(
+        &mut self,
+        windows: &[ChangeWindow],
+        upto: Lsn,
+    ) -> Result<ChangedTables, SourceError> {
+        changed_tables::changed_tables(&mut *self.client.lock().await, windows, upto).await
     }
 
     /// The lowest LSN `instance` still holds.

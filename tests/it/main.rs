@@ -57,3 +57,4 @@ mod sandbox_login;
 mod sandbox_sessions;
 mod sandbox_sql;
 mod sandbox_types;
+mod source_changed_tables;

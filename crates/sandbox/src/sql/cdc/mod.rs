@@ -35,6 +35,8 @@ pub mod scheduler;
 pub mod views;
 
 #[cfg(test)]
+mod changed_tables_tests;
+#[cfg(test)]
 mod tests;
 
 pub use lsn::Lsn;
