@@ -236,6 +236,10 @@ pub struct StreamConfig {
     pub silver: Option<SilverConfig>,
     /// The health limits (`spec.alerts` with its defaults).
     pub alerts: AlertLimits,
+    /// The CdcSource whose worker runs this stream; None for a stream of
+    /// its own. Its facts rows carry it in `source`, so a database's
+    /// tables can be judged together (`mssql-cdc health --source`).
+    pub source_name: Option<String>,
 }
 
 /// Collects errors while checking fields, so one run reports them all.
@@ -639,6 +643,8 @@ impl CdcStreamSpec {
                     finalization,
                     silver,
                     alerts,
+                    // A CdcStream validated on its own runs its own worker.
+                    source_name: None,
                 })
             }
             _ => Err(ValidationErrors(c.0)),
