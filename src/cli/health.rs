@@ -1,13 +1,15 @@
 //! `mssql-cdc health --facts URI [--control URI]`: the five stream alerts
 //! per target and, with the control table, each verdict's staleness.
+//! With `--source NAME`, only the tables of that CdcSource, and the
+//! position every one of them is complete up to.
 //! Exit status: 0 nothing fires, 1 something fires, 2 error (for cron).
 
 use chrono::{DateTime, Utc};
 use mssql_cdc::health::{
-    Alert, FinalizationHealth, FreshnessLimits, StaleReason, StreamHealth, Thresholds,
-    assess_finalization, assess_stream,
+    Alert, FinalizationHealth, FreshnessLimits, SourceCompleteness, SourceVerdict, StaleReason,
+    StreamHealth, Thresholds, assess_finalization, assess_source, assess_stream,
 };
-use mssql_cdc::query::monitoring::{CONTROL, FACTS, latest_batches, verdicts};
+use mssql_cdc::query::monitoring::{CONTROL, FACTS, latest_batches, source_tables, verdicts};
 use serde_json::{Value, json};
 
 use super::lake_query::QueryClockArgs;
@@ -21,6 +23,11 @@ pub struct HealthArgs {
     /// The finalization control Delta table: also judge each verdict.
     #[arg(long)]
     pub control: Option<String>,
+    /// Judge only the tables of this CdcSource (those whose newest facts
+    /// rows name it) and report the LSN and time every one of them is
+    /// complete up to.
+    #[arg(long)]
+    pub source: Option<String>,
     /// Print JSON instead of lines of text.
     #[arg(long)]
     pub json: bool,
@@ -53,13 +60,16 @@ pub struct HealthArgs {
 pub struct HealthReport {
     streams: Vec<StreamHealth>,
     verdicts: Vec<(FinalizationHealth, &'static str)>,
+    source: Option<SourceVerdict>,
 }
 
 impl HealthReport {
     /// Whether any alert fires. A verdict held by an open snapshot is
     /// expected and does not count.
     pub fn fires(&self) -> bool {
-        self.streams.iter().any(StreamHealth::fires) || self.verdicts.iter().any(|(v, _)| v.fires())
+        self.streams.iter().any(StreamHealth::fires)
+            || self.verdicts.iter().any(|(v, _)| v.fires())
+            || self.source.as_ref().is_some_and(SourceVerdict::fires)
     }
 }
 
@@ -68,7 +78,18 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<HealthReport> {
     let now = args.clock.now();
     let session = args.clock.session()?;
     args.clock.register(&session, FACTS, &args.facts).await?;
-    let batches = latest_batches(&session).await?;
+    let mut batches = latest_batches(&session).await?;
+    let source = match &args.source {
+        Some(name) => Some(assess_source(name, &source_tables(&session).await?)),
+        None => None,
+    };
+    // With --source, the source's tables are the whole report.
+    let member = |target: &str| {
+        source
+            .as_ref()
+            .is_none_or(|s| s.tables.iter().any(|t| t == target))
+    };
+    batches.retain(|b| member(&b.target));
     let thresholds = Thresholds {
         silence: *args.silence,
         min_headroom: *args.min_headroom,
@@ -88,6 +109,9 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<HealthReport> {
             silence: *args.silence,
         };
         for verdict in verdicts(&session).await? {
+            if !member(&verdict.table_name) {
+                continue;
+            }
             let batch = batches.iter().find(|b| b.target == verdict.table_name);
             judged.push((
                 assess_finalization(&verdict, batch, now, &limits),
@@ -98,6 +122,7 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<HealthReport> {
     let report = HealthReport {
         streams,
         verdicts: judged,
+        source,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&report, now))?);
@@ -141,12 +166,72 @@ fn to_json(report: &HealthReport, now: DateTime<Utc>) -> Value {
             })
         })
         .collect();
-    json!({
-        "now": now.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
+    let mut out = json!({
+        "now": ntz(now),
         "firing": report.fires(),
         "streams": streams,
         "finalization": finalization,
+    });
+    if let Some(source) = &report.source {
+        out["source"] = source_json(source);
+    }
+    out
+}
+
+fn ntz(t: DateTime<Utc>) -> String {
+    t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+}
+
+/// `complete_up_to` is null when no position holds for every table; then
+/// `reason` says why.
+fn source_json(source: &SourceVerdict) -> Value {
+    let (complete, reason) = match &source.completeness {
+        SourceCompleteness::UpTo {
+            lsn,
+            commit_ts,
+            target,
+        } => (
+            json!({"lsn": lsn.to_string(), "commit_ts": commit_ts.map(ntz), "target": target}),
+            Value::Null,
+        ),
+        SourceCompleteness::NoTables => (Value::Null, json!("no tables")),
+        SourceCompleteness::Unknown { target } => {
+            (Value::Null, json!(format!("{target} has no end LSN")))
+        }
+    };
+    json!({
+        "name": source.source,
+        "tables": source.tables,
+        "complete_up_to": complete,
+        "reason": reason,
     })
+}
+
+/// The source's one line: "every table of `sales` is complete up to ...".
+fn source_text(source: &SourceVerdict) -> String {
+    let name = &source.source;
+    match &source.completeness {
+        SourceCompleteness::UpTo {
+            lsn,
+            commit_ts,
+            target,
+        } => {
+            let time = commit_ts.map_or_else(|| "unknown".to_string(), ntz);
+            format!(
+                "every table of `{name}` ({} tables) is complete up to LSN {lsn} / time {time} \
+                 (the minimum is {target}'s)\n",
+                source.tables.len()
+            )
+        }
+        SourceCompleteness::NoTables => format!(
+            "source `{name}`: no table's newest facts row names it, so nothing is known complete\n"
+        ),
+        SourceCompleteness::Unknown { target } => format!(
+            "source `{name}` ({} tables): {target}'s newest batch has no end LSN, so no position \
+             holds for every table\n",
+            source.tables.len()
+        ),
+    }
 }
 
 fn number(value: Option<f64>, unit: &str) -> String {
@@ -154,7 +239,7 @@ fn number(value: Option<f64>, unit: &str) -> String {
 }
 
 fn to_text(report: &HealthReport) -> String {
-    let mut out = String::new();
+    let mut out = report.source.as_ref().map(source_text).unwrap_or_default();
     if report.streams.is_empty() {
         out.push_str("no micro-batch facts in the facts table\n");
     }

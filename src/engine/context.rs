@@ -55,6 +55,7 @@ impl<'a> Run<'a> {
         Stream {
             target: &self.config.target.name,
             app_id: &self.config.app_id,
+            source: self.config.source_name.as_deref(),
         }
     }
 

@@ -19,6 +19,23 @@ pub struct Stream<'a> {
     pub target: &'a str,
     /// The stream's appId.
     pub app_id: &'a str,
+    /// The CdcSource whose worker runs the stream, if any: every row
+    /// carries it, so a database's tables can be judged together.
+    pub source: Option<&'a str>,
+}
+
+impl Stream<'_> {
+    /// A row of this stream with only its identity and `written_at` set.
+    fn row(
+        self,
+        batch_id: Option<crate::domain::BatchId>,
+        event: Option<FactEvent>,
+        written_at: DateTime<Utc>,
+    ) -> FactRow {
+        let mut row = FactRow::new(self.target, self.app_id, batch_id, event, written_at);
+        row.source = self.source.map(str::to_string);
+        row
+    }
 }
 
 /// What running a micro-batch measured.
@@ -50,13 +67,7 @@ pub fn batch_row(
     written_at: DateTime<Utc>,
 ) -> FactRow {
     let read = &measures.read;
-    let mut row = FactRow::new(
-        stream.target,
-        stream.app_id,
-        Some(plan.batch_id),
-        None,
-        written_at,
-    );
+    let mut row = stream.row(Some(plan.batch_id), None, written_at);
     row.rows = Some(read.rows);
     row.capture_instance = Some(plan.capture_instance.clone());
     row.min_lsn = read.min_lsn;
@@ -130,13 +141,7 @@ pub fn event_rows(
     events
         .iter()
         .map(|planned| {
-            let mut row = FactRow::new(
-                stream.target,
-                stream.app_id,
-                Some(plan.batch_id),
-                Some(planned.event),
-                written_at,
-            );
+            let mut row = stream.row(Some(plan.batch_id), Some(planned.event), written_at);
             row.rows = Some(0);
             row.capture_instance = Some(planned.capture_instance.clone());
             at_point(&mut row, planned.lsn, planned.commit_ts);
@@ -173,7 +178,7 @@ pub fn snapshot_row(
     } else {
         FactEvent::Resnapshot
     };
-    let mut row = FactRow::new(stream.target, stream.app_id, None, Some(event), written_at);
+    let mut row = stream.row(None, Some(event), written_at);
     row.rows = Some(measures.rows);
     row.capture_instance = Some(plan.capture_instance.clone());
     at_point(&mut row, plan.lsn, plan.commit_ts);

@@ -10,6 +10,7 @@ use crate::domain::{BatchId, CaptureInstance, Lsn};
 const STREAM: Stream<'static> = Stream {
     target: "bronze.orders",
     app_id: "orders-v1",
+    source: None,
 };
 
 fn lsn(n: u8) -> Lsn {
@@ -219,9 +220,9 @@ fn an_empty_batch_still_has_its_end() {
     assert_eq!(row.network_wait_ms, None);
 }
 
-#[test]
-fn event_rows_sit_at_their_own_lsn() {
-    let skipped = PlannedEvent {
+/// A `data_skipped` event at LSN 20, having lost the hour before it.
+fn skipped_event() -> PlannedEvent {
+    PlannedEvent {
         event: FactEvent::DataSkipped,
         lsn: lsn(20),
         commit_ts: Some(at(-30)),
@@ -234,7 +235,12 @@ fn event_rows_sit_at_their_own_lsn() {
         }),
         lost_from_ts: Some(at(-90)),
         lost_to_ts: Some(at(-30)),
-    };
+    }
+}
+
+#[test]
+fn event_rows_sit_at_their_own_lsn() {
+    let skipped = skipped_event();
     let rows = event_rows(STREAM, &plan(), &[skipped], at(2));
     assert_eq!(rows.len(), 1);
     let row = &rows[0];
@@ -324,4 +330,55 @@ fn headroom_with_the_retention_is_the_time_until_cleanup_reaches_the_position() 
     // Without the retention: the watermark's measure, as before.
     let old = super::retention_headroom_hours(Some(at(0)), &marks(Some(-60), Some(0), 0));
     assert_eq!(old, Some(1.0));
+}
+
+#[test]
+fn every_kind_of_row_names_the_source_the_stream_runs_in() {
+    let event = skipped_event();
+    let snapshot = PlannedSnapshot {
+        snapshot: 0,
+        lsn: lsn(30),
+        capture_instance: CaptureInstance::new("dbo_orders").unwrap(),
+        commit_ts: Some(at(0)),
+        started_at: at(1),
+        lost_from_ts: None,
+        lost_to_ts: None,
+        key_bounds: Vec::new(),
+    };
+    let measured = SnapshotMeasures {
+        rows: 1,
+        read_time: Duration::from_secs(1),
+        read_bytes: 1,
+    };
+    let marks = marks(Some(-60), Some(0), 1);
+    // (case, the stream's source, what its rows carry)
+    let cases = [
+        ("a stream of the sales source", Some("sales"), Some("sales")),
+        ("a stream of its own", None, None),
+    ];
+    for (case, source, expected) in cases {
+        let stream = Stream { source, ..STREAM };
+        let mut rows = vec![
+            batch_row(
+                stream,
+                &plan(),
+                Some(at(0)),
+                &measures(1),
+                &marks,
+                None,
+                at(2),
+            ),
+            snapshot_row(stream, &snapshot, &measured, at(3)),
+        ];
+        rows.extend(event_rows(
+            stream,
+            &plan(),
+            std::slice::from_ref(&event),
+            at(2),
+        ));
+        assert_eq!(rows.len(), 3, "{case}");
+        for row in rows {
+            assert_eq!(row.source.as_deref(), expected, "{case}: {:?}", row.event);
+        }
+    }
 }

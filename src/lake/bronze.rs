@@ -10,7 +10,7 @@ use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionConte
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add};
-use deltalake::kernel::{StructType, Transaction};
+use deltalake::kernel::{StructField, StructType, Transaction};
 use deltalake::parquet::basic::Compression;
 use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::parquet::schema::types::ColumnPath;
@@ -21,7 +21,7 @@ use futures::{Stream, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::delta::{open_or_create, table_exists, txn_version};
+use super::delta::{add_missing_fields, open_or_create, table_exists, txn_version};
 use super::schema::arrow_field;
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::Txn;
@@ -321,32 +321,13 @@ impl BronzeTable {
         &mut self,
         columns: &[Field],
     ) -> Result<Vec<String>, BronzeError> {
-        let current = self.arrow_schema()?;
-        let missing: Vec<Field> = columns
-            .iter()
-            .filter(|f| {
-                !current
-                    .fields()
-                    .iter()
-                    .any(|c| c.name().eq_ignore_ascii_case(f.name()))
-            })
-            .map(|f| Field::new(f.name(), f.data_type().clone(), true))
-            .collect();
-        if missing.is_empty() {
-            return Ok(Vec::new());
-        }
-        let added = missing.iter().map(|f| f.name().clone()).collect();
-        let kernel: StructType = (&Schema::new(missing))
+        let kernel: StructType = (&Schema::new(columns.to_vec()))
             .try_into_kernel()
             .map_err(|e| self.delta_error(DeltaTableError::from(e)))?;
-        self.table = self
-            .table
-            .clone()
-            .add_columns()
-            .with_fields(kernel.fields().cloned().collect::<Vec<_>>())
+        let fields: Vec<StructField> = kernel.fields().cloned().collect();
+        add_missing_fields(&mut self.table, &fields)
             .await
-            .map_err(|e| self.delta_error(e))?;
-        Ok(added)
+            .map_err(|e| self.delta_error(e))
     }
 
     /// The newest `txn.version` committed under `txn_app_id`.

@@ -73,6 +73,57 @@ pub(crate) async fn open_or_create_with(
     }
 }
 
+/// Schema evolution, the one way every table of ours does it: adds the
+/// `fields` the table lacks (names compared case-insensitively, as SQL
+/// Server and Delta readers do) as nullable columns after the existing
+/// ones, in one metadata commit. Nothing written is rewritten; older rows
+/// read the new columns as NULL. Returns the names it added.
+///
+/// Several writers may open the same table at once (the facts table is
+/// shared). A commit of another writer that lands first, such as the same
+/// columns added by a stream opening at the same moment, makes ours
+/// conflict: the table is then read again and only what is still missing
+/// is added, so the loser goes on instead of failing.
+pub(crate) async fn add_missing_fields(
+    table: &mut DeltaTable,
+    fields: &[StructField],
+) -> Result<Vec<String>, DeltaTableError> {
+    const ATTEMPTS: usize = 5;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = table.snapshot()?.schema();
+        let missing: Vec<StructField> = fields
+            .iter()
+            .filter(|f| {
+                !current
+                    .fields()
+                    .any(|c| c.name().eq_ignore_ascii_case(f.name()))
+            })
+            .map(|f| StructField {
+                nullable: true,
+                ..f.clone()
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        let added = missing.iter().map(|f| f.name().clone()).collect();
+        match table.clone().add_columns().with_fields(missing).await {
+            Ok(evolved) => {
+                *table = evolved;
+                return Ok(added);
+            }
+            Err(DeltaTableError::VersionAlreadyExists(_) | DeltaTableError::Transaction { .. })
+                if attempt < ATTEMPTS =>
+            {
+                table.update_state().await?
+            }
+            Err(other) => return Err(other),
+        }
+    }
+}
+
 /// The latest `txn.version` recorded for `app_id`, after catching up with
 /// the log.
 pub(crate) async fn txn_version(

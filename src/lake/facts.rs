@@ -18,7 +18,7 @@ use deltalake::kernel::transaction::CommitProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::delta::{open_or_create, txn_version};
+use super::delta::{add_missing_fields, open_or_create, txn_version};
 use super::schema::{arrow_schema, delta_fields};
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::{FactSequence, Txn};
@@ -95,16 +95,24 @@ pub struct FactsTable {
 
 impl FactsTable {
     /// Opens the table, creating it (with every column comment) if needed.
+    /// A table created before a column existed (`source`) gets it added,
+    /// nullable and last: appends match columns by name, and its older
+    /// rows read NULL there.
     pub async fn open_or_create(
         location: &StorageLocation,
         options: &StorageOptions,
     ) -> Result<Self, FactsError> {
-        let table = open_or_create(location, options, delta_fields(&COLUMNS), TABLE_COMMENT)
+        let delta_error = |source| FactsError::Delta {
+            location: location.to_string(),
+            source: Box::new(source),
+        };
+        let fields = delta_fields(&COLUMNS);
+        let mut table = open_or_create(location, options, fields.clone(), TABLE_COMMENT)
             .await
-            .map_err(|source| FactsError::Delta {
-                location: location.to_string(),
-                source: Box::new(source),
-            })?;
+            .map_err(delta_error)?;
+        add_missing_fields(&mut table, &fields)
+            .await
+            .map_err(delta_error)?;
         Ok(FactsTable {
             table,
             location: location.to_string(),

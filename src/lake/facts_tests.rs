@@ -234,3 +234,54 @@ async fn rows_that_do_not_fit_the_key_are_refused() {
             .is_empty()
     );
 }
+
+/// The facts columns before `source` was added, as the first release
+/// created the table.
+fn columns_before_source() -> Vec<crate::domain::columns::Column> {
+    COLUMNS.into_iter().filter(|c| c.name != "source").collect()
+}
+
+#[tokio::test]
+async fn an_older_table_gets_the_source_column_once_though_two_writers_add_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = StorageLocation::parse(dir.path().join("facts").to_str().unwrap()).unwrap();
+    let old = delta_fields(&columns_before_source());
+    open_or_create(&location, &StorageOptions::default(), old, TABLE_COMMENT)
+        .await
+        .unwrap();
+    // A second stream that read the table before the first one evolved it.
+    let mut stale = reopen(&location).await;
+
+    let (mut facts, _) = open(&dir).await;
+    let table = reopen(&location).await;
+    assert_eq!(table.version(), Some(1), "one metadata commit");
+    let schema = table.snapshot().unwrap().schema();
+    let last = schema.fields().last().unwrap().clone();
+    assert_eq!((last.name().as_str(), last.is_nullable()), ("source", true));
+    assert_eq!(
+        last.metadata()
+            .get("comment")
+            .map(ToString::to_string)
+            .as_deref(),
+        Some(COLUMNS[2].comment)
+    );
+
+    // The stale writer's add conflicts with the one that landed: it reads
+    // the table again, finds the column and goes on without a commit.
+    let added = add_missing_fields(&mut stale, &delta_fields(&COLUMNS))
+        .await
+        .unwrap();
+    assert_eq!((added, stale.version()), (Vec::<String>::new(), Some(1)));
+    let (_, _) = open(&dir).await;
+    assert_eq!(reopen(&location).await.version(), Some(1), "no second add");
+
+    // Appends match by name although `source` is last in this table.
+    let mut row = batch_row("bronze.orders", 0, None, 1);
+    row.source = Some("sales".into());
+    facts
+        .append(&batch_key("bronze.orders", 0), &[row])
+        .await
+        .unwrap();
+    let rows = query(&reopen(&location).await, "SELECT target, source FROM t").await;
+    assert_eq!(rows, vec![vec!["bronze.orders", "sales"]]);
+}

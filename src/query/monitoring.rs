@@ -8,8 +8,8 @@ use deltalake::arrow::datatypes::{DataType, TimeUnit};
 use deltalake::arrow::record_batch::RecordBatch;
 
 use super::session::{QueryError, SparkSession};
-use crate::domain::{Granularity, GranularityError};
-use crate::health::{LatestBatch, Verdict};
+use crate::domain::{Granularity, GranularityError, Lsn};
+use crate::health::{LatestBatch, SourceTable, Verdict};
 
 /// Why monitoring data could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +79,56 @@ pub async fn latest_batches(session: &SparkSession) -> Result<Vec<LatestBatch>, 
                 retention_headroom_hours: double_at(&headroom, row),
                 ingestion_lag_seconds: double_at(&ingestion, row),
                 capture_lag_seconds: double_at(&capture, row),
+                target: name,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Each target's newest micro-batch row as the source verdict reads it:
+/// the source it names, its end LSN and commit time, by target name. A
+/// facts table older than the `source` column (no stream has opened it
+/// since) has no source in any row.
+pub async fn source_tables(session: &SparkSession) -> Result<Vec<SourceTable>, MonitoringError> {
+    let source = if session.has_column(FACTS, "source").await? {
+        "max_by(source, written_at)"
+    } else {
+        "CAST(NULL AS STRING)"
+    };
+    let batches = session
+        .sql(&format!(
+            "SELECT target, {source} AS source, max_by(end_lsn, written_at) AS end_lsn, \
+             max_by(end_commit_ts, written_at) AS end_commit_ts \
+             FROM {FACTS} WHERE event IS NULL GROUP BY target ORDER BY target"
+        ))
+        .await?;
+    let mut out = Vec::new();
+    for batch in &batches {
+        let t = Columns {
+            table: "facts",
+            batch,
+        };
+        let target = t.strings("target")?;
+        let sources = t.strings("source")?;
+        let end_lsn = t.strings("end_lsn")?;
+        let end = t.times("end_commit_ts")?;
+        for row in 0..batch.num_rows() {
+            let name = t.required_string(&target, row, "target", "?")?;
+            let end_lsn = string_at(&end_lsn, row)
+                .map(|text| {
+                    text.parse::<Lsn>().map_err(|e| MonitoringError::Value {
+                        table: "facts",
+                        column: "end_lsn",
+                        row: name.clone(),
+                        reason: e.to_string(),
+                    })
+                })
+                .transpose()?;
+            out.push(SourceTable {
+                source: string_at(&sources, row),
+                end_lsn,
+                end_commit_ts: time_at(&end, row),
                 target: name,
             });
         }

@@ -172,6 +172,13 @@ impl SparkSession {
         Ok(())
     }
 
+    /// Whether registered table `table` has a column `column`: monitoring
+    /// queries ask before naming a column that older tables lack.
+    pub async fn has_column(&self, table: &str, column: &str) -> Result<bool, QueryError> {
+        let frame = self.ctx.table(table).await?;
+        Ok(frame.schema().field_with_unqualified_name(column).is_ok())
+    }
+
     /// Runs one Spark SQL statement and collects its result.
     pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>, QueryError> {
         let statement = parse_spark_sql(sql).map_err(|e| QueryError::Parse(e.to_string()))?;

@@ -237,7 +237,8 @@ pub struct StreamConfig {
     /// The health limits (`spec.alerts` with its defaults).
     pub alerts: AlertLimits,
     /// The CdcSource whose worker runs this stream; None for a stream of
-    /// its own.
+    /// its own. Its facts rows carry it in `source`, so a database's
+    /// tables can be judged together (`mssql-cdc health --source`).
     pub source_name: Option<String>,
 }
 
@@ -672,6 +673,7 @@ impl CdcStreamSpec {
                     finalization,
                     silver,
                     alerts,
+                    // A CdcStream validated on its own runs its own worker.
                     source_name: None,
                 })
             }

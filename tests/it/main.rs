@@ -27,6 +27,7 @@ mod engine_source_faults;
 mod engine_stores;
 mod engine_stream;
 mod facts_maintenance;
+mod facts_source;
 
 mod lake_stores;
 mod monitoring;

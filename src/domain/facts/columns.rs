@@ -6,7 +6,7 @@ use crate::domain::columns::ColumnKind::{Double, Long, String as Str, TimestampN
 use crate::domain::columns::{Column, col};
 
 /// Every facts column, in table order.
-pub const COLUMNS: [Column; 25] = [
+pub const COLUMNS: [Column; 26] = [
     col(
         "target",
         Str,
@@ -18,6 +18,14 @@ pub const COLUMNS: [Column; 25] = [
         Str,
         false,
         "The stream's appId: the Delta txn id its bronze commits carry.",
+    ),
+    // Added after the first release: an older table gets it appended as
+    // its last column on open (`lake::facts`); appends match by name.
+    col(
+        "source",
+        Str,
+        true,
+        "Name of the CdcSource whose worker wrote the row; NULL for a stream of its own and in rows written before this column existed.",
     ),
     col(
         "batch_id",
@@ -159,7 +167,7 @@ mod tests {
         let names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
         assert_eq!(
             names.join(", "),
-            "target, app_id, batch_id, event, rows, capture_instance, min_lsn, max_lsn, \
+            "target, app_id, source, batch_id, event, rows, capture_instance, min_lsn, max_lsn, \
              end_lsn, min_commit_ts, max_commit_ts, end_commit_ts, started_at, duration_ms, \
              written_at, read_seconds, read_mb, source_rtt_ms, network_wait_ms, \
              retention_headroom_hours, ingestion_lag_seconds, capture_lag_seconds, detail, \

@@ -70,6 +70,11 @@ impl fmt::Display for FactEvent {
 pub struct FactRow {
     pub target: String,
     pub app_id: String,
+    /// The CdcSource whose worker wrote the row; `None` for a stream of
+    /// its own, and absent from (so `None` in) rows recorded before the
+    /// column existed.
+    #[serde(default)]
+    pub source: Option<String>,
     pub batch_id: Option<BatchId>,
     pub event: Option<FactEvent>,
     pub rows: Option<u64>,
@@ -114,6 +119,7 @@ impl FactRow {
         FactRow {
             target: target.into(),
             app_id: app_id.into(),
+            source: None,
             batch_id,
             event,
             rows: None,
@@ -247,7 +253,8 @@ mod tests {
         assert_eq!(json["event"], serde_json::Value::Null);
         assert_eq!(json["min_lsn"], "0x0000002A000001F40003");
         assert_eq!(json["end_commit_ts"], "2026-09-21T14:13:50.000123");
-        assert_eq!(json.as_object().unwrap().len(), 25);
+        assert_eq!(json.as_object().unwrap().len(), 26);
+        assert_eq!(json["source"], serde_json::Value::Null);
     }
 
     #[test]
@@ -256,11 +263,19 @@ mod tests {
         row.event = Some(FactEvent::SchemaChange);
         row.capture_instance = CaptureInstance::new("dbo_orders").ok();
         row.retention_headroom_hours = Some(71.5);
+        row.source = Some("sales".into());
         assert_eq!(FactRow::from_json(&row.to_json()), Some(row));
         assert_eq!(
             FactRow::from_json(&serde_json::json!({"target": "x"})),
             None
         );
+    }
+
+    #[test]
+    fn a_row_recorded_before_the_source_column_reads_back_without_one() {
+        let mut old = sample(3).to_json();
+        old.as_object_mut().unwrap().remove("source");
+        assert_eq!(FactRow::from_json(&old), Some(sample(3)));
     }
 
     #[test]
