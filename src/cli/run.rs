@@ -106,6 +106,10 @@ async fn run_source(
     if args.metrics_addr.is_some() {
         bail!("--metrics-addr serves one stream; run a source's tables without it for now");
     }
+    let pacing = source
+        .spec
+        .pacing()
+        .with_context(|| format!("manifest {file}: CdcSource {source_name}"))?;
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tables = Vec::new();
     for stream in &streams {
@@ -137,7 +141,7 @@ async fn run_source(
         signal.cancel();
     });
     let mut failed = 0;
-    for outcome in run_tables(tables).await {
+    for outcome in run_tables(tables, Some(pacing)).await {
         match outcome.result {
             Ok(summary) => println!("{}: stopped: {}", outcome.target, summary_line(&summary)),
             Err(error) => {

@@ -7,6 +7,7 @@ use super::options::{RunOptions, RunSummary};
 use super::plan::PlanOptions;
 use super::warnings::Warnings;
 use crate::domain::{FactRow, Lsn};
+use crate::source::changed_tables::ChangeWindow;
 use crate::spec::{StreamConfig, Trigger};
 
 /// One run of a stream.
@@ -25,6 +26,11 @@ pub struct Run<'a> {
     /// reported it: a completion whose write answered an error is confirmed
     /// by the retry, which must still report it.
     pub copied_snapshot: Option<(u64, FactRow)>,
+    /// Set by a step that leaves the stream caught up: the window its next
+    /// batch would read, which a source's round asks about.
+    pub caught_up: Option<ChangeWindow>,
+    /// A source's table holds one of `concurrency.reads` slots for a step.
+    pub read_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl<'a> Run<'a> {
@@ -37,6 +43,8 @@ impl<'a> Run<'a> {
             summary: RunSummary::default(),
             once_target: None,
             copied_snapshot: None,
+            caught_up: None,
+            read_permit: None,
         }
     }
 

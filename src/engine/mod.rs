@@ -37,6 +37,7 @@ mod identity;
 mod marks;
 mod observer;
 mod options;
+mod pacer;
 mod plan;
 mod readers;
 mod run;
@@ -63,6 +64,7 @@ pub use observer::{
     Fanout, Observer, PositionMeasures, Silent, SilverFill, SnapshotProgress, SourceCheck,
 };
 pub use options::{RunOptions, RunSummary};
+pub use pacer::{Pacer, RoundOutcome, TablePace};
 pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;
 pub use tables::{TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::observer::Observer;
+use super::pacer::TablePace;
 use crate::domain::FactRow;
 use crate::lake::lease::DEFAULT_LEASE_TTL;
 use crate::retry::Backoff;
@@ -33,6 +34,9 @@ pub struct RunOptions {
     /// Take over a target that holds another checkpoint's commits
     /// (`--adopt-target`; `spec.adoptTarget` does the same).
     pub adopt_target: bool,
+    /// A table of a source: its place in the source's rounds (it waits for
+    /// them when caught up, instead of polling), and the shared limits.
+    pub pace: Option<TablePace>,
 }
 
 impl RunOptions {
@@ -47,6 +51,7 @@ impl RunOptions {
             backoff: Backoff::default(),
             env: std::env::vars().collect(),
             adopt_target: false,
+            pace: None,
         }
     }
 }

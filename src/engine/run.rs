@@ -42,7 +42,9 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
     let mut run = Run::new(&config, &options);
     let result = match claim_checkpoint(&mut run).await {
         Ok(Some((checkpoint, lease))) => {
-            let _heartbeat = config.heartbeat.clone().map(|heartbeat| {
+            // A source's tables share one heartbeat, the source's.
+            let own_heartbeat = config.heartbeat.clone().filter(|_| options.pace.is_none());
+            let _heartbeat = own_heartbeat.map(|heartbeat| {
                 Heartbeat::start(
                     config.source.clone(),
                     password.clone(),
@@ -110,6 +112,8 @@ async fn drive(
     let config = run.config;
     let mut backoff = run.options.backoff.clone();
     let heartbeat = config.heartbeat.as_ref();
+    // A source's table connects in one of its read slots.
+    run.read_permit = read_permit(run).await;
     let mut session = loop {
         let opened = open_source(run, password, heartbeat, None).await;
         let opened = match opened {
@@ -155,6 +159,7 @@ async fn drive(
             return Ok(());
         }
     };
+    run.read_permit = None;
     if !sink.columns_added().is_empty() {
         run.warnings.raise(format!(
             "bronze {} gained the column(s) {} that the stream reads now but did not before \
@@ -167,6 +172,7 @@ async fn drive(
     }
     let mut reconnect = false;
     loop {
+        run.read_permit = read_permit(run).await;
         let result = if reconnect {
             open_source(run, password, heartbeat, Some(&session))
                 .await
@@ -178,11 +184,22 @@ async fn drive(
             step(run, &mut session, &mut sink).await
         };
         reconnect = false;
+        run.read_permit = None;
         match result {
             Ok(Step::Done) => return Ok(()),
             Ok(Step::Progress) => backoff.reset(),
             Ok(Step::Idle) => {
                 backoff.reset();
+                let caught_up = run.caught_up.take();
+                if let (Some(pace), Some(window)) = (run.options.pace.as_ref(), caught_up) {
+                    // A source's table waits for the round to find a
+                    // change in its window (or its idle commit to be due).
+                    pace.wait_for_change(window, &run.options.stop).await;
+                    if run.options.stop.is_cancelled() {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 let wait = match config.trigger {
                     Trigger::ProcessingTime(interval) => interval,
                     Trigger::AvailableNow => Duration::ZERO,
@@ -200,6 +217,15 @@ async fn drive(
         if run.options.stop.is_cancelled() {
             return Ok(());
         }
+    }
+}
+
+/// One of the source's read slots, for a table of a source (none is
+/// needed by a stream of its own).
+async fn read_permit(run: &Run<'_>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    match run.options.pace.as_ref() {
+        Some(pace) => pace.read_permit().await,
+        None => None,
     }
 }
 

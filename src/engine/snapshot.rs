@@ -145,6 +145,13 @@ async fn take<S: ChangeSource>(
         }
         return Ok(position);
     }
+    // A source's table copies in one of its snapshot slots, and gives its
+    // read slot back while it waits for one and copies.
+    run.read_permit = None;
+    let _snapshot_slot = match run.options.pace.clone() {
+        Some(pace) => pace.snapshot_permit().await,
+        None => None,
+    };
     sink.hold_verdict(plan.lsn, run.observer()).await?;
     let app_id = &run.config.app_id;
     let resumed =

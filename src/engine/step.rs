@@ -18,6 +18,7 @@ use crate::failpoint;
 use crate::lake::checkpoint::PlannedBatch;
 use crate::lake::records::LsnRange;
 use crate::source::cdc::CaptureInfo;
+use crate::source::changed_tables::ChangeWindow;
 use crate::source::lsn_parts;
 
 /// The outcome of one step.
@@ -81,7 +82,13 @@ pub async fn step<S: ChangeSource>(
             source,
         })?;
     match plan::plan_next(&position, batch_id, &marks, &options)? {
-        Next::Idle => Ok(Step::Idle),
+        Next::Idle => {
+            run.caught_up = Some(ChangeWindow {
+                instance: position.instance.clone(),
+                after: position.lsn,
+            });
+            Ok(Step::Idle)
+        }
         Next::Done => Ok(Step::Done),
         Next::Resnapshot {
             instance,
@@ -109,7 +116,13 @@ pub async fn step<S: ChangeSource>(
             Ok(
                 match plan::after_batch(caught_up, run.once_target.is_some()) {
                     AfterBatch::Continue => Step::Progress,
-                    AfterBatch::Wait => Step::Idle,
+                    AfterBatch::Wait => {
+                        run.caught_up = Some(ChangeWindow {
+                            instance: plan.capture_instance.clone(),
+                            after: plan.end_lsn,
+                        });
+                        Step::Idle
+                    }
                     AfterBatch::Done => Step::Done,
                 },
             )

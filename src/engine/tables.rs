@@ -13,10 +13,12 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use super::error::EngineError;
+use super::heartbeat::Heartbeat;
 use super::options::{RunOptions, RunSummary};
+use super::pacer::Pacer;
 use super::run::run;
 use crate::retry::Backoff;
-use crate::spec::StreamConfig;
+use crate::spec::{SourcePacing, StreamConfig, Trigger, resolve_password};
 
 /// The first wait before a failed table starts again.
 pub const TABLE_RETRY_FIRST: Duration = Duration::from_secs(30);
@@ -42,8 +44,64 @@ pub struct TableOutcome {
 }
 
 /// Runs every table until each is caught up (`once`), or all are stopped.
-pub async fn run_tables(tables: Vec<TableRun>) -> Vec<TableOutcome> {
-    join_all(tables.into_iter().map(run_table)).await
+/// With `pacing` (a `CdcSource`'s), the tables share its limits and, once
+/// caught up, wait for the source's rounds instead of polling each on its
+/// own (`pacer.rs`); the rounds stop with the tables' stop token.
+pub async fn run_tables(
+    mut tables: Vec<TableRun>,
+    pacing: Option<SourcePacing>,
+) -> Vec<TableOutcome> {
+    let (Some(pacing), Some(first)) = (pacing, tables.first()) else {
+        return join_all(tables.into_iter().map(run_table)).await;
+    };
+    let pacer = Pacer::new(tables.len(), &pacing);
+    let source = first.config.source.clone();
+    let heartbeat = first.config.heartbeat.clone();
+    let source_name = first.config.source_name.clone();
+    let once = first.options.once || first.config.trigger == Trigger::AvailableNow;
+    let interval = match first.config.trigger {
+        Trigger::ProcessingTime(interval) => interval,
+        Trigger::AvailableNow => Duration::ZERO,
+    };
+    // The rounds stop when the tables are stopped, or have all ended.
+    let stop = first.options.stop.child_token();
+    let password = resolve_password(&source.password, |name: &str| {
+        first.options.env.get(name).cloned()
+    });
+    for (slot, table) in tables.iter_mut().enumerate() {
+        table.options.pace = Some(pacer.table(slot));
+    }
+    let rounds = async {
+        // Without a password every table fails on its own, saying why.
+        let Ok(password) = password else {
+            return;
+        };
+        // One heartbeat for the whole source, in the source's name.
+        let _heartbeat = heartbeat.map(|heartbeat| {
+            Heartbeat::start(
+                source.clone(),
+                password.clone(),
+                heartbeat,
+                source_name.clone().unwrap_or_default(),
+            )
+        });
+        if once {
+            stop.cancelled().await;
+        } else {
+            pacer.run_rounds(&source, &password, interval, &stop).await;
+        }
+    };
+    let tables = join_all(tables.into_iter().map(run_table));
+    let (outcomes, ()) = tokio::join!(
+        async {
+            let outcomes = tables.await;
+            // Every table has ended: the rounds and heartbeat end with them.
+            stop.cancel();
+            outcomes
+        },
+        rounds
+    );
+    outcomes
 }
 
 async fn run_table(table: TableRun) -> TableOutcome {

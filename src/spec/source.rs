@@ -10,12 +10,14 @@
 //! stream's).
 
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::time::Duration;
 
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::alerts::AlertsSpec;
+use super::alerts::{AlertsSpec, parse_duration};
 use super::types::{
     CdcStreamSpec, CredentialsSpec, Encrypt, FinalizationSpec, HeartbeatSpec, MonitoringSpec,
     OnDataLoss, SnapshotSpec, TableSpec, TriggerSpec,
@@ -216,6 +218,51 @@ pub enum SourceRefError {
         /// Every problem found.
         errors: ValidationErrors,
     },
+}
+
+/// How often a quiet table of a source commits an empty batch when the
+/// manifest leaves `idleCommitInterval` out.
+pub const DEFAULT_IDLE_COMMIT_INTERVAL: Duration = Duration::from_secs(5 * 60);
+
+/// How the source's worker shares itself among its tables: what
+/// `engine::run_tables` paces them by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourcePacing {
+    /// A table with no change in its window commits an empty batch this
+    /// often, so its position, headroom and verdict keep moving.
+    pub idle_commit_interval: Duration,
+    /// Tables that read their changes (or connect) at once.
+    pub reads: NonZeroUsize,
+    /// Tables that copy a snapshot at once.
+    pub snapshots: NonZeroUsize,
+}
+
+impl CdcSourceSpec {
+    /// The source's pacing, checked: `idleCommitInterval` a positive
+    /// duration, each concurrency at least 1 (the CRD's bounds say so too;
+    /// a file run locally is checked here).
+    pub fn pacing(&self) -> Result<SourcePacing, SpecError> {
+        let idle_commit_interval = parse_duration(
+            "spec.idleCommitInterval",
+            self.idle_commit_interval.as_deref(),
+            DEFAULT_IDLE_COMMIT_INTERVAL,
+        )?;
+        let at_least_one = |field: &str, value: u32| {
+            usize::try_from(value)
+                .ok()
+                .and_then(NonZeroUsize::new)
+                .ok_or_else(|| SpecError::Invalid {
+                    field: field.into(),
+                    value: value.to_string(),
+                    reason: "must be at least 1".into(),
+                })
+        };
+        Ok(SourcePacing {
+            idle_commit_interval,
+            reads: at_least_one("spec.concurrency.reads", self.concurrency.reads)?,
+            snapshots: at_least_one("spec.concurrency.snapshots", self.concurrency.snapshots)?,
+        })
+    }
 }
 
 /// The stream as if it ran alone: the source's connection, then the

@@ -1,11 +1,33 @@
 //! `mssql-cdc run -f` on a file holding one CdcSource and its CdcStreams:
 //! every table streams in one process with the source's connection and
 //! defaults, and a table that cannot run fails alone, by name, while the
-//! others complete.
+//! others complete. Running on, the source's rounds wake only the tables
+//! that changed: a quiet table writes nothing while another one streams,
+//! until its idle commit is due.
 
 use crate::support::cdc::capture_table;
-use crate::support::server::{TestServer, run};
+use crate::support::kube::eventually;
+use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_table};
+
+/// Creates `dbo.{table}` with `rows` rows (ids from 1) and captures it.
+async fn seeded_capture(client: &mut Client, table: &str, rows: i32) {
+    run(
+        client,
+        &format!("CREATE TABLE dbo.{table} (id int NOT NULL PRIMARY KEY, note nvarchar(40) NULL)"),
+    )
+    .await
+    .expect("create table");
+    for id in 1..=rows {
+        run(
+            client,
+            &format!("INSERT INTO dbo.{table} VALUES ({id}, N'seed')"),
+        )
+        .await
+        .expect("seed");
+    }
+    capture_table(client, table).await;
+}
 
 fn stream_doc(name: &str, table: &str, lake: &std::path::Path) -> String {
     let path = |rel: &str| lake.join(rel).display().to_string();
@@ -31,50 +53,13 @@ async fn a_source_streams_each_table_and_a_broken_one_fails_alone() {
     let server = TestServer::start().await;
     let (mut client, db) = server.scratch_database().await;
     for (table, rows) in [("orders", 5), ("items", 3)] {
-        run(
-            &mut client,
-            &format!(
-                "CREATE TABLE dbo.{table} (id int NOT NULL PRIMARY KEY, note nvarchar(40) NULL)"
-            ),
-        )
-        .await
-        .expect("create table");
-        for id in 1..=rows {
-            run(
-                &mut client,
-                &format!("INSERT INTO dbo.{table} VALUES ({id}, N'seed')"),
-            )
-            .await
-            .expect("seed");
-        }
-        capture_table(&mut client, table).await;
+        seeded_capture(&mut client, table, rows).await;
     }
     // The stream fixture's manifest gives the connection; the source
     // document is built from the same endpoint.
     let fixture = StreamFixture::new(&server, &db, "");
-    let endpoint = server.endpoint();
     let lake = fixture.lake.path();
-    let mut file = format!(
-        r#"apiVersion: mssql-cdc.io/v1alpha1
-kind: CdcSource
-metadata: {{name: shop}}
-spec:
-  connection:
-    host: "{host}"
-    port: {port}
-    database: {db}
-    credentials: {{username: "{user}", passwordFrom: {{env: {PASSWORD_ENV}}}}}
-    encrypt: required
-    trustServerCertificate: true
-  trigger: {{availableNow: true}}
-  defaults:
-    facts: {{name: ops.facts, location: "{facts}"}}
-"#,
-        host = endpoint.host,
-        port = endpoint.port,
-        user = endpoint.user,
-        facts = lake.join("facts").display(),
-    );
+    let mut file = source_doc(&server, &db, lake, "{availableNow: true}", "5m");
     for (name, table) in [
         ("orders", "dbo.orders"),
         ("items", "dbo.items"),
@@ -126,4 +111,203 @@ spec:
         targets,
         [["bronze.items".to_string()], ["bronze.orders".to_string()]]
     );
+}
+
+/// The CdcSource document of `db` on `server` with `trigger` and
+/// `idleCommitInterval`, its facts table in `lake`.
+fn source_doc(
+    server: &TestServer,
+    db: &str,
+    lake: &std::path::Path,
+    trigger: &str,
+    idle: &str,
+) -> String {
+    let endpoint = server.endpoint();
+    format!(
+        r#"apiVersion: mssql-cdc.io/v1alpha1
+kind: CdcSource
+metadata: {{name: shop}}
+spec:
+  connection:
+    host: "{host}"
+    port: {port}
+    database: {db}
+    credentials: {{username: "{user}", passwordFrom: {{env: {PASSWORD_ENV}}}}}
+    encrypt: required
+    trustServerCertificate: true
+  trigger: {trigger}
+  idleCommitInterval: "{idle}"
+  defaults:
+    facts: {{name: ops.facts, location: "{facts}"}}
+"#,
+        host = endpoint.host,
+        port = endpoint.port,
+        user = endpoint.user,
+        facts = lake.join("facts").display(),
+    )
+}
+
+/// Each target's batch rows in the source's facts table, by name.
+async fn batches(lake: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    if !lake.join("facts/_delta_log").exists() {
+        return Default::default();
+    }
+    query_table(
+        &lake.join("facts"),
+        "SELECT target, count(*) FROM t WHERE event IS NULL GROUP BY target",
+    )
+    .await
+    .into_iter()
+    .map(|row| (row[0].clone(), row[1].parse().expect("a count")))
+    .collect()
+}
+
+/// The newest batch's end LSN of `target`, as the facts table holds it.
+async fn last_end_lsn(lake: &std::path::Path, target: &str) -> Option<String> {
+    query_table(
+        &lake.join("facts"),
+        &format!("SELECT max(end_lsn) FROM t WHERE event IS NULL AND target = '{target}'"),
+    )
+    .await
+    .into_iter()
+    .next()
+    .and_then(|row| row.into_iter().next())
+    .filter(|lsn| lsn != "NULL" && !lsn.is_empty())
+}
+
+/// Rows of bronze `name` (change and snapshot rows alike).
+async fn bronze_rows(lake: &std::path::Path, name: &str) -> u64 {
+    if !lake.join(format!("bronze/{name}/_delta_log")).exists() {
+        return 0;
+    }
+    let rows = query_table(
+        &lake.join(format!("bronze/{name}")),
+        "SELECT count(*) FROM t",
+    )
+    .await;
+    rows.first()
+        .and_then(|row| row.first())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `mssql-cdc run -f file`, running on until it is stopped.
+fn run_on(file: &std::path::Path, password: &str) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "-f"])
+        .arg(file)
+        .env(PASSWORD_ENV, password)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts")
+}
+
+/// SIGTERM, then the exit: a clean stop that leaves the leases free.
+async fn stop(mut child: tokio::process::Child) {
+    let pid = child.id().expect("running").to_string();
+    let sent = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("kill runs");
+    assert!(sent.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(120), child.wait())
+        .await
+        .expect("the run stops within 2 minutes of SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "a stopped run exits 0: {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commit() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    for table in ["orders", "items", "notes"] {
+        seeded_capture(&mut client, table, 1).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let write = |idle: &str| {
+        let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", idle);
+        for table in ["orders", "items", "notes"] {
+            file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
+        }
+        let path = lake.join(format!("source-{idle}.yaml"));
+        std::fs::write(&path, file).expect("write the source file");
+        path
+    };
+
+    // Idle commits an hour apart: only a change wakes a table.
+    let worker = run_on(&write("1h"), &fixture.password);
+    let mut next_id = 2;
+    let mut insert_and_await = async |client: &mut Client| {
+        let before = bronze_rows(lake, "orders").await;
+        run(
+            client,
+            &format!("INSERT INTO dbo.orders VALUES ({next_id}, N'hot')"),
+        )
+        .await
+        .expect("insert");
+        next_id += 1;
+        eventually("the change in bronze.orders", || async {
+            (bronze_rows(lake, "orders").await > before).then_some(())
+        })
+        .await;
+    };
+    // Every table has its snapshot; then orders streams.
+    eventually("every table's snapshot", || async {
+        let snapshots = ["items", "notes", "orders"].map(|t| bronze_rows(lake, t));
+        let rows = futures::future::join_all(snapshots).await;
+        rows.iter().all(|n| *n == 1).then_some(())
+    })
+    .await;
+    insert_and_await(&mut client).await;
+    insert_and_await(&mut client).await;
+    let quiet_before = batches(lake).await;
+    for _ in 0..3 {
+        insert_and_await(&mut client).await;
+    }
+    let after = batches(lake).await;
+    for quiet in ["bronze.items", "bronze.notes"] {
+        assert_eq!(
+            after.get(quiet).copied().unwrap_or(0),
+            quiet_before.get(quiet).copied().unwrap_or(0),
+            "{quiet} wrote no batch while only orders changed: {after:?}"
+        );
+    }
+    assert!(
+        after.get("bronze.orders").copied().unwrap_or(0)
+            >= quiet_before.get("bronze.orders").copied().unwrap_or(0) + 3,
+        "orders wrote a batch per change: before {quiet_before:?}, after {after:?}"
+    );
+    stop(worker).await;
+
+    // Idle commits a second apart: the quiet tables' next batches move them
+    // up to the last commit of the database, orders' change.
+    let orders_end = last_end_lsn(lake, "bronze.orders")
+        .await
+        .expect("orders' end");
+    let worker = run_on(&write("1s"), &fixture.password);
+    for quiet in ["bronze.items", "bronze.notes"] {
+        eventually(
+            &format!("{quiet}'s idle commit up to orders' change"),
+            || async {
+                let end = last_end_lsn(lake, quiet).await?;
+                (end >= orders_end).then_some(())
+            },
+        )
+        .await;
+    }
+    stop(worker).await;
+    // Nothing of the quiet tables was read twice or lost: one row each.
+    for table in ["items", "notes"] {
+        let count = query_table(
+            &lake.join(format!("bronze/{table}")),
+            "SELECT count(DISTINCT id) FROM t",
+        )
+        .await;
+        assert_eq!(count, [["1".to_string()]], "bronze.{table}");
+    }
 }
