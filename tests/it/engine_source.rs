@@ -11,7 +11,7 @@ use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_table};
 
 /// Creates `dbo.{table}` with `rows` rows (ids from 1) and captures it.
-async fn seeded_capture(client: &mut Client, table: &str, rows: i32) {
+pub async fn seeded_capture(client: &mut Client, table: &str, rows: i32) {
     run(
         client,
         &format!("CREATE TABLE dbo.{table} (id int NOT NULL PRIMARY KEY, note nvarchar(40) NULL)"),
@@ -29,7 +29,7 @@ async fn seeded_capture(client: &mut Client, table: &str, rows: i32) {
     capture_table(client, table).await;
 }
 
-fn stream_doc(name: &str, table: &str, lake: &std::path::Path) -> String {
+pub fn stream_doc(name: &str, table: &str, lake: &std::path::Path) -> String {
     let path = |rel: &str| lake.join(rel).display().to_string();
     format!(
         r#"---
@@ -115,7 +115,7 @@ async fn a_source_streams_each_table_and_a_broken_one_fails_alone() {
 
 /// The CdcSource document of `db` on `server` with `trigger` and
 /// `idleCommitInterval`, its facts table in `lake`.
-fn source_doc(
+pub fn source_doc(
     server: &TestServer,
     db: &str,
     lake: &std::path::Path,
@@ -148,7 +148,7 @@ spec:
 }
 
 /// Each target's batch rows in the source's facts table, by name.
-async fn batches(lake: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+pub async fn batches(lake: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
     if !lake.join("facts/_delta_log").exists() {
         return Default::default();
     }
@@ -192,7 +192,7 @@ async fn bronze_rows(lake: &std::path::Path, name: &str) -> u64 {
 }
 
 /// `mssql-cdc run -f file`, running on until it is stopped.
-fn run_on(file: &std::path::Path, password: &str) -> tokio::process::Child {
+pub fn run_on(file: &std::path::Path, password: &str) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
         .args(["run", "-f"])
         .arg(file)

@@ -23,6 +23,7 @@ mod engine_shared_tables;
 mod engine_silver;
 mod engine_source;
 mod engine_source_changes;
+mod engine_source_crash;
 mod engine_source_faults;
 mod engine_stores;
 mod engine_stream;

@@ -182,9 +182,16 @@ pub async fn capture_table(client: &mut Client, table: &str) {
 /// `id` column), as bronze spells them: LSN, seqval, operation and id,
 /// sorted. What a stream of it must hold exactly once.
 pub async fn orders_changes(client: &mut Client) -> Vec<[String; 4]> {
+    table_changes(client, "dbo_orders").await
+}
+
+/// [`orders_changes`] of any capture instance whose table has an `id int`.
+pub async fn table_changes(client: &mut Client, capture_instance: &str) -> Vec<[String; 4]> {
     let rows = run(
         client,
-        "SELECT __$start_lsn, __$seqval, __$operation, id FROM cdc.dbo_orders_CT",
+        &format!(
+            "SELECT __$start_lsn, __$seqval, __$operation, id FROM cdc.[{capture_instance}_CT]"
+        ),
     )
     .await
     .expect("change table");
