@@ -191,21 +191,29 @@ async fn bronze_rows(lake: &std::path::Path, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// `mssql-cdc run -f file`, running on until it is stopped.
+/// `mssql-cdc run -f file`, running on until it is stopped; what it prints
+/// goes to `file` with the extension `log`.
 pub fn run_on(file: &std::path::Path, password: &str) -> tokio::process::Child {
+    let log = std::fs::File::create(file.with_extension("log")).expect("the run's log");
     tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
         .args(["run", "-f"])
         .arg(file)
         .env(PASSWORD_ENV, password)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(log.try_clone().expect("the log again"))
+        .stderr(log)
         .kill_on_drop(true)
         .spawn()
         .expect("the binary starts")
 }
 
 /// SIGTERM, then the exit: a clean stop that leaves the leases free.
-async fn stop(mut child: tokio::process::Child) {
+async fn stop(child: tokio::process::Child) {
+    let status = terminate(child).await;
+    assert!(status.success(), "a stopped run exits 0: {status}");
+}
+
+/// SIGTERM; how the run exited.
+async fn terminate(mut child: tokio::process::Child) -> std::process::ExitStatus {
     let pid = child.id().expect("running").to_string();
     let sent = tokio::process::Command::new("kill")
         .args(["-TERM", &pid])
@@ -213,11 +221,10 @@ async fn stop(mut child: tokio::process::Child) {
         .await
         .expect("kill runs");
     assert!(sent.success());
-    let status = tokio::time::timeout(std::time::Duration::from_secs(120), child.wait())
+    tokio::time::timeout(std::time::Duration::from_secs(120), child.wait())
         .await
         .expect("the run stops within 2 minutes of SIGTERM")
-        .expect("wait");
-    assert!(status.success(), "a stopped run exits 0: {status}");
+        .expect("wait")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,4 +317,84 @@ async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commi
         .await;
         assert_eq!(count, [["1".to_string()]], "bronze.{table}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_instance_disabled_mid_run_stops_its_table_alone() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    for table in ["orders", "items", "notes"] {
+        seeded_capture(&mut client, table, 1).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", "1h");
+    for table in ["orders", "items", "notes"] {
+        file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
+    }
+    let path = lake.join("source.yaml");
+    std::fs::write(&path, file).expect("write the source file");
+    let worker = run_on(&path, &fixture.password);
+    eventually("every table's snapshot", || async {
+        let snapshots = ["items", "notes", "orders"].map(|t| bronze_rows(lake, t));
+        let rows = futures::future::join_all(snapshots).await;
+        rows.iter().all(|n| *n == 1).then_some(())
+    })
+    .await;
+
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = N'items', \
+         @capture_instance = N'dbo_items'",
+    )
+    .await
+    .expect("disable the capture instance of items");
+    let log = path.with_extension("log");
+    for id in 2..=3 {
+        for table in ["orders", "items", "notes"] {
+            run(
+                &mut client,
+                &format!("INSERT INTO dbo.{table} VALUES ({id}, N'after')"),
+            )
+            .await
+            .expect("insert");
+        }
+        for table in ["orders", "notes"] {
+            eventually(&format!("{table} streams on (id {id})"), || async {
+                (bronze_rows(lake, table).await == id as u64).then_some(())
+            })
+            .await;
+        }
+    }
+    let said = eventually("items' failure in the log, by name", || async {
+        let text = std::fs::read_to_string(&log).ok()?;
+        text.lines()
+            .find(|line| line.contains("this table stopped") && line.contains("bronze.items"))
+            .map(str::to_string)
+    })
+    .await;
+    assert!(
+        said.contains("dbo_items") || said.contains("dbo.items"),
+        "the error names the table or its instance: {said}"
+    );
+    assert_eq!(
+        bronze_rows(lake, "items").await,
+        1,
+        "items wrote nothing more"
+    );
+
+    let status = terminate(worker).await;
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(
+        !status.success(),
+        "a source with a failed table exits non-zero"
+    );
+    assert!(
+        text.contains("bronze.items: failed:") && text.contains("1 table(s) of source shop failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bronze.orders: stopped:") && text.contains("bronze.notes: stopped:"),
+        "{text}"
+    );
 }

@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
 
 use crate::engine_source::{run_on, seeded_capture, source_doc, stream_doc};
@@ -118,21 +119,27 @@ async fn apply(client: &mut Client, workload: &mut Workload, n: usize) {
     }
 }
 
-/// `run --once -f file` with the crash point `point` armed: it must die
-/// there (SIGKILL).
-async fn killed_at(file: &Path, password: &str, point: &str) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+/// `run --once -f file`, with the crash point `point` armed when given.
+async fn run_source_once(file: &Path, password: &str, point: Option<&str>) -> Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"));
+    command
         .args(["run", "--once", "--lease-ttl", "2s", "-f"])
         .arg(file)
         .env(PASSWORD_ENV, password)
-        .env(mssql_cdc::failpoint::ENV, point)
         .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(180), output)
+        .kill_on_drop(true);
+    if let Some(point) = point {
+        command.env(mssql_cdc::failpoint::ENV, point);
+    }
+    tokio::time::timeout(Duration::from_secs(180), command.output())
         .await
-        .expect("the armed run ends")
-        .expect("the binary runs");
+        .expect("the run ends within 3 minutes")
+        .expect("the binary runs")
+}
+
+/// An armed run: it must die at `point` (SIGKILL).
+async fn killed_at(file: &Path, password: &str, point: &str) {
+    let output = run_source_once(file, password, Some(point)).await;
     assert_eq!(
         output.status.signal(),
         Some(9),
@@ -142,18 +149,9 @@ async fn killed_at(file: &Path, password: &str, point: &str) {
     );
 }
 
-/// `run --once -f file`, unarmed: it must complete.
+/// An unarmed run: it must complete.
 async fn run_to_the_end(file: &Path, password: &str, seed: u64) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args(["run", "--once", "--lease-ttl", "2s", "-f"])
-        .arg(file)
-        .env(PASSWORD_ENV, password)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(180), output)
-        .await
-        .expect("the run ends")
-        .expect("the binary runs");
+    let output = run_source_once(file, password, None).await;
     assert!(
         output.status.success(),
         "seed {seed}: the unarmed run completes: {}",
