@@ -227,14 +227,31 @@ async fn terminate(mut child: tokio::process::Child) -> std::process::ExitStatus
         .expect("wait")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commit() {
+/// A scratch database with `dbo.orders`, `items` and `notes`, one row
+/// each, captured; and a stream fixture of it (for its lake and password).
+async fn three_tables() -> (TestServer, Client, String, StreamFixture) {
     let server = TestServer::start().await;
     let (mut client, db) = server.scratch_database().await;
     for table in ["orders", "items", "notes"] {
         seeded_capture(&mut client, table, 1).await;
     }
     let fixture = StreamFixture::new(&server, &db, "");
+    (server, client, db, fixture)
+}
+
+/// Waits until each of the three tables' bronze holds its snapshot row.
+async fn snapshots_taken(lake: &std::path::Path) {
+    eventually("every table's snapshot", || async {
+        let snapshots = ["items", "notes", "orders"].map(|t| bronze_rows(lake, t));
+        let rows = futures::future::join_all(snapshots).await;
+        rows.iter().all(|n| *n == 1).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commit() {
+    let (server, mut client, db, fixture) = three_tables().await;
     let lake = fixture.lake.path();
     let write = |idle: &str| {
         let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", idle);
@@ -264,12 +281,7 @@ async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commi
         .await;
     };
     // Every table has its snapshot; then orders streams.
-    eventually("every table's snapshot", || async {
-        let snapshots = ["items", "notes", "orders"].map(|t| bronze_rows(lake, t));
-        let rows = futures::future::join_all(snapshots).await;
-        rows.iter().all(|n| *n == 1).then_some(())
-    })
-    .await;
+    snapshots_taken(lake).await;
     insert_and_await(&mut client).await;
     insert_and_await(&mut client).await;
     let quiet_before = batches(lake).await;
@@ -321,12 +333,7 @@ async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capture_instance_disabled_mid_run_stops_its_table_alone() {
-    let server = TestServer::start().await;
-    let (mut client, db) = server.scratch_database().await;
-    for table in ["orders", "items", "notes"] {
-        seeded_capture(&mut client, table, 1).await;
-    }
-    let fixture = StreamFixture::new(&server, &db, "");
+    let (server, mut client, db, fixture) = three_tables().await;
     let lake = fixture.lake.path();
     let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", "1h");
     for table in ["orders", "items", "notes"] {
@@ -335,12 +342,7 @@ async fn a_capture_instance_disabled_mid_run_stops_its_table_alone() {
     let path = lake.join("source.yaml");
     std::fs::write(&path, file).expect("write the source file");
     let worker = run_on(&path, &fixture.password);
-    eventually("every table's snapshot", || async {
-        let snapshots = ["items", "notes", "orders"].map(|t| bronze_rows(lake, t));
-        let rows = futures::future::join_all(snapshots).await;
-        rows.iter().all(|n| *n == 1).then_some(())
-    })
-    .await;
+    snapshots_taken(lake).await;
 
     run(
         &mut client,
