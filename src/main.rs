@@ -97,6 +97,10 @@ struct CrdArgs {
     /// instead of the CRD.
     #[arg(long)]
     reference: bool,
+    /// Print the CdcSource CRD (crds/cdcsources.yaml) instead of the
+    /// CdcStream one.
+    #[arg(long, conflicts_with = "reference")]
+    source: bool,
 }
 
 #[derive(clap::Args)]
@@ -188,6 +192,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Crd(args) => {
             if args.reference {
                 print!("{}", mssql_cdc::operator::crd_reference::crd_reference());
+            } else if args.source {
+                print!("{}", mssql_cdc::operator::crd::source_crd_yaml()?);
             } else {
                 print!("{}", mssql_cdc::operator::crd::crd_yaml()?);
             }

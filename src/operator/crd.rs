@@ -1,7 +1,9 @@
-//! The `cdcstreams.mssql-cdc.io` CustomResourceDefinition, generated from the
-//! manifest types so the schema cannot drift from what `run` accepts.
-//! `crds/cdcstreams.yaml` is this output, and the Helm chart's
-//! `templates/crd.yaml` the same behind `crds.enabled` and `crds.keep`: a
+//! The `cdcstreams.mssql-cdc.io` and `cdcsources.mssql-cdc.io`
+//! CustomResourceDefinitions, generated from the manifest types so the
+//! schema cannot drift from what `run` accepts. `crds/cdcstreams.yaml` and
+//! `crds/cdcsources.yaml` are this output, and the Helm chart's
+//! `templates/crd.yaml` and `templates/crd-cdcsources.yaml` the same behind
+//! `crds.enabled` and `crds.keep`: a
 //! chart's `crds/` folder is installed once and never upgraded, and the API
 //! server silently drops fields an old schema does not know.
 
@@ -10,7 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::spec::CdcStream;
+use crate::spec::{CdcSource, CdcStream};
 
 use super::yaml::to_yaml;
 
@@ -19,6 +21,13 @@ pub const GENERATED_CRD: &str = "crds/cdcstreams.yaml";
 
 /// Where the committed copy of [`chart_template`] lives.
 pub const GENERATED_CHART_TEMPLATE: &str = "charts/mssql-cdc-operator/templates/crd.yaml";
+
+/// Where the committed copy of [`source_crd_yaml`] lives.
+pub const GENERATED_SOURCE_CRD: &str = "crds/cdcsources.yaml";
+
+/// Where the committed copy of [`source_chart_template`] lives.
+pub const GENERATED_SOURCE_CHART_TEMPLATE: &str =
+    "charts/mssql-cdc-operator/templates/crd-cdcsources.yaml";
 
 /// The largest object `kubectl apply` (client side) can apply: it keeps the
 /// whole object as JSON in an annotation, and the API server allows 256 KiB
@@ -35,7 +44,34 @@ pub const GENERATED_REFERENCE: &str = "docs/crd-reference.md";
 /// env var or a file; in the cluster only a Secret reference makes sense,
 /// so the CRD's `passwordFrom` offers `secretKeyRef` alone.
 pub fn crd() -> CustomResourceDefinition {
-    let mut crd = CdcStream::crd();
+    shaped(
+        CdcStream::crd(),
+        "A SQL Server table streamed into a bronze Delta table by one worker, \
+         with one facts row per micro-batch and its health in the status.",
+        &["spec", "source", "credentials", "passwordFrom"],
+    )
+}
+
+/// The `cdcsources.mssql-cdc.io` CRD: one SQL Server database whose
+/// tables (its CdcStreams) one worker streams; shaped like [`crd`].
+pub fn source_crd() -> CustomResourceDefinition {
+    shaped(
+        CdcSource::crd(),
+        "A SQL Server database whose tables, each a CdcStream naming it in \
+         spec.sourceRef, one worker streams: the connection, trigger and worker \
+         they share, and defaults for their own fields.",
+        &["spec", "connection", "credentials", "passwordFrom"],
+    )
+}
+
+/// A generated CRD as every API server takes it without a warning: its
+/// root described, passwords from Secrets only, known formats only, and
+/// every string, list and map of the spec bounded.
+fn shaped(
+    mut crd: CustomResourceDefinition,
+    description: &str,
+    password_from: &[&str],
+) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         let Some(schema) = version
             .schema
@@ -45,14 +81,8 @@ pub fn crd() -> CustomResourceDefinition {
             continue;
         };
         // kube-derive describes the root as its own generated type.
-        schema.description = Some(
-            "A SQL Server table streamed into a bronze Delta table by one worker, \
-             with one facts row per micro-batch and its health in the status."
-                .to_string(),
-        );
-        if let Some(password_from) =
-            descend(schema, &["spec", "source", "credentials", "passwordFrom"])
-        {
+        schema.description = Some(description.to_string());
+        if let Some(password_from) = descend(schema, password_from) {
             secret_refs_only(password_from);
         }
         known_formats_only(schema);
@@ -158,10 +188,21 @@ pub enum CrdError {
 /// [`crd`] as the YAML document `mssql-cdc crd` prints: every string a
 /// YAML 1.1 reader (kubectl, Helm) could read as something else is quoted.
 pub fn crd_yaml() -> Result<String, CrdError> {
-    Ok(format!(
-        "{HEADER}{}",
-        to_yaml(&serde_json::to_value(crd())?)
-    ))
+    yaml_of(&crd())
+}
+
+/// [`source_crd`] as `mssql-cdc crd --source` prints it.
+pub fn source_crd_yaml() -> Result<String, CrdError> {
+    yaml_of(&source_crd())
+}
+
+fn yaml_of(crd: &CustomResourceDefinition) -> Result<String, CrdError> {
+    Ok(format!("{HEADER}{}", to_yaml(&serde_json::to_value(crd)?)))
+}
+
+/// [`source_crd_yaml`] as the chart's template, as [`chart_template`].
+pub fn source_chart_template() -> Result<String, CrdError> {
+    chart_template_of(&source_crd())
 }
 
 /// [`crd_yaml`] as the Helm chart's template: rendered only with

@@ -5,7 +5,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSche
 use super::*;
 
 fn schema() -> JSONSchemaProps {
-    crd().spec.versions[0]
+    schema_of(&crd())
+}
+
+fn schema_of(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> JSONSchemaProps {
+    crd.spec.versions[0]
         .schema
         .as_ref()
         .and_then(|s| s.open_api_v3_schema.clone())
@@ -31,11 +37,12 @@ fn undescribed(node: &JSONSchemaProps, path: &str, out: &mut Vec<String>) {
 
 #[test]
 fn every_spec_and_status_field_is_described() {
-    let schema = schema();
     let mut missing = Vec::new();
-    for root in ["spec", "status"] {
-        let node = &schema.properties.as_ref().expect("properties")[root];
-        undescribed(node, root, &mut missing);
+    for schema in [schema(), schema_of(&source_crd())] {
+        for root in ["spec", "status"] {
+            let node = &schema.properties.as_ref().expect("properties")[root];
+            undescribed(node, root, &mut missing);
+        }
     }
     assert_eq!(
         missing,
@@ -104,13 +111,7 @@ fn printer_columns_show_health_at_a_glance() {
         silver,
         Some((Some(1), ".status.silver.appliedLsn".to_string()))
     );
-    assert!(
-        crd.spec.versions[0]
-            .subresources
-            .as_ref()
-            .and_then(|s| s.status.as_ref())
-            .is_some()
-    );
+    assert!(has_status_subresource(&crd));
 }
 
 #[test]
@@ -144,6 +145,11 @@ fn committed_crd_files_match_the_generator() {
         (
             GENERATED_REFERENCE,
             crate::operator::crd_reference::crd_reference(),
+        ),
+        (GENERATED_SOURCE_CRD, source_crd_yaml().expect("yaml")),
+        (
+            GENERATED_SOURCE_CHART_TEMPLATE,
+            source_chart_template().expect("template"),
         ),
     ];
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -288,8 +294,10 @@ fn nodes<'a>(
 #[test]
 fn every_format_is_one_the_api_server_knows() {
     let schema = serde_json::to_value(schema()).expect("json");
+    let source = serde_json::to_value(schema_of(&source_crd())).expect("json");
     let mut all = Vec::new();
     nodes(&schema, String::new(), &mut all);
+    nodes(&source, "(CdcSource)".into(), &mut all);
     let unknown: Vec<String> = all
         .iter()
         .filter_map(|(path, node)| {
@@ -309,8 +317,14 @@ fn every_format_is_one_the_api_server_knows() {
 #[test]
 fn every_string_list_and_map_of_the_spec_is_bounded_for_cel() {
     let schema = serde_json::to_value(schema()).expect("json");
+    let source = serde_json::to_value(schema_of(&source_crd())).expect("json");
     let mut all = Vec::new();
     nodes(&schema["properties"]["spec"], "spec".into(), &mut all);
+    nodes(
+        &source["properties"]["spec"],
+        "(CdcSource) spec".into(),
+        &mut all,
+    );
     let unbounded: Vec<&str> = all
         .iter()
         .filter(
@@ -333,4 +347,67 @@ fn every_string_list_and_map_of_the_spec_is_bounded_for_cel() {
     assert_eq!(unbounded, Vec::<&str>::new(), "unbounded spec fields");
     let columns = &schema["properties"]["spec"]["properties"]["source"]["properties"]["columns"];
     assert_eq!(columns["maxItems"], 1024, "SQL Server allows 1,024 columns");
+}
+
+#[test]
+fn the_source_crd_is_listed_with_the_streams_and_shows_its_tables() {
+    let crd = source_crd();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("cdcsources.mssql-cdc.io")
+    );
+    assert_eq!(
+        crd.spec.names.categories,
+        Some(vec!["mssql-cdc".to_string()])
+    );
+    assert_eq!(crd.spec.names.short_names, Some(vec!["cdcsrc".to_string()]));
+    let columns: Vec<(String, String)> = crd.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.clone(), c.json_path.clone()))
+        .collect();
+    let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Database",
+            "Tables",
+            "Failed",
+            "Max lag",
+            "Min headroom",
+            "Finalized",
+            "Age"
+        ]
+    );
+    // Every column reads a field the status has.
+    let status =
+        serde_json::to_value(schema_of(&crd)).expect("json")["properties"]["status"]["properties"]
+            .clone();
+    for (name, path) in &columns {
+        if let Some(field) = path.strip_prefix(".status.") {
+            let first = field.split('.').next().unwrap_or_default();
+            assert!(status.get(first).is_some(), "{name}: {path}");
+        }
+    }
+    assert!(has_status_subresource(&crd));
+    let yaml = serde_yaml::to_value(schema_of(&crd)).expect("yaml");
+    let password_from = &yaml["properties"]["spec"]["properties"]["connection"]["properties"]["credentials"]
+        ["properties"]["passwordFrom"];
+    assert_eq!(password_from["required"][0].as_str(), Some("secretKeyRef"));
+    assert_eq!(
+        password_from["properties"].as_mapping().map(|m| m.len()),
+        Some(1),
+        "only secretKeyRef"
+    );
+}
+
+fn has_status_subresource(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> bool {
+    crd.spec.versions[0]
+        .subresources
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .is_some()
 }

@@ -28,9 +28,9 @@ pub use load::{
     LoadError, Manifests, UnknownField, UnknownFields, load_documents, load_source_yaml, load_yaml,
 };
 pub use source::{
-    CdcSource, CdcSourceSpec, ConcurrencySpec, ConnectionSpec, DEFAULT_IDLE_COMMIT_INTERVAL,
-    SOURCE_KIND, SourcePacing, SourceRefError, StreamDefaults, resolve as resolve_source_stream,
-    stream_config as source_stream_config,
+    CdcSource, CdcSourceSpec, CdcSourceStatus, ConcurrencySpec, ConnectionSpec,
+    DEFAULT_IDLE_COMMIT_INTERVAL, SOURCE_KIND, SourcePacing, SourceRefError, StreamDefaults,
+    TableCounts, resolve as resolve_source_stream, stream_config as source_stream_config,
 };
 pub use status::{
     CaptureErrorStatus, CaptureStatus, DataLossAction, DataLossStatus, FinalizationStatus,

@@ -37,8 +37,13 @@ pub const SOURCE_KIND: &str = "CdcSource";
     namespaced,
     shortname = "cdcsrc",
     category = "mssql-cdc",
-    printcolumn = r#"{"name":"Host","type":"string","jsonPath":".spec.connection.host","description":"The SQL Server."}"#,
+    status = "CdcSourceStatus",
     printcolumn = r#"{"name":"Database","type":"string","jsonPath":".spec.connection.database","description":"The source database."}"#,
+    printcolumn = r#"{"name":"Tables","type":"string","jsonPath":".status.tablesReady","description":"Tables Ready of the source's tables (ready/total)."}"#,
+    printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.tables.failed","description":"Tables stopped by an error of their own."}"#,
+    printcolumn = r#"{"name":"Max lag","type":"integer","jsonPath":".status.maxIngestionLagSeconds","description":"Whole seconds the most lagging table's last batch trailed the source."}"#,
+    printcolumn = r#"{"name":"Min headroom","type":"integer","jsonPath":".status.minHeadroomHours","description":"Whole hours before CDC cleanup reaches the table it is closest to."}"#,
+    printcolumn = r#"{"name":"Finalized","type":"string","jsonPath":".status.finalizedUntil","description":"Every table is complete up to this instant."}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -218,6 +223,53 @@ pub enum SourceRefError {
         /// Every problem found.
         errors: ValidationErrors,
     },
+}
+
+/// What a source reports: bounded aggregates over its tables only (never
+/// an entry per table, so its size does not grow with the database); each
+/// table's own health is in its CdcStream's status.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CdcSourceStatus {
+    /// The spec generation the status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// How many of the source's tables are in which state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<TableCounts>,
+    /// `ready/total`, as `kubectl get cdcsrc` shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables_ready: Option<String>,
+    /// The largest ingestion lag of its tables' last batches, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ingestion_lag_seconds: Option<f64>,
+    /// The smallest retention headroom of its tables, in hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_headroom_hours: Option<f64>,
+    /// The earliest of its tables' finalized-until instants: every table
+    /// is complete up to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalized_until: Option<String>,
+    /// SourceConnected, CaptureHealthy, TablesDegraded and Ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+}
+
+/// The source's tables by state.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TableCounts {
+    /// Its CdcStreams.
+    pub total: u32,
+    /// Those Ready.
+    pub ready: u32,
+    /// Those taking a snapshot.
+    pub snapshotting: u32,
+    /// Those stopped by an error of their own.
+    pub failed: u32,
+    /// Those suspended.
+    pub suspended: u32,
 }
 
 /// How often a quiet table of a source commits an empty batch when the

@@ -531,3 +531,86 @@ async fn kubectl_applies_crds_then_a_stream_with_each_enum_value() {
         "{listed}"
     );
 }
+
+#[tokio::test]
+async fn a_source_applies_and_get_cdcsrc_shows_its_tables() {
+    let env = KubeEnv::start().await;
+    env.kubectl_ok(&["apply", "-f", &repo_file("crds/")]).await;
+    env.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/cdcsources.mssql-cdc.io",
+        "--timeout=20s",
+    ])
+    .await;
+    let source = env.write(
+        "source.yaml",
+        "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcSource\nmetadata: {name: sales}\nspec:\n  \
+         connection:\n    host: sql.example.internal\n    database: sales\n    credentials:\n      \
+         username: cdc_reader\n      passwordFrom: {secretKeyRef: {name: sales-sql, key: password}}\n  \
+         concurrency: {reads: 8}\n  idleCommitInterval: 5m\n",
+    );
+    let out = env.kubectl_ok(&["apply", "-f", &source]).await;
+    assert!(
+        out.contains("cdcsource.mssql-cdc.io/sales created"),
+        "{out}"
+    );
+    let status = r#"{"status":{"tables":{"total":3,"ready":3,"snapshotting":0,"failed":0,"suspended":0},
+        "tablesReady":"3/3","maxIngestionLagSeconds":2.5,"minHeadroomHours":70.25,
+        "finalizedUntil":"2026-11-29T10:00:00Z"}}"#;
+    env.kubectl_ok(&[
+        "patch",
+        "cdcsrc",
+        "sales",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        status,
+    ])
+    .await;
+    let table = env.kubectl_ok(&["get", "cdcsrc"]).await;
+    let mut lines = table.lines();
+    assert_eq!(
+        cells(lines.next().unwrap_or_default()),
+        [
+            "NAME",
+            "DATABASE",
+            "TABLES",
+            "FAILED",
+            "MAX",
+            "LAG",
+            "MIN",
+            "HEADROOM",
+            "FINALIZED",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert_eq!(
+        cells(lines.next().unwrap_or_default())[..7],
+        [
+            "sales",
+            "sales",
+            "3/3",
+            "0",
+            "2",
+            "70",
+            "2026-11-29T10:00:00Z"
+        ],
+        "{table}"
+    );
+    // The category lists sources with the streams.
+    let all = env.kubectl_ok(&["get", "mssql-cdc"]).await;
+    assert!(all.contains("cdcsource.mssql-cdc.io/sales"), "{all}");
+    // The database cannot change under its streams' checkpoints.
+    let moved = env.write(
+        "moved.yaml",
+        &std::fs::read_to_string(&source)
+            .expect("source file")
+            .replace("database: sales", "database: other"),
+    );
+    let refused = env.kubectl(&["apply", "-f", &moved]).await;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a new database is refused");
+    assert!(said.contains("connection.database is immutable"), "{said}");
+}
