@@ -21,6 +21,7 @@ pub mod progress_log;
 pub mod run;
 pub mod sql;
 pub mod worker;
+pub mod worker_source;
 
 /// Ctrl-C, or SIGTERM as Kubernetes sends it.
 pub async fn shutdown_signal() {

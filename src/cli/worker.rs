@@ -24,7 +24,7 @@ use super::capture_monitor::watch_capture;
 use super::progress_log::ProgressLog;
 
 /// How long the last report may take to reach the API server at exit.
-const FINAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const FINAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where Kubernetes reads a container's termination message (the pod's
 /// default `terminationMessagePath`); written only when the kubelet made it.
@@ -34,8 +34,12 @@ const TERMINATION_LOG: &str = "/dev/termination-log";
 #[derive(clap::Args)]
 pub struct WorkerArgs {
     /// The CdcStream to run, as NAMESPACE/NAME.
+    #[arg(long, required_unless_present = "source", conflicts_with = "source")]
+    pub stream: Option<String>,
+    /// The CdcSource to run, as NAMESPACE/NAME: every CdcStream of its
+    /// namespace whose `spec.sourceRef` names it, in this one process.
     #[arg(long)]
-    pub stream: String,
+    pub source: Option<String>,
     /// Address of `/healthz` (the probes) and `/metrics` (Prometheus);
     /// `--metrics-addr` is the same flag, as `run` names it.
     #[arg(
@@ -55,11 +59,19 @@ pub struct WorkerArgs {
 
 /// Runs the stream until caught up (availableNow), SIGTERM, or an error.
 pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
-    let (namespace, name) = args
-        .stream
-        .split_once('/')
-        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
-        .ok_or_else(|| anyhow!("--stream: expected NAMESPACE/NAME, got {:?}", args.stream))?;
+    let (flag, reference) = match (&args.stream, &args.source) {
+        (Some(stream), _) => ("--stream", stream),
+        (None, Some(source)) => ("--source", source),
+        (None, None) => {
+            return Err(anyhow!(
+                "give --stream NAMESPACE/NAME or --source NAMESPACE/NAME"
+            ));
+        }
+    };
+    let (namespace, name) = namespaced_name(flag, reference)?;
+    if args.source.is_some() {
+        return super::worker_source::run_source_worker(&args, namespace, name).await;
+    }
     let client = kube::Client::try_default()
         .await
         .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
@@ -109,6 +121,17 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `NAMESPACE/NAME` of `flag`, both parts non-empty.
+pub(super) fn namespaced_name<'a>(
+    flag: &str,
+    reference: &'a str,
+) -> anyhow::Result<(&'a str, &'a str)> {
+    reference
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .ok_or_else(|| anyhow!("{flag}: expected NAMESPACE/NAME, got {reference:?}"))
 }
 
 /// Runs the engine with every observer; how it ended, or why it failed.
@@ -189,7 +212,7 @@ fn monitoring_password(config: &mssql_cdc::spec::StreamConfig) -> Option<secrecy
 
 /// The failure as the container's termination message, where the kubelet
 /// reads it (`kubectl describe pod`, the pod's `lastState`).
-fn write_termination_message(failure: &Failure) {
+pub(super) fn write_termination_message(failure: &Failure) {
     let path = Path::new(TERMINATION_LOG);
     if path.exists()
         && let Err(error) = std::fs::write(path, format!("{}: {}", failure.reason, failure.message))

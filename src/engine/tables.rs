@@ -5,7 +5,7 @@
 //! One table's failure stops only that table: an error the run could not
 //! retry is reported, and the table starts again after a backoff of its
 //! own (30 s doubling to 30 min) while the others go on. With `--once`
-//! a failed table is not retried; its error is returned with the others'
+//! (or an availableNow trigger) a failed table is not retried; its error is returned with the others'
 //! summaries.
 
 use std::time::Duration;
@@ -124,7 +124,10 @@ async fn run_table(table: TableRun) -> TableOutcome {
             }
             Err(error) => error,
         };
-        if options.once || options.stop.is_cancelled() {
+        // A run that stops once caught up is not retried: its error is
+        // its outcome (availableNow on a schedule runs again later).
+        let once = options.once || config.trigger == Trigger::AvailableNow;
+        if once || options.stop.is_cancelled() {
             return TableOutcome {
                 target,
                 result: Err(error),

@@ -12,7 +12,10 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Resource;
 
-use crate::spec::{CdcStream, PasswordSource, StreamConfig, ValidationErrors};
+use crate::spec::{
+    CdcSource, CdcStream, PasswordSource, SourceRefError, StreamConfig, ValidationErrors,
+    source_stream_config,
+};
 
 use super::pod::pod_template;
 use super::policy::{Refusal, WorkerPolicy};
@@ -32,7 +35,26 @@ pub const STREAM_LABEL: &str = "mssql-cdc.io/stream";
 /// password read from [`PASSWORD_ENV`], where the pod this module builds
 /// puts the Secret's value.
 pub fn worker_config(stream: &CdcStream) -> Result<StreamConfig, ValidationErrors> {
-    let mut config = stream.spec.validate()?;
+    Ok(passwords_from_pod_env(stream.spec.validate()?))
+}
+
+/// What a source's worker pod runs for `stream`, one table of `source`:
+/// the stream resolved from the source's connection and defaults
+/// (`spec::source_stream_config`), with the passwords read from the
+/// variables the pod has them in, as [`worker_config`].
+pub fn source_worker_config(
+    source: &CdcSource,
+    stream: &CdcStream,
+) -> Result<StreamConfig, SourceRefError> {
+    let source_name = source.metadata.name.as_deref().unwrap_or_default();
+    let stream_name = stream.metadata.name.as_deref().unwrap_or_default();
+    let config = source_stream_config(source_name, &source.spec, stream_name, &stream.spec)?;
+    Ok(passwords_from_pod_env(config))
+}
+
+/// A password from a Secret is in the pod's environment: the operator puts
+/// it there ([`PASSWORD_ENV`], [`MONITORING_PASSWORD_ENV`]).
+fn passwords_from_pod_env(mut config: StreamConfig) -> StreamConfig {
     if matches!(config.source.password, PasswordSource::SecretKeyRef { .. }) {
         config.source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
     }
@@ -41,7 +63,7 @@ pub fn worker_config(stream: &CdcStream) -> Result<StreamConfig, ValidationError
     {
         login.password = PasswordSource::Env(MONITORING_PASSWORD_ENV.to_string());
     }
-    Ok(config)
+    config
 }
 
 /// Operator-wide settings of every worker: defaults a stream's

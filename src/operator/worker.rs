@@ -602,3 +602,52 @@ pub async fn apply_report(
 #[cfg(test)]
 #[path = "worker_tests.rs"]
 mod tests;
+
+/// One table of a source's worker: an error that stops the table goes into
+/// its own stream's status (`status.worker`, with the reason and fix of
+/// the error), while the worker goes on with the other tables and starts
+/// this one again after its backoff; the table's next look at the source
+/// says it runs again.
+pub struct TableFailureReport {
+    status: StatusObserver,
+    config: crate::spec::StreamConfig,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl TableFailureReport {
+    /// Reports into `status` the failures of the table `config` runs.
+    pub fn new(status: StatusObserver, config: crate::spec::StreamConfig) -> Self {
+        TableFailureReport {
+            status,
+            config,
+            failed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn running_again(&self) {
+        if self
+            .failed
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.status.worker_state(WorkerState::Running, None);
+        }
+    }
+}
+
+impl Observer for TableFailureReport {
+    fn source_checked(&self, _check: &SourceCheck) {
+        self.running_again();
+    }
+
+    fn snapshot_progress(&self, _progress: &SnapshotProgress) {
+        self.running_again();
+    }
+
+    fn failed(&self, error: &EngineError) {
+        let failure = super::failure::engine_failure(error, &self.config);
+        self.status
+            .worker_state(WorkerState::Failed, Some(&failure));
+        self.failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -13,6 +13,22 @@ use crate::support::operator::{cluster_manifest, orders_with_changes};
 use crate::support::server::TestServer;
 use crate::support::stream::{StreamFixture, query_table};
 
+/// `mssql-cdc worker FLAG NS/NAME` by hand with the test API server's
+/// kubeconfig and the SQL password where the operator would put it; an
+/// availableNow worker exits once caught up.
+async fn worker(kube: &KubeEnv, flag: &str, what: &str, password: &str) -> std::process::Output {
+    let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["worker", flag, what, "--metrics-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", &kube.kubeconfig)
+        .env("MSSQL_CDC_PASSWORD", password)
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(Duration::from_secs(120), worker)
+        .await
+        .expect("the availableNow worker exits once caught up")
+        .expect("the worker starts")
+}
+
 #[tokio::test]
 async fn worker_streams_and_reports_progress_into_status() {
     let server = TestServer::start().await;
@@ -35,22 +51,7 @@ async fn worker_streams_and_reports_progress_into_status() {
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
         .await;
 
-    let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args([
-            "worker",
-            "--stream",
-            "default/orders",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ])
-        .env("KUBECONFIG", &kube.kubeconfig)
-        .env("MSSQL_CDC_PASSWORD", &fixture.password)
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(120), worker)
-        .await
-        .expect("the availableNow worker exits once caught up")
-        .expect("the worker starts");
+    let out = worker(&kube, "--stream", "default/orders", &fixture.password).await;
     assert!(
         out.status.success(),
         "worker failed:\n{}",
@@ -115,4 +116,142 @@ async fn worker_streams_and_reports_progress_into_status() {
     println!("{table}");
     let row = table.lines().nth(1).unwrap_or_default();
     assert_eq!(cells(row)[0], "orders", "{table}");
+}
+
+/// A CdcSource of `db` (password from a Secret, as the CRD allows) and its
+/// streams of `tables` (name, table), all availableNow, lakes in `lake`.
+fn source_manifests(
+    server: &TestServer,
+    db: &str,
+    lake: &std::path::Path,
+    tables: &[(&str, &str)],
+) -> String {
+    let endpoint = server.endpoint();
+    let path = |rel: &str| lake.join(rel).display().to_string();
+    let mut text = format!(
+        "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcSource\nmetadata: {{name: sales}}\nspec:\n  \
+         connection:\n    host: \"{host}\"\n    port: {port}\n    database: {db}\n    \
+         credentials:\n      username: \"{user}\"\n      passwordFrom: {{secretKeyRef: {{name: sql, key: password}}}}\n    \
+         encrypt: required\n    trustServerCertificate: true\n  trigger: {{availableNow: true}}\n  \
+         defaults:\n    facts: {{name: ops.facts, location: \"{facts}\"}}\n",
+        host = endpoint.host,
+        port = endpoint.port,
+        user = endpoint.user,
+        facts = path("facts"),
+    );
+    for (name, table) in tables {
+        text.push_str(&format!(
+            "---\napiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: {name}}}\n\
+             spec:\n  appId: it-{name}\n  sourceRef: {{name: sales}}\n  source: {{table: {table}}}\n  \
+             target: {{name: bronze.{name}, location: \"{bronze}\"}}\n  checkpoint: \"{checkpoint}\"\n",
+            bronze = path(&format!("bronze/{name}")),
+            checkpoint = path(&format!("checkpoints/{name}")),
+        ));
+    }
+    text
+}
+
+#[tokio::test]
+async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    for (table, rows) in [("orders", 4), ("items", 2)] {
+        crate::engine_source::seeded_capture(&mut client, table, rows).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let kube = KubeEnv::start().await;
+    kube.kubectl_ok(&["apply", "-f", &crate::support::kube::repo_file("crds/")])
+        .await;
+    for crd in ["cdcstreams", "cdcsources"] {
+        kube.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd}.mssql-cdc.io"),
+            "--timeout=20s",
+        ])
+        .await;
+    }
+    let manifests = source_manifests(
+        &server,
+        &db,
+        lake,
+        &[
+            ("orders", "dbo.orders"),
+            ("items", "dbo.items"),
+            ("missing", "dbo.missing"),
+        ],
+    );
+    let file = kube.write("sales.yaml", &manifests);
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    // Another source's stream in the namespace is not this worker's.
+    let other = kube.write(
+        "other.yaml",
+        &source_manifests(&server, &db, lake, &[("elsewhere", "dbo.orders")])
+            .split("---\n")
+            .nth(1)
+            .unwrap_or_default()
+            .replace("sourceRef: {name: sales}", "sourceRef: {name: other}"),
+    );
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &other])
+        .await;
+
+    let out = worker(&kube, "--source", "default/sales", &fixture.password).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a failed table fails an availableNow worker"
+    );
+    assert!(
+        stderr.contains("TablesFailed") && stderr.contains("bronze.missing"),
+        "{stderr}"
+    );
+
+    let api: Api<CdcStream> = Api::namespaced(kube.client().await, "default");
+    for (name, rows) in [("orders", "4"), ("items", "2")] {
+        let bronze = query_table(
+            &lake.join(format!("bronze/{name}")),
+            "SELECT COUNT(*) FROM t",
+        )
+        .await;
+        assert_eq!(bronze, [[rows.to_string()]], "bronze.{name}");
+        let status = api
+            .get(name)
+            .await
+            .expect("the stream")
+            .status
+            .expect("a status");
+        let worker = status.worker.expect("status.worker");
+        assert_eq!(
+            worker.state,
+            mssql_cdc::spec::WorkerState::Completed,
+            "{name}: {worker:?}"
+        );
+        assert!(
+            status.snapshot.is_some() || status.progress.is_some(),
+            "{name}: progress reported"
+        );
+    }
+    let missing = api
+        .get("missing")
+        .await
+        .expect("the stream")
+        .status
+        .expect("a status");
+    let worker = missing.worker.expect("status.worker of the failed table");
+    assert_eq!(
+        worker.state,
+        mssql_cdc::spec::WorkerState::Failed,
+        "{worker:?}"
+    );
+    assert!(
+        worker.message.contains("dbo.missing"),
+        "the reason names the table: {worker:?}"
+    );
+    let elsewhere = api.get("elsewhere").await.expect("the other stream");
+    assert!(
+        elsewhere.status.is_none(),
+        "another source's stream is left alone"
+    );
 }
