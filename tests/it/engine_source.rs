@@ -400,3 +400,111 @@ async fn a_capture_instance_disabled_mid_run_stops_its_table_alone() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_added_later_snapshots_alone_without_holding_up_the_others() {
+    let (server, mut client, db, fixture) = three_tables().await;
+    let lake = fixture.lake.path();
+    // One read slot: the new table's snapshot must not keep it.
+    let write = |name: &str, tables: &[&str]| {
+        let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", "1h").replace(
+            "  defaults:\n",
+            "  concurrency: {reads: 1, snapshots: 1}\n  defaults:\n",
+        );
+        file.push_str("    snapshot: {mode: initial, chunkRows: 25}\n");
+        for table in tables {
+            file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
+        }
+        let path = lake.join(name);
+        std::fs::write(&path, file).expect("write the source file");
+        path
+    };
+    let three = write("three.yaml", &["orders", "items", "notes"]);
+    let worker = run_on(&three, &fixture.password);
+    snapshots_taken(lake).await;
+    stop(worker).await;
+
+    // A large table joins the source.
+    run(
+        &mut client,
+        "CREATE TABLE dbo.archive (id int NOT NULL PRIMARY KEY, note nvarchar(40) NULL)",
+    )
+    .await
+    .expect("create archive");
+    for block in 0..12 {
+        let values: Vec<String> = (1..=500)
+            .map(|i| format!("({}, N'old')", block * 500 + i))
+            .collect();
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.archive VALUES {}", values.join(", ")),
+        )
+        .await
+        .expect("fill archive");
+    }
+    crate::support::cdc::capture_table(&mut client, "archive").await;
+
+    // The archive first: it takes the read slot before the others.
+    let four = write("four.yaml", &["archive", "orders", "items", "notes"]);
+    let worker = run_on(&four, &fixture.password);
+    // While it copies, orders changes.
+    eventually("the archive's snapshot under way", || async {
+        (bronze_rows(lake, "archive").await > 0).then_some(())
+    })
+    .await;
+    run(&mut client, "INSERT INTO dbo.orders VALUES (2, N'while')")
+        .await
+        .expect("orders changes");
+    eventually("orders' change", || async {
+        (bronze_rows(lake, "orders").await == 2).then_some(())
+    })
+    .await;
+    eventually("the archive's snapshot", || async {
+        (bronze_rows(lake, "archive").await == 6000).then_some(())
+    })
+    .await;
+    stop(worker).await;
+
+    // Orders' batch was written while the archive was still copying.
+    let when = |sql: String| async move {
+        query_table(&lake.join("facts"), &sql)
+            .await
+            .into_iter()
+            .next()
+            .and_then(|row| row.into_iter().next())
+            .unwrap_or_default()
+    };
+    let orders_batch = when(
+        "SELECT CAST(min(written_at) AS STRING) FROM t WHERE target = 'bronze.orders' \
+         AND event IS NULL AND rows > 0"
+            .to_string(),
+    )
+    .await;
+    let archive_done = when(
+        "SELECT CAST(max(written_at) AS STRING) FROM t WHERE target = 'bronze.archive' \
+         AND event = 'bootstrap'"
+            .to_string(),
+    )
+    .await;
+    assert!(
+        !orders_batch.is_empty() && !archive_done.is_empty() && orders_batch < archive_done,
+        "orders' change ({orders_batch}) landed before the archive's snapshot ended ({archive_done})"
+    );
+    // Only the new table took a snapshot.
+    let bootstraps = query_table(
+        &lake.join("facts"),
+        "SELECT target, count(*) FROM t WHERE event = 'bootstrap' GROUP BY target ORDER BY target",
+    )
+    .await;
+    assert_eq!(
+        bootstraps,
+        [
+            ["bronze.archive", "1"],
+            ["bronze.items", "1"],
+            ["bronze.notes", "1"],
+            ["bronze.orders", "1"]
+        ]
+        .map(|r| r.map(String::from))
+        .to_vec(),
+    );
+}
