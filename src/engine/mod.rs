@@ -35,6 +35,7 @@ mod fake_source;
 mod heartbeat;
 mod identity;
 mod marks;
+mod measure;
 mod observer;
 mod options;
 mod pacer;

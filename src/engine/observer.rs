@@ -99,6 +99,8 @@ pub trait Observer: Send + Sync {
     fn retrying(&self, _error: &EngineError, _attempt: u32, _delay: Duration) {}
     /// The run stopped on an error that retrying cannot fix.
     fn failed(&self, _error: &EngineError) {}
+    /// The run is connected and its tables are open: it runs (again).
+    fn running(&self) {}
 }
 
 /// An observer that shows nothing (the engine still logs through `tracing`).
@@ -149,5 +151,8 @@ impl Observer for Fanout {
     }
     fn failed(&self, error: &EngineError) {
         self.0.iter().for_each(|o| o.failed(error));
+    }
+    fn running(&self) {
+        self.0.iter().for_each(|o| o.running());
     }
 }

@@ -160,6 +160,7 @@ async fn drive(
         }
     };
     run.read_permit = None;
+    run.observer().running();
     if !sink.columns_added().is_empty() {
         run.warnings.raise(format!(
             "bronze {} gained the column(s) {} that the stream reads now but did not before \

@@ -14,6 +14,7 @@ use futures::future::join_all;
 
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
+use super::measure::measure_position;
 use super::options::{RunOptions, RunSummary};
 use super::pacer::Pacer;
 use super::run::run;
@@ -24,6 +25,12 @@ use crate::spec::{SourcePacing, StreamConfig, Trigger, resolve_password};
 pub const TABLE_RETRY_FIRST: Duration = Duration::from_secs(30);
 /// The longest wait before a failed table starts again.
 pub const TABLE_RETRY_MAX: Duration = Duration::from_secs(30 * 60);
+
+/// How often the position of a table waiting out its backoff is measured
+/// without a source's pacing (headroom is judged in hours; a handful of
+/// queries each time). A source's tables are measured every
+/// `idleCommitInterval`, as often as a quiet table's position moves.
+pub const FAILED_TABLE_MEASURE_EVERY: Duration = Duration::from_secs(5 * 60);
 
 /// One table of a source and how it runs (its own observer; the stop
 /// token shared by all).
@@ -52,7 +59,8 @@ pub async fn run_tables(
     pacing: Option<SourcePacing>,
 ) -> Vec<TableOutcome> {
     let (Some(pacing), Some(first)) = (pacing, tables.first()) else {
-        return join_all(tables.into_iter().map(run_table)).await;
+        let measure_every = FAILED_TABLE_MEASURE_EVERY;
+        return join_all(tables.into_iter().map(|t| run_table(t, measure_every))).await;
     };
     let pacer = Pacer::new(tables.len(), &pacing);
     let source = first.config.source.clone();
@@ -91,7 +99,8 @@ pub async fn run_tables(
             pacer.run_rounds(&source, &password, interval, &stop).await;
         }
     };
-    let tables = join_all(tables.into_iter().map(run_table));
+    let measure_every = pacing.idle_commit_interval;
+    let tables = join_all(tables.into_iter().map(|t| run_table(t, measure_every)));
     let (outcomes, ()) = tokio::join!(
         async {
             let outcomes = tables.await;
@@ -104,7 +113,9 @@ pub async fn run_tables(
     outcomes
 }
 
-async fn run_table(table: TableRun) -> TableOutcome {
+/// One table, retried after a failure; its position measured every
+/// `measure_every` while it waits.
+async fn run_table(table: TableRun, measure_every: Duration) -> TableOutcome {
     let TableRun { config, options } = table;
     let target = config.target.name.clone();
     let mut backoff = Backoff::new(TABLE_RETRY_FIRST, TABLE_RETRY_MAX);
@@ -141,11 +152,23 @@ async fn run_table(table: TableRun) -> TableOutcome {
             delay_s = delay.as_secs_f64(),
             "this table stopped; the source's other tables go on, and it starts again after the delay"
         );
-        tokio::select! {
-            () = options.stop.cancelled() => {
-                return TableOutcome { target, result: Err(error) };
+        // Waiting, the table's position is still measured, so its headroom
+        // keeps moving in its status while it cannot run.
+        let until = tokio::time::Instant::now() + delay;
+        loop {
+            if let Err(error) = measure_position(&config, &options).await {
+                tracing::warn!(target_table = %target, %error, "cannot measure the stopped table's position");
             }
-            () = tokio::time::sleep(delay) => {}
+            let next = until.min(tokio::time::Instant::now() + measure_every);
+            tokio::select! {
+                () = options.stop.cancelled() => {
+                    return TableOutcome { target, result: Err(error) };
+                }
+                () = tokio::time::sleep_until(next) => {}
+            }
+            if next >= until {
+                break;
+            }
         }
     }
 }

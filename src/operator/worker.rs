@@ -606,8 +606,9 @@ mod tests;
 /// One table of a source's worker: an error that stops the table goes into
 /// its own stream's status (`status.worker`, with the reason and fix of
 /// the error), while the worker goes on with the other tables and starts
-/// this one again after its backoff; the table's next look at the source
-/// says it runs again.
+/// this one again after its backoff; once that run is connected with its
+/// tables open, the status says it runs again. Its position, measured
+/// meanwhile, goes to `status.progress` as usual.
 pub struct TableFailureReport {
     status: StatusObserver,
     config: crate::spec::StreamConfig,
@@ -635,11 +636,7 @@ impl TableFailureReport {
 }
 
 impl Observer for TableFailureReport {
-    fn source_checked(&self, _check: &SourceCheck) {
-        self.running_again();
-    }
-
-    fn snapshot_progress(&self, _progress: &SnapshotProgress) {
+    fn running(&self) {
         self.running_again();
     }
 

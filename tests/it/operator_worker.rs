@@ -8,9 +8,9 @@ use std::time::Duration;
 use kube::Api;
 use mssql_cdc::spec::CdcStream;
 
-use crate::support::kube::{KubeEnv, cells};
+use crate::support::kube::{KubeEnv, cells, eventually};
 use crate::support::operator::{cluster_manifest, orders_with_changes};
-use crate::support::server::TestServer;
+use crate::support::server::{TestServer, run};
 use crate::support::stream::{StreamFixture, query_table};
 
 /// `mssql-cdc worker FLAG NS/NAME` by hand with the test API server's
@@ -118,25 +118,46 @@ async fn worker_streams_and_reports_progress_into_status() {
     assert_eq!(cells(row)[0], "orders", "{table}");
 }
 
+/// Applies `crds/` (CdcStream and CdcSource) and waits until both serve.
+async fn install_both_crds(kube: &KubeEnv) {
+    kube.kubectl_ok(&["apply", "-f", &crate::support::kube::repo_file("crds/")])
+        .await;
+    for crd in ["cdcstreams", "cdcsources"] {
+        kube.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd}.mssql-cdc.io"),
+            "--timeout=20s",
+        ])
+        .await;
+    }
+}
+
 /// A CdcSource of `db` (password from a Secret, as the CRD allows) and its
-/// streams of `tables` (name, table), all availableNow, lakes in `lake`.
+/// streams of `tables` (name, table), read as `user` with `trigger`, lakes
+/// in `lake`.
 fn source_manifests(
     server: &TestServer,
     db: &str,
     lake: &std::path::Path,
     tables: &[(&str, &str)],
+    (user, trigger): (&str, &str),
 ) -> String {
     let endpoint = server.endpoint();
+    let user = if user.is_empty() {
+        endpoint.user.as_str()
+    } else {
+        user
+    };
     let path = |rel: &str| lake.join(rel).display().to_string();
     let mut text = format!(
         "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcSource\nmetadata: {{name: sales}}\nspec:\n  \
          connection:\n    host: \"{host}\"\n    port: {port}\n    database: {db}\n    \
          credentials:\n      username: \"{user}\"\n      passwordFrom: {{secretKeyRef: {{name: sql, key: password}}}}\n    \
-         encrypt: required\n    trustServerCertificate: true\n  trigger: {{availableNow: true}}\n  \
-         defaults:\n    facts: {{name: ops.facts, location: \"{facts}\"}}\n",
+         encrypt: required\n    trustServerCertificate: true\n  trigger: {trigger}\n  \
+         idleCommitInterval: 2s\n  defaults:\n    facts: {{name: ops.facts, location: \"{facts}\"}}\n",
         host = endpoint.host,
         port = endpoint.port,
-        user = endpoint.user,
         facts = path("facts"),
     );
     for (name, table) in tables {
@@ -161,17 +182,7 @@ async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
     let fixture = StreamFixture::new(&server, &db, "");
     let lake = fixture.lake.path();
     let kube = KubeEnv::start().await;
-    kube.kubectl_ok(&["apply", "-f", &crate::support::kube::repo_file("crds/")])
-        .await;
-    for crd in ["cdcstreams", "cdcsources"] {
-        kube.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            &format!("crd/{crd}.mssql-cdc.io"),
-            "--timeout=20s",
-        ])
-        .await;
-    }
+    install_both_crds(&kube).await;
     let manifests = source_manifests(
         &server,
         &db,
@@ -181,6 +192,7 @@ async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
             ("items", "dbo.items"),
             ("missing", "dbo.missing"),
         ],
+        ("", "{availableNow: true}"),
     );
     let file = kube.write("sales.yaml", &manifests);
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
@@ -188,11 +200,17 @@ async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
     // Another source's stream in the namespace is not this worker's.
     let other = kube.write(
         "other.yaml",
-        &source_manifests(&server, &db, lake, &[("elsewhere", "dbo.orders")])
-            .split("---\n")
-            .nth(1)
-            .unwrap_or_default()
-            .replace("sourceRef: {name: sales}", "sourceRef: {name: other}"),
+        &source_manifests(
+            &server,
+            &db,
+            lake,
+            &[("elsewhere", "dbo.orders")],
+            ("", "{availableNow: true}"),
+        )
+        .split("---\n")
+        .nth(1)
+        .unwrap_or_default()
+        .replace("sourceRef: {name: sales}", "sourceRef: {name: other}"),
     );
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &other])
         .await;
@@ -254,4 +272,106 @@ async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
         elsewhere.status.is_none(),
         "another source's stream is left alone"
     );
+}
+
+#[tokio::test]
+async fn a_table_stopped_by_its_own_error_is_still_measured_while_the_others_stream() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    for table in ["orders", "items"] {
+        crate::engine_source::seeded_capture(&mut client, table, 1).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let kube = KubeEnv::start().await;
+    install_both_crds(&kube).await;
+    let tables = [("orders", "dbo.orders"), ("items", "dbo.items")];
+    // First both tables take their snapshot and a batch.
+    let before = crate::support::cdc::max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.items VALUES (2, N'x')")
+        .await
+        .expect("items changes");
+    crate::support::cdc::wait_for_capture(&mut client, "dbo_items", before.as_deref(), 1).await;
+    let once = source_manifests(&server, &db, lake, &tables, ("", "{availableNow: true}"));
+    let file = kube.write("once.yaml", &once);
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    let out = worker(&kube, "--source", "default/sales", &fixture.password).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Then items asks for a column its capture instance does not have:
+    // items alone stops, orders streams on.
+    let on = source_manifests(&server, &db, lake, &tables, ("", "{processingTime: 1s}")).replace(
+        "source: {table: dbo.items}",
+        "source: {table: dbo.items, columns: [id, nope]}",
+    );
+    let file = kube.write("on.yaml", &on);
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args([
+            "worker",
+            "--source",
+            "default/sales",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--status-interval", "1s"])
+        .env("KUBECONFIG", &kube.kubeconfig)
+        .env("MSSQL_CDC_PASSWORD", &fixture.password)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the worker starts");
+    let api: Api<CdcStream> = Api::namespaced(kube.client().await, "default");
+    let stopped = eventually("items stopped by its own error", || async {
+        let status = api.get("items").await.ok()?.status?;
+        let worker = status.worker?;
+        (worker.state == mssql_cdc::spec::WorkerState::Failed).then_some(worker)
+    })
+    .await;
+    assert_eq!(stopped.reason, "ColumnNotCaptured", "{stopped:?}");
+
+    // Each change of orders moves the database's max LSN, and items'
+    // measured position follows it while items stays stopped.
+    let mut newest = None;
+    for id in 2..=3 {
+        let before = crate::support::cdc::max_lsn(&mut client).await;
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.orders VALUES ({id}, N'on')"),
+        )
+        .await
+        .expect("orders changes");
+        newest = Some(
+            crate::support::cdc::wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1)
+                .await,
+        );
+    }
+    let newest = crate::support::cdc::lsn_literal(&newest.expect("a change"));
+    let bronze = lake.join("bronze/orders");
+    eventually("orders' changes in bronze", || async {
+        let rows = query_table(&bronze, "SELECT COUNT(*) FROM t").await;
+        (rows == [["3".to_string()]]).then_some(())
+    })
+    .await;
+    let measured = eventually("items measured up to orders' change", || async {
+        let status = api.get("items").await.ok()?.status?;
+        let progress = status.progress?;
+        let seen = progress.latest_offset?.lsn;
+        (seen.as_str() >= newest.as_str() && progress.retention_headroom_hours.is_some())
+            .then_some(status.worker?)
+    })
+    .await;
+    assert_eq!(
+        measured.state,
+        mssql_cdc::spec::WorkerState::Failed,
+        "measured, it is still the stopped table: {measured:?}"
+    );
+    drop(worker);
 }
