@@ -148,6 +148,11 @@ pub async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
     let context = Context::new(client.clone(), defaults, instance.clone())
         .with_resync(args.resync)
         .with_namespaces(namespaces);
+    #[cfg(feature = "failpoints")]
+    let context = match mssql_cdc::operator::test_clock::from_env(&client)? {
+        Some(clock) => context.with_clock(clock),
+        None => context,
+    };
     if !args.leader_election {
         metrics.set_leader(true);
         run_controller(context, metrics, shutdown.cancelled_owned()).await;

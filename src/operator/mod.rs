@@ -25,6 +25,8 @@ pub mod secret_refs;
 pub mod spec_hash;
 pub mod status;
 pub mod supervisor;
+#[cfg(feature = "failpoints")]
+pub mod test_clock;
 pub mod verdict;
 pub mod volume_source;
 pub mod worker;

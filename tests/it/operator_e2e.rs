@@ -1,7 +1,8 @@
 //! The whole path without a cluster: kubectl applies the CRD, a Secret, the
-//! chart's ServiceAccounts and RBAC (rendered by Helm) and a CdcStream; the
-//! operator (run in the test, on the API server's fake clock, with a token
-//! of the chart's operator ServiceAccount) creates the worker Deployment;
+//! whole chart (rendered by Helm) and a CdcStream; the operator (in its own
+//! pod from the chart's Deployment, as the chart's operator ServiceAccount
+//! under its RBAC, on the API server's fake clock) creates the worker
+//! Deployment;
 //! the harness kubelet runs `mssql-cdc worker` as a pod of the chart's
 //! worker ServiceAccount, with only its in-cluster identity (token, CA,
 //! read-only root, its lake on the `/tmp` emptyDir); the sandbox's changes
@@ -25,7 +26,7 @@ use kube::Api;
 use kube::api::ListParams;
 use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
 
-use crate::support::chart::ChartIdentity;
+use crate::support::chart::ChartRelease;
 use crate::support::cluster::count_rows_in_pod;
 use crate::support::e2e::{E2e, E2eOptions, WORKER_PODS, start_e2e};
 use crate::support::kube::{cells, eventually};
@@ -80,7 +81,7 @@ fn minutes_since_batch(live: &Condition) -> Option<u64> {
 }
 
 /// The e2e with the chart as `edit` leaves it.
-async fn start(edit: impl FnOnce(ChartIdentity) -> ChartIdentity + 'static) -> Option<E2e> {
+async fn start(edit: impl FnOnce(ChartRelease) -> ChartRelease + 'static) -> Option<E2e> {
     start_e2e(E2eOptions {
         chart: Box::new(edit),
         ..E2eOptions::default()
@@ -184,9 +185,31 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     })
     .await;
 
+    // Only the test API server's clock moves, and only a failpoints build
+    // of the operator follows it (`MSSQL_CDC_TEST_CLOCK`).
+    if kube.server().is_none() || !cfg!(feature = "failpoints") {
+        eprintln!("skipped the silence steps: the operator's clock cannot be moved here");
+    } else {
+        silence_turns_live_false(&e, &streams).await;
+    }
+
+    suspend(kube, "orders").await;
+    worker_pods_when(&pods, "suspend removes the worker pod", <[Pod]>::is_empty).await;
+
+    kube.kubectl_ok(&["delete", "-n", &ns, "cdcs", "orders"])
+        .await;
+    let deployments: Api<Deployment> = Api::namespaced(kube_client, &ns);
+    wait_gone(&deployments, "orders").await;
+}
+
+/// With the worker dead: 10 minutes later on the operator's clock the
+/// stream is still live; past the 15-minute silence limit Live and Ready
+/// turn False and say what to do.
+async fn silence_turns_live_false(e: &E2e, streams: &Api<CdcStream>) {
+    let (kube, ns) = (&e.kube, e.kube.namespace.as_str());
     // Within the silence limit (15 minutes) the stream still counts as live.
-    kube.clock().advance(Duration::from_secs(10 * 60));
-    let status = status_when(&streams, "Live judged 10 minutes later", |status| {
+    kube.advance_clock(Duration::from_secs(10 * 60)).await;
+    let status = status_when(streams, "Live judged 10 minutes later", |status| {
         condition(status, "Live")
             .and_then(minutes_since_batch)
             .is_some_and(|minutes| minutes >= 10)
@@ -196,8 +219,8 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
     assert_eq!(live.status, "True", "{}", live.message);
 
     // Past it, Live and Ready turn False and say what to do.
-    kube.clock().advance(Duration::from_secs(6 * 60));
-    let status = status_when(&streams, "Live=False past the silence limit", |status| {
+    kube.advance_clock(Duration::from_secs(6 * 60)).await;
+    let status = status_when(streams, "Live=False past the silence limit", |status| {
         condition(status, "Live").is_some_and(|c| c.status == "False")
     })
     .await;
@@ -215,18 +238,10 @@ async fn kubectl_apply_to_delta_and_back_to_the_status() {
         "{}",
         live.message
     );
-    let table = kube.kubectl_ok(&["get", "-n", &ns, "cdcstreams"]).await;
+    let table = kube.kubectl_ok(&["get", "-n", ns, "cdcstreams"]).await;
     println!("{table}");
     let row = cells(table.lines().nth(1).unwrap_or_default());
     assert_eq!(row[..3], ["orders", "Streaming", "False"], "{table}");
-
-    suspend(kube, "orders").await;
-    worker_pods_when(&pods, "suspend removes the worker pod", <[Pod]>::is_empty).await;
-
-    kube.kubectl_ok(&["delete", "-n", &ns, "cdcs", "orders"])
-        .await;
-    let deployments: Api<Deployment> = Api::namespaced(kube_client, &ns);
-    wait_gone(&deployments, "orders").await;
 }
 
 #[tokio::test]

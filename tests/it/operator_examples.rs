@@ -1,15 +1,19 @@
 //! Every file of `examples/kubernetes/` applied to the test API server and
-//! run by the harness kubelet, under the chart's RBAC and with the
-//! operator's token: only the SQL Server's address and certificate trust,
-//! the object store's endpoint and a free metrics port change
-//! (`support::examples`). The test's servers take the examples'
-//! placeholder credentials, so the Secrets are applied as they are.
+//! run by the harness kubelet, with the whole chart installed as Helm
+//! renders it (the operator in its own pod, as the chart's operator
+//! ServiceAccount under its RBAC, on the server's fake clock), each pod in
+//! a network of its own: only the SQL Server's address and certificate
+//! trust and the object store's endpoint change (`support::examples`),
+//! the test's servers reached as `host.harness.internal`. The test's
+//! servers take the examples' placeholder credentials, so the Secrets are
+//! applied as they are.
 //!
 //! - the continuous stream reaches Ready=True with its lake and checkpoint
 //!   on its PersistentVolumeClaim, mounted for real in the pod's own mount
 //!   namespace; its bronze table is on the claim's volume;
 //! - the hourly `availableNow` stream makes no Job until its schedule: the
-//!   fake clock moves to the next full hour and the CronJob's run
+//!   fake clock (the server's and the operator's) moves to the next full
+//!   hour and the CronJob's run
 //!   completes with the table's rows on the claim; after a change and a
 //!   run now (as `kubectl create job --from=cronjob/...`), the stream is
 //!   Ready although the operator's clock is up to an hour past that run,
@@ -31,13 +35,11 @@ use kube::api::ListParams;
 use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
 
 use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
-use crate::support::chart::ChartIdentity;
+use crate::support::chart::ChartRelease;
 use crate::support::examples::{Example, example_files};
 use crate::support::kube::{KubeEnv, eventually, poll};
 use crate::support::objectstores::{Azurite, Moto};
-use crate::support::operator::{
-    HARNESS_ENV, InProcessOperator, condition, has_condition, start_operator_as, worker_image,
-};
+use crate::support::operator::{chart_values, condition, has_condition};
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::query_table;
 use crate::support::sts::WebIdentitySts;
@@ -73,16 +75,15 @@ struct Values {
     env: &'static [&'static str],
 }
 
-/// The test API server with its kubelet, the chart's identities applied,
-/// the CRD from `crds/`, a sandbox with the example's database and
-/// changes that give the stream two days of CDC history (a younger
-/// database rightly fails the 24-hour retention headroom), and the
-/// operator running with a token of the chart's operator account.
+/// The test API server with its kubelet, the CRD from `crds/`, a sandbox
+/// with the example's database and changes that give the stream two days
+/// of CDC history (a younger database rightly fails the 24-hour retention
+/// headroom), and the whole chart applied: the operator runs in its own
+/// pod.
 struct Cluster {
     kube: KubeEnv,
     sql: TestServer,
     source: &'static Source,
-    _operator: InProcessOperator,
 }
 
 /// Where a stream's changes come from: its database, table, capture
@@ -111,12 +112,20 @@ const INVOICES: Source = Source {
 
 impl Cluster {
     /// Everything but the example, whose SQL login and password the
-    /// sandbox takes; the operator runs with the chart's defaults and the
-    /// `values` the example's header asks for.
+    /// sandbox takes; the chart is installed with its defaults and the
+    /// `values` the example's header asks for, and the operator looks at
+    /// every stream each second (`resync`), so that a verdict that time
+    /// alone changes shows within the test's waits.
     async fn start(example: &Example, source: &'static Source, values: Values) -> Option<Self> {
         let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
-        let kube = KubeEnv::with_kubelet(binary).await;
-        let chart = ChartIdentity::render("cdc", &kube.namespace).await?;
+        let kube = KubeEnv::with_pod_network(binary).await;
+        let mut chart_values = chart_values(&kube);
+        chart_values["workerServiceAccounts"] = values.service_accounts.into();
+        chart_values["workerEnv"] = values.env.into();
+        chart_values["resync"] = "1s".into();
+        let chart = ChartRelease::render("cdc", &kube.namespace, &chart_values.to_string())
+            .await?
+            .with_test_clock();
         let (login, password) = (example.login(), example.sql_password());
         let script = match source.database {
             "shop" => SHOP.replace(SHOP_PASSWORD, &password),
@@ -128,35 +137,12 @@ impl Cluster {
 
         kube.install_crd().await;
         chart.apply(&kube).await;
-        let token = chart.operator_token(&kube).await;
-        let mut defaults = chart.worker_defaults(worker_image(&kube));
-        defaults.policy.service_accounts = values
-            .service_accounts
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-        defaults.policy.env = values.env.iter().map(|a| a.to_string()).collect();
-        defaults.policy.env.push(HARNESS_ENV.to_string());
-        let operator = start_operator_as(
-            &kube,
-            Duration::from_secs(1),
-            kube.client_with_token(&token).await,
-            defaults,
-        )
-        .await;
-        Some(Cluster {
-            kube,
-            sql,
-            source,
-            _operator: operator,
-        })
+        Some(Cluster { kube, sql, source })
     }
 
     /// `example` pointed at the sandbox, applied with kubectl.
     async fn apply(&self, example: Example) {
-        let example = example
-            .at_sql_server(&self.sql.endpoint())
-            .on_any_metrics_port();
+        let example = example.at_sql_server(&self.kube.for_pods(self.sql.endpoint()));
         let file = self.kube.write(&example.file, &example.to_yaml());
         self.kube
             .kubectl_ok(&["apply", "-n", &self.kube.namespace, "-f", &file])
@@ -369,10 +355,10 @@ async fn the_hourly_example_runs_on_its_schedule_and_is_ready_between_runs() {
 
     // The next full hour on the fake clock: the CronJob starts one run,
     // which copies the table onto the claim and exits.
-    let now = kube.clock().now().timestamp();
+    let now = kube.now().timestamp();
     let next_hour = (now / 3600 + 1) * 3600;
-    kube.clock()
-        .advance(Duration::from_secs((next_hour - now).unsigned_abs() + 1));
+    kube.advance_clock(Duration::from_secs((next_hour - now).unsigned_abs() + 1))
+        .await;
     let scheduled = eventually("the scheduled run", || async {
         jobs.list(&ListParams::default())
             .await
@@ -446,9 +432,15 @@ async fn the_s3_example_streams_with_web_identity_and_no_keys() {
     let name = example.stream_name();
     // STS is only spoken over HTTPS, and the stand-in's certificate is its own.
     let example = example.with_storage_options(&BTreeMap::from([
-        ("aws_endpoint_url".to_string(), moto.endpoint()),
+        (
+            "aws_endpoint_url".to_string(),
+            cluster.kube.url_for_pods(&moto.endpoint()),
+        ),
         ("aws_allow_http".to_string(), "true".to_string()),
-        ("aws_endpoint_url_sts".to_string(), sts.endpoint()),
+        (
+            "aws_endpoint_url_sts".to_string(),
+            cluster.kube.url_for_pods(&sts.endpoint()),
+        ),
         (
             "aws_allow_invalid_certificates".to_string(),
             "true".to_string(),
@@ -505,7 +497,10 @@ async fn the_adls_example_streams_to_azurite() {
     };
     let name = example.stream_name();
     let example = example.with_storage_options(&BTreeMap::from([
-        ("azure_storage_endpoint".to_string(), azurite.endpoint()),
+        (
+            "azure_storage_endpoint".to_string(),
+            cluster.kube.url_for_pods(&azurite.endpoint()),
+        ),
         ("azure_allow_http".to_string(), "true".to_string()),
     ]));
     cluster.apply(example).await;

@@ -76,6 +76,8 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
         "--leader-election",
         "--lease-name=mssql-cdc-operator",
         "--lease-duration=15s",
+        // The operator's own resync, which bounds how late Live turns False.
+        "--resync=60s",
         "--worker-service-account=cdc-mssql-cdc-operator-worker",
         // The operator's own defaults, spelt out: never hostPath, and only
         // labelled Secrets.

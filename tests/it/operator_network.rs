@@ -1,5 +1,6 @@
 //! Every worker in a network of its own: three CdcStreams applied at once
-//! (with the chart's identities, as the e2e does) give three worker pods
+//! (with the whole chart installed and the operator in its own pod, as the
+//! e2e does) give three worker pods
 //! that all listen on the worker's default metrics port, each at its own
 //! pod IP, and all three streams reach Ready. When the harness's pods
 //! shared the host's network, two of them failed with `ListenFailed`.

@@ -26,16 +26,15 @@ use kube::Api;
 use mssql_cdc::spec::{CdcStream, Phase};
 
 use crate::support::chart::ChartRelease;
-use crate::support::http::free_port;
 use crate::support::kube::{KubeEnv, eventually};
 use crate::support::operator::{
-    condition, labelled_secret, once_warned, status_when, stream_manifest, wait_gone,
+    chart_values, condition, labelled_secret, once_warned, status_when, stream_manifest, wait_gone,
 };
 
 /// The chart installed with its default policy (the operator watching the
-/// test's namespace, its metrics on a free port: the harness's pods share
-/// the host's network), the CRD applied apart; `None` when Helm (Python)
-/// is missing and allowed to be.
+/// test's namespace, in its own pod with a network of its own, so it keeps
+/// the chart's metrics port), the CRD applied apart; `None` when Helm
+/// (Python) is missing and allowed to be.
 async fn start() -> Option<KubeEnv> {
     start_with(|chart| chart).await
 }
@@ -43,12 +42,8 @@ async fn start() -> Option<KubeEnv> {
 /// [`start`] with the rendered chart as `edit` leaves it.
 async fn start_with(edit: impl FnOnce(ChartRelease) -> ChartRelease) -> Option<KubeEnv> {
     let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
-    let kube = KubeEnv::with_kubelet(binary).await;
-    let values = serde_json::json!({
-        "worker": {"namespaces": [kube.namespace]},
-        "crds": {"enabled": false},
-        "metrics": {"port": free_port()},
-    });
+    let kube = KubeEnv::with_pod_network(binary).await;
+    let values = chart_values(&kube);
     let chart = edit(ChartRelease::render(RELEASE, &kube.namespace, &values.to_string()).await?);
     kube.install_crd().await;
     chart.apply(&kube).await;
@@ -423,8 +418,7 @@ async fn a_child_of_the_streams_name_that_it_does_not_own_is_not_taken_over() {
 
 #[tokio::test]
 async fn without_get_on_secrets_the_operator_runs_nothing_and_says_what_it_needs() {
-    let Some(kube) = start_with(|chart| chart.without_operator_rule_on(RELEASE, "secrets")).await
-    else {
+    let Some(kube) = start_with(|chart| chart.without_operator_rule_on("secrets")).await else {
         return;
     };
     let ns = kube.namespace.clone();

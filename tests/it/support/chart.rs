@@ -1,10 +1,10 @@
 //! The Helm chart through Helm itself (PyPI `helm-python-sdk`): lint,
-//! render and install, and the chart's own ServiceAccounts and RBAC as
-//! rendered, which the e2e tests run the operator and its workers under.
+//! render and install, and the whole chart as rendered, which the operator
+//! tests apply with kubectl so that the operator runs in its own pod under
+//! the chart's ServiceAccounts and RBAC, its workers too.
 
 use std::time::Duration;
 
-use mssql_cdc::operator::children::WorkerDefaults;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -67,35 +67,56 @@ pub fn documents(rendered: &Value, template: &str) -> Vec<serde_yaml::Value> {
         .collect()
 }
 
-/// The chart's ServiceAccounts, Roles, ClusterRoles and bindings, rendered
-/// for `release` with the workers in `namespace`.
-pub struct ChartIdentity {
+/// `documents` written to the scratch file `name` and applied with kubectl
+/// (as the admin).
+async fn apply_documents(kube: &KubeEnv, name: &str, documents: &[serde_yaml::Value]) {
+    let text: Vec<String> = documents
+        .iter()
+        .map(|d| serde_yaml::to_string(d).expect("YAML"))
+        .collect();
+    let file = kube.write(name, &text.join("---\n"));
+    kube.kubectl_ok(&["apply", "-f", &file]).await;
+}
+
+/// The whole chart as Helm renders it: every object of every template, the
+/// operator's Deployment included, so that the harness kubelet runs the
+/// operator in its own pod, as its ServiceAccount, with the flags the
+/// chart gives it.
+pub struct ChartRelease {
+    /// The Helm release name.
     pub release: String,
+    /// The release's namespace (the operator's, and the workers' here).
     pub namespace: String,
     documents: Vec<serde_yaml::Value>,
 }
 
-impl ChartIdentity {
-    /// Renders the chart; `None` when Python is missing and allowed to be.
-    pub async fn render(release: &str, namespace: &str) -> Option<Self> {
-        let values = format!(r#"{{"worker":{{"namespaces":["{namespace}"]}}}}"#);
-        let rendered = render(release, namespace, &values).await?;
-        let documents = [
-            "serviceaccount.yaml",
-            "rbac-operator.yaml",
-            "rbac-worker.yaml",
-        ]
-        .iter()
-        .flat_map(|t| documents(&rendered, t))
-        .collect();
-        Some(ChartIdentity {
+/// The ConfigMap an operator with [`ChartRelease::with_test_clock`] takes
+/// its clock from (`MSSQL_CDC_TEST_CLOCK`, failpoints builds only).
+pub const TEST_CLOCK_CONFIG_MAP: &str = "mssql-cdc-test-clock";
+
+impl ChartRelease {
+    /// The chart rendered for `release` in `namespace` with `values`
+    /// (JSON); `None` when Python is missing and allowed to be.
+    pub async fn render(release: &str, namespace: &str, values: &str) -> Option<Self> {
+        let rendered = render(release, namespace, values).await?;
+        let documents = rendered
+            .as_object()
+            .expect("templates")
+            .iter()
+            .filter(|(template, _)| template.ends_with(".yaml"))
+            .flat_map(|(template, _)| {
+                let name = template.trim_start_matches("mssql-cdc-operator/templates/");
+                documents(&rendered, name)
+            })
+            .collect();
+        Some(ChartRelease {
             release: release.to_string(),
             namespace: namespace.to_string(),
             documents,
         })
     }
 
-    /// The operator's ServiceAccount.
+    /// The operator's ServiceAccount (and Roles), as the chart names it.
     pub fn operator_account(&self) -> String {
         format!("{}-mssql-cdc-operator", self.release)
     }
@@ -105,15 +126,22 @@ impl ChartIdentity {
         format!("{}-worker", self.operator_account())
     }
 
-    /// The operator's settings as the chart's Deployment gives them with
-    /// its default values: the image, the chart's worker ServiceAccount,
-    /// the default volume types, no variables, no envFrom, and only
-    /// Secrets labelled `mssql-cdc.io/allow=true`.
-    pub fn worker_defaults(&self, image: String) -> WorkerDefaults {
-        WorkerDefaults {
-            service_account: Some(self.worker_account()),
-            ..WorkerDefaults::new(image)
+    /// Removes the rules on `resource` from the operator's Roles and
+    /// ClusterRole: how a test proves that the operator needs them.
+    pub fn without_operator_rule_on(mut self, resource: &str) -> Self {
+        let operator = self.operator_account();
+        for doc in &mut self.documents {
+            let is_operator_role = matches!(doc["kind"].as_str(), Some("Role" | "ClusterRole"))
+                && doc["metadata"]["name"].as_str() == Some(operator.as_str());
+            if let (true, Some(rules)) = (is_operator_role, doc["rules"].as_sequence_mut()) {
+                rules.retain(|rule| {
+                    !rule["resources"]
+                        .as_sequence()
+                        .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(resource)))
+                });
+            }
         }
+        self
     }
 
     /// Removes `verb` from the worker Role's rule on `resource`: how a test
@@ -141,24 +169,47 @@ impl ChartIdentity {
         self
     }
 
-    /// Applies the documents with kubectl (as the admin).
-    pub async fn apply(&self, kube: &KubeEnv) {
-        apply_documents(kube, "chart-identity.yaml", &self.documents).await;
-    }
-
-    /// A token of the operator's ServiceAccount (`kubectl create token`).
-    pub async fn operator_token(&self, kube: &KubeEnv) -> String {
-        let out = kube
-            .kubectl_ok(&[
-                "create",
-                "token",
-                "-n",
-                &self.namespace,
-                &self.operator_account(),
-                "--duration=24h",
-            ])
-            .await;
-        out.trim().to_string()
+    /// The operator on the test's clock: its container gets
+    /// `MSSQL_CDC_TEST_CLOCK` (a switch of failpoints builds only) naming
+    /// the ConfigMap [`TEST_CLOCK_CONFIG_MAP`], which
+    /// [`KubeEnv::advance_clock`] writes, and a Role of the test's own
+    /// lets its ServiceAccount watch that ConfigMap. Nothing else of the
+    /// chart changes.
+    pub fn with_test_clock(mut self) -> Self {
+        let value = format!("{}/{TEST_CLOCK_CONFIG_MAP}", self.namespace);
+        // The operator's is the chart's one Deployment.
+        let env = self
+            .documents
+            .iter_mut()
+            .find(|doc| doc["kind"] == "Deployment")
+            .and_then(|doc| {
+                doc["spec"]["template"]["spec"]["containers"][0]["env"].as_sequence_mut()
+            })
+            .expect("the operator's Deployment with its env");
+        env.push(yaml(&format!(
+            "{{name: MSSQL_CDC_TEST_CLOCK, value: \"{value}\"}}"
+        )));
+        let (ns, account) = (&self.namespace, self.operator_account());
+        for text in [
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {TEST_CLOCK_CONFIG_MAP}, namespace: {ns}}}\n\
+                 data: {{offsetSeconds: \"0\"}}\n"
+            ),
+            format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n\
+                 metadata: {{name: {TEST_CLOCK_CONFIG_MAP}, namespace: {ns}}}\n\
+                 rules: [{{apiGroups: [\"\"], resources: [configmaps], verbs: [get, list, watch]}}]\n"
+            ),
+            format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n\
+                 metadata: {{name: {TEST_CLOCK_CONFIG_MAP}, namespace: {ns}}}\n\
+                 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {TEST_CLOCK_CONFIG_MAP}}}\n\
+                 subjects: [{{kind: ServiceAccount, name: {account}, namespace: {ns}}}]\n"
+            ),
+        ] {
+            self.documents.push(yaml(&text));
+        }
+        self
     }
 
     /// The cluster-scoped objects (ClusterRole and ClusterRoleBinding),
@@ -183,66 +234,14 @@ impl ChartIdentity {
             })
             .collect()
     }
-}
-
-/// `documents` written to the scratch file `name` and applied with kubectl
-/// (as the admin).
-async fn apply_documents(kube: &KubeEnv, name: &str, documents: &[serde_yaml::Value]) {
-    let text: Vec<String> = documents
-        .iter()
-        .map(|d| serde_yaml::to_string(d).expect("YAML"))
-        .collect();
-    let file = kube.write(name, &text.join("---\n"));
-    kube.kubectl_ok(&["apply", "-f", &file]).await;
-}
-
-/// The whole chart as Helm renders it: every object of every template, the
-/// operator's Deployment included, so that the harness kubelet runs the
-/// operator in its own pod, as its ServiceAccount, with the flags the
-/// chart gives it.
-pub struct ChartRelease {
-    documents: Vec<serde_yaml::Value>,
-}
-
-impl ChartRelease {
-    /// The chart rendered for `release` in `namespace` with `values`
-    /// (JSON); `None` when Python is missing and allowed to be.
-    pub async fn render(release: &str, namespace: &str, values: &str) -> Option<Self> {
-        let rendered = render(release, namespace, values).await?;
-        let documents = rendered
-            .as_object()
-            .expect("templates")
-            .iter()
-            .filter(|(template, _)| template.ends_with(".yaml"))
-            .flat_map(|(template, _)| {
-                let name = template.trim_start_matches("mssql-cdc-operator/templates/");
-                documents(&rendered, name)
-            })
-            .collect();
-        Some(ChartRelease { documents })
-    }
-
-    /// Removes the rules on `resource` from the operator's Roles and
-    /// ClusterRole (named after the release, as the chart names them): how
-    /// a test proves that the operator needs them.
-    pub fn without_operator_rule_on(mut self, release: &str, resource: &str) -> Self {
-        let operator = format!("{release}-mssql-cdc-operator");
-        for doc in &mut self.documents {
-            let is_operator_role = matches!(doc["kind"].as_str(), Some("Role" | "ClusterRole"))
-                && doc["metadata"]["name"].as_str() == Some(operator.as_str());
-            if let (true, Some(rules)) = (is_operator_role, doc["rules"].as_sequence_mut()) {
-                rules.retain(|rule| {
-                    !rule["resources"]
-                        .as_sequence()
-                        .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(resource)))
-                });
-            }
-        }
-        self
-    }
 
     /// Applies every object with kubectl (as the admin).
     pub async fn apply(&self, kube: &KubeEnv) {
         apply_documents(kube, "chart-release.yaml", &self.documents).await;
     }
+}
+
+/// One YAML document the test writes itself.
+fn yaml(text: &str) -> serde_yaml::Value {
+    serde_yaml::from_str(text).expect("the test's YAML")
 }

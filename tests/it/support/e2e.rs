@@ -1,19 +1,19 @@
-//! One stream run the whole way: the chart's ServiceAccounts and RBAC
-//! (rendered by Helm), the operator in the test (on the API server's fake
-//! clock, with a token of the chart's operator account), a Secret and a
-//! CdcStream applied with kubectl, the worker run by the harness kubelet
+//! One stream run the whole way: the whole chart rendered by Helm and
+//! applied with kubectl, so that the operator runs in its own pod as the
+//! chart's operator ServiceAccount under the chart's RBAC; a Secret and a
+//! CdcStream applied with kubectl; the worker run by the harness kubelet
 //! (or a real cluster's, with `KUBECONFIG`) against the sandbox or a real
-//! SQL Server. [`E2eOptions`] says what differs between scenarios.
-
-use std::time::Duration;
+//! SQL Server. On the test API server the operator pod follows the
+//! server's fake clock (`ChartRelease::with_test_clock`), so that
+//! `KubeEnv::advance_clock` ages what it judges. [`E2eOptions`] says what
+//! differs between scenarios.
 
 use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
-use crate::support::chart::ChartIdentity;
+use crate::support::chart::ChartRelease;
 use crate::support::cluster::{sandbox_endpoint_for_pods, start_sandbox_pod};
 use crate::support::kube::KubeEnv;
 use crate::support::operator::{
-    InProcessOperator, cluster_manifest, labelled_secret, orders_with_changes, start_operator_as,
-    worker_image,
+    chart_values, cluster_manifest, labelled_secret, orders_with_changes,
 };
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::StreamFixture;
@@ -23,8 +23,8 @@ pub const WORKER_PODS: &str = "mssql-cdc.io/stream=orders";
 
 /// What a scenario changes.
 pub struct E2eOptions {
-    /// The chart identity as the scenario wants it.
-    pub chart: Box<dyn FnOnce(ChartIdentity) -> ChartIdentity>,
+    /// The rendered chart as the scenario wants it.
+    pub chart: Box<dyn FnOnce(ChartRelease) -> ChartRelease>,
     /// Move the sandbox's clock two days on before the last change, as a
     /// database CDC has run on for a while (sandbox only).
     pub age_database: bool,
@@ -72,8 +72,7 @@ pub struct E2e {
     pub fixture: StreamFixture,
     pub database: String,
     _forward: Option<tokio::process::Child>,
-    _operator: InProcessOperator,
-    pub chart: ChartIdentity,
+    pub chart: ChartRelease,
 }
 
 /// Sets up [`E2e`]; `None` when Helm (Python) is missing and allowed to be.
@@ -87,7 +86,15 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
         Some(_) => ns.replace("mssql-cdc-", ""),
         None => "cdc".to_string(),
     };
-    let chart = (options.chart)(ChartIdentity::render(&release, &ns).await?);
+    let values = e2e_values(&kube);
+    let chart = ChartRelease::render(&release, &ns, &values.to_string()).await?;
+    // Only the test API server's clock can be moved (and only a failpoints
+    // build follows it); a real cluster's operator keeps the wall clock.
+    let chart = match kube.server() {
+        Some(_) => chart.with_test_clock(),
+        None => chart,
+    };
+    let chart = (options.chart)(chart);
     // On a real cluster the sandbox runs as a pod, reached through a
     // port-forward; here, in this process.
     let (forward, server) = match (&kube.cluster, options.idle_interval_secs) {
@@ -173,16 +180,6 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
     ])
     .await;
     chart.apply(&kube).await;
-    let token = chart.operator_token(&kube).await;
-    let operator_client = kube.client_with_token(&token).await;
-    let mut defaults = chart.worker_defaults(worker_image(&kube));
-    // The tests watch moving numbers (snapshot progress, the next look at
-    // the source) within their 30 s waits: workers write them every
-    // second, as the one-second resync looks at streams (the 30 s default
-    // and what it saves are tested in operator_status_traffic).
-    defaults.status_interval = Some(Duration::from_secs(1));
-    let operator =
-        start_operator_as(&kube, Duration::from_secs(1), operator_client, defaults).await;
     kube.kubectl_ok(&[
         "apply",
         "-n",
@@ -197,9 +194,29 @@ pub async fn start_e2e(options: E2eOptions) -> Option<E2e> {
         fixture,
         database: db,
         _forward: forward,
-        _operator: operator,
         chart,
     })
+}
+
+/// The chart values of the e2e: [`chart_values`], the worker image of a
+/// real cluster, and the numbers the tests watch moving within their 30 s
+/// waits (snapshot progress, the next look at the source, an aged batch):
+/// workers write them every second (`worker.statusInterval`) and the
+/// operator looks at every stream each second (`resync`); the 30 s and 60 s
+/// defaults and what they save are tested in operator_status_traffic.
+fn e2e_values(kube: &KubeEnv) -> serde_json::Value {
+    let mut values = chart_values(kube);
+    values["worker"]["statusInterval"] = "1s".into();
+    values["resync"] = "1s".into();
+    if let Some(cluster) = &kube.cluster {
+        let (repository, tag) = cluster
+            .image
+            .rsplit_once(':')
+            .filter(|(_, tag)| !tag.contains('/'))
+            .unwrap_or((cluster.image.as_str(), "latest"));
+        values["image"] = serde_json::json!({"repository": repository, "tag": tag});
+    }
+    values
 }
 
 async fn seed(client: &mut Client, statements: &[String]) {

@@ -1,10 +1,10 @@
 //! The files of `examples/kubernetes/` as the tests apply them: parsed as
 //! they are, then pointed at the test's own servers and nothing else (the
 //! SQL Server's address and its self-signed certificate, the object
-//! store's endpoint) plus what the harness kubelet needs because all its
-//! pods share the host's network (a free metrics port). Secrets are
-//! applied unchanged: the test's servers are given the examples'
-//! placeholder credentials instead.
+//! store's endpoint, as the harness's pods reach them). Each pod has a
+//! network of its own, so workers keep their default metrics port.
+//! Secrets are applied unchanged: the test's servers are given the
+//! examples' placeholder credentials instead.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -127,27 +127,6 @@ impl Example {
         for (key, value) in options {
             map.insert(key.clone().into(), value.clone().into());
         }
-        self
-    }
-
-    /// The worker's metrics on a free port: the harness kubelet's pods all
-    /// share the host's network, where port 8080 may be taken.
-    pub fn on_any_metrics_port(mut self) -> Self {
-        let worker = self
-            .stream_mut()
-            .entry("worker".into())
-            .or_insert_with(|| Value::Mapping(Mapping::new()))
-            .as_mapping_mut()
-            .expect("spec.worker is a map");
-        let env = worker
-            .entry("env".into())
-            .or_insert_with(|| Value::Sequence(Vec::new()))
-            .as_sequence_mut()
-            .expect("spec.worker.env is a list");
-        let mut var = Mapping::new();
-        var.insert("name".into(), super::operator::HARNESS_ENV.into());
-        var.insert("value".into(), "127.0.0.1:0".into());
-        env.push(Value::Mapping(var));
         self
     }
 

@@ -24,8 +24,8 @@ pub struct KubeEnv {
     server: Option<TestApiServer>,
     /// The real cluster, when the e2e runs on one.
     pub cluster: Option<Cluster>,
-    /// The clock the in-process operator reads: the test API server's fake
-    /// clock, or on a real cluster one of the test's own.
+    /// The test API server's fake clock (on a real cluster one of the
+    /// test's own, which nothing there reads).
     clock: Clock,
     /// Scratch files, kubectl's cache and the pods' logs.
     pub dir: tempfile::TempDir,
@@ -43,17 +43,18 @@ impl KubeEnv {
         Self::start_with(None, false).await
     }
 
-    /// A server whose harness kubelet runs pods as processes of `binary`.
-    pub async fn with_kubelet(binary: PathBuf) -> Self {
-        Self::start_with(Some(binary), false).await
+    /// A server whose harness kubelet runs pods as processes of `binary`,
+    /// each pod in a network of its own as on a cluster (when mount
+    /// namespaces are available; see [`KubeEnv::pods_have_own_network`]).
+    pub async fn with_pod_network(binary: PathBuf) -> Self {
+        Self::start_with(Some(binary), true).await
     }
 
     /// For the e2e: the cluster `KUBECONFIG` names, in a new namespace, or
     /// else the test API server with its harness kubelet running `binary`.
     pub async fn for_e2e(binary: PathBuf) -> Self {
         let Some(cluster) = Cluster::from_env() else {
-            // Each pod in a network of its own, as on a cluster.
-            return Self::start_with(Some(binary), true).await;
+            return Self::with_pod_network(binary).await;
         };
         let _ = rustls::crypto::ring::default_provider().install_default();
         let env = KubeEnv {
@@ -125,25 +126,61 @@ impl KubeEnv {
         }
     }
 
-    /// The clock the in-process operator reads, which the test moves.
-    pub fn clock(&self) -> &Clock {
-        &self.clock
+    /// Whether each pod has a network of its own, so that every pod may
+    /// listen on its default ports; without mount namespaces (not root)
+    /// the harness's pods share the host's.
+    pub fn pods_have_own_network(&self) -> bool {
+        self.host_ports.is_some()
+    }
+
+    /// `url` (`scheme://127.0.0.1:PORT/...`, a test server on the host) as
+    /// the harness's pods reach it: see [`KubeEnv::for_pods`].
+    pub fn url_for_pods(&self, url: &str) -> String {
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return url.to_string();
+        };
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let Some((host, port)) = authority
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+        else {
+            return url.to_string();
+        };
+        let endpoint = self.for_pods(Endpoint {
+            host: host.to_string(),
+            port,
+            user: String::new(),
+            password: String::new(),
+        });
+        format!("{scheme}://{}:{}{path}", endpoint.host, endpoint.port)
+    }
+
+    /// "Now" on the test API server's clock.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
+    /// Moves the test API server's clock on by `by` (its CronJobs, ages and
+    /// tokens follow at once), and writes its offset from the wall clock
+    /// into the ConfigMap an operator pod on the test's clock follows
+    /// (`ChartRelease::with_test_clock`), which it sees a moment later.
+    pub async fn advance_clock(&self, by: Duration) {
+        self.clock.advance(by);
+        let offset = (self.clock.now() - chrono::Utc::now()).num_milliseconds();
+        let seconds = (offset + 500).div_euclid(1000);
+        let config_map = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {}, namespace: {}}}\n\
+             data: {{offsetSeconds: \"{seconds}\"}}\n",
+            super::chart::TEST_CLOCK_CONFIG_MAP,
+            self.namespace
+        );
+        let file = self.write("test-clock.yaml", &config_map);
+        self.kubectl_ok(&["apply", "-f", &file]).await;
     }
 
     /// The test API server, when the tests do not run on a real cluster.
     pub fn server(&self) -> Option<&TestApiServer> {
         self.server.as_ref()
-    }
-
-    /// A kube-rs client that authenticates with `token` (a ServiceAccount
-    /// token from `kubectl create token`), for the server or the cluster.
-    pub async fn client_with_token(&self, token: &str) -> kube::Client {
-        let mut config = self.config().await;
-        config.auth_info = kube::config::AuthInfo {
-            token: Some(token.to_string().into()),
-            ..Default::default()
-        };
-        kube::Client::try_from(config).expect("client")
     }
 
     async fn config(&self) -> kube::Config {

@@ -105,7 +105,11 @@ impl Moto {
     pub async fn with_bucket(bucket: &str) -> Option<Self> {
         let program = tools::MOTO.find()?;
         let python = tools::PYTHON.find()?;
-        let server = Server::start("moto", &program, &[], |port| {
+        // Buckets in the path only: pods reach moto by a host name
+        // (host.harness.internal), whose first label it would otherwise
+        // take for a bucket.
+        let env = [("S3_IGNORE_SUBDOMAIN_BUCKETNAME", "true")];
+        let server = Server::start("moto", &program, &env, |port| {
             vec![
                 "-H".into(),
                 "127.0.0.1".into(),
@@ -181,6 +185,9 @@ impl Azurite {
         // In memory, so nothing lands on disk (Azurite refuses --location
         // with it; its working directory is the server's temporary one).
         // Without --disableTelemetry Azurite tries to reach the internet.
+        // The account is always the path's first segment: pods reach
+        // Azurite by a host name (host.harness.internal), whose first label
+        // it would otherwise take for the account.
         let env = [("AZURITE_ACCOUNTS", accounts.as_str())];
         let server = Server::start("azurite", &program, &env, |port| {
             [
@@ -192,6 +199,7 @@ impl Azurite {
                 "--disableTelemetry",
                 "--skipApiVersionCheck",
                 "--loose",
+                "--disableProductStyleUrl",
             ]
             .map(String::from)
             .to_vec()

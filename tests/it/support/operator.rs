@@ -1,19 +1,14 @@
 //! Set-up shared by the operator tests: a captured `dbo.orders` with
 //! changes, the stream fixture's manifest as the cluster takes it, the
-//! operator process (alone or as replicas with leader election and their
-//! metrics) or the controller run in the test on the fake clock, and
-//! waiting for garbage collection.
+//! chart values the tests install the operator with, the operator process
+//! (alone or as replicas with leader election and their metrics) for the
+//! tests of the binary itself, and waiting for garbage collection.
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
-use mssql_cdc::operator::children::WorkerDefaults;
-use mssql_cdc::operator::controller::{Context, run_controller};
-use mssql_cdc::operator::metrics::OperatorMetrics;
 use mssql_cdc::spec::{CdcStream, CdcStreamStatus};
 use tokio::process::{Child, Command};
 
@@ -127,49 +122,20 @@ fn operator_command(kube: &KubeEnv, binary: &Path, listen: &str) -> Command {
     command
 }
 
-/// The controller run inside the test, on the clock of [`KubeEnv::clock`]
-/// (the test API server's fake clock), looking at every stream again each
-/// `resync`; stopped when dropped.
-pub struct InProcessOperator(tokio::task::JoinHandle<()>);
-
-impl Drop for InProcessOperator {
-    fn drop(&mut self) {
-        self.0.abort();
+/// The chart values every operator test starts from: workers (and the
+/// operator's Roles and watch) in the test's namespace, the CRD applied
+/// apart (`KubeEnv::install_crd`), and, when the harness's pods share the
+/// host's network, the operator's metrics on a free port (each pod has its
+/// own network otherwise, and keeps the chart's port).
+pub fn chart_values(kube: &KubeEnv) -> serde_json::Value {
+    let mut values = serde_json::json!({
+        "worker": {"namespaces": [kube.namespace]},
+        "crds": {"enabled": false},
+    });
+    if !kube.pods_have_own_network() {
+        values["metrics"] = serde_json::json!({"port": free_port()});
     }
-}
-
-/// The variable every worker of the harness kubelet sets (a free metrics
-/// port: its pods share the host's network), which the operator must
-/// allow there (`--worker-env`); a real cluster needs none.
-pub const HARNESS_ENV: &str = "MSSQL_CDC_LISTEN";
-
-/// The image workers run: the cluster's test image, or a name the harness
-/// kubelet ignores.
-pub fn worker_image(kube: &KubeEnv) -> String {
-    kube.cluster
-        .as_ref()
-        .map_or_else(|| "mssql-cdc:e2e".to_string(), |c| c.image.clone())
-}
-
-/// Starts [`InProcessOperator`] with `client` (say, a token of the chart's
-/// operator ServiceAccount) and `defaults` for its workers, watching only
-/// `kube.namespace`, as the chart's namespaced RBAC allows.
-pub async fn start_operator_as(
-    kube: &KubeEnv,
-    resync: Duration,
-    client: kube::Client,
-    defaults: WorkerDefaults,
-) -> InProcessOperator {
-    let clock = kube.clock().clone();
-    let context = Context::new(client, defaults, None)
-        .with_clock(Arc::new(move || clock.now()))
-        .with_resync(resync)
-        .with_namespaces(vec![kube.namespace.clone()]);
-    InProcessOperator(tokio::spawn(run_controller(
-        context,
-        Arc::new(OperatorMetrics::new()),
-        std::future::pending(),
-    )))
+    values
 }
 
 /// The condition `type_` of `status`.
