@@ -105,7 +105,7 @@ pub async fn run_source_worker(
     });
 
     let mut publishers = Vec::new();
-    let mut statuses = Vec::new();
+    let mut statuses = std::collections::BTreeMap::new();
     let mut tables = Vec::new();
     for stream in &mine {
         let (status, latest) = StatusObserver::new(stream);
@@ -140,7 +140,7 @@ pub async fn run_source_worker(
         ];
         let mut options = RunOptions::new(Arc::new(Fanout(observers)));
         options.stop = stop.clone();
-        statuses.push((config.target.name.clone(), status));
+        statuses.insert(config.target.name.clone(), status);
         tables.push(TableRun { config, options });
     }
     let once = tables
@@ -148,7 +148,7 @@ pub async fn run_source_worker(
         .is_some_and(|t| t.config.trigger == Trigger::AvailableNow);
     let mut failed = Vec::new();
     for outcome in run_tables(tables, Some(pacing)).await {
-        let Some((_, status)) = statuses.iter().find(|(t, _)| *t == outcome.target) else {
+        let Some(status) = statuses.get(&outcome.target) else {
             continue;
         };
         match outcome.result {

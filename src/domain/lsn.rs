@@ -37,6 +37,15 @@ impl Lsn {
         Lsn(bytes)
     }
 
+    /// The LSN whose last byte is `n` and every other byte zero: the small,
+    /// ordered LSNs tests write their cases with.
+    #[cfg(test)]
+    pub const fn from_low_byte(n: u8) -> Self {
+        let mut bytes = [0u8; LEN];
+        bytes[LEN - 1] = n;
+        Lsn::from_bytes(bytes)
+    }
+
     /// The 10 bytes, as SQL Server expects them back as a parameter.
     pub const fn to_bytes(self) -> [u8; LEN] {
         self.0

@@ -220,7 +220,7 @@ mod tests {
     use super::*;
 
     fn lsn(n: u8) -> Lsn {
-        Lsn::from_bytes([0, 0, 0, 0, 0, 0, 0, 0, 0, n])
+        Lsn::from_low_byte(n)
     }
 
     fn part(

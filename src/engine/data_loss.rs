@@ -124,9 +124,7 @@ mod tests {
     use chrono::TimeZone;
 
     fn lsn(n: u8) -> Lsn {
-        let mut bytes = [0u8; 10];
-        bytes[9] = n;
-        Lsn::from_bytes(bytes)
+        Lsn::from_low_byte(n)
     }
 
     #[test]

@@ -14,9 +14,7 @@ const STREAM: Stream<'static> = Stream {
 };
 
 fn lsn(n: u8) -> Lsn {
-    let mut bytes = [0u8; 10];
-    bytes[9] = n;
-    Lsn::from_bytes(bytes)
+    Lsn::from_low_byte(n)
 }
 
 /// Noon plus `minutes`.

@@ -5,9 +5,7 @@ use chrono::TimeZone;
 use super::*;
 
 fn lsn(n: u8) -> Lsn {
-    let mut bytes = [0u8; 10];
-    bytes[9] = n;
-    Lsn::from_bytes(bytes)
+    Lsn::from_low_byte(n)
 }
 
 fn at(n: u8) -> DateTime<Utc> {

@@ -102,7 +102,7 @@ mod tests {
     use chrono::TimeZone;
 
     fn lsn(n: u8) -> Lsn {
-        format!("0x{:020X}", n).parse().unwrap()
+        Lsn::from_low_byte(n)
     }
 
     fn at(minutes: i64) -> DateTime<Utc> {

@@ -186,9 +186,7 @@ mod tests {
     use super::*;
 
     fn lsn(n: u8) -> Lsn {
-        let mut bytes = [0u8; 10];
-        bytes[9] = n;
-        Lsn::from_bytes(bytes)
+        Lsn::from_low_byte(n)
     }
 
     fn window(name: &str, after: u8) -> ChangeWindow {

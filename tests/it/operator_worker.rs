@@ -118,6 +118,15 @@ async fn worker_streams_and_reports_progress_into_status() {
     assert_eq!(cells(row)[0], "orders", "{table}");
 }
 
+/// The status of the stream `name`, which must have one.
+async fn status_of(api: &Api<CdcStream>, name: &str) -> mssql_cdc::spec::CdcStreamStatus {
+    api.get(name)
+        .await
+        .expect("the stream")
+        .status
+        .expect("a status")
+}
+
 /// Applies `crds/` (CdcStream and CdcSource) and waits until both serve.
 async fn install_both_crds(kube: &KubeEnv) {
     kube.kubectl_ok(&["apply", "-f", &crate::support::kube::repo_file("crds/")])
@@ -234,12 +243,7 @@ async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
         )
         .await;
         assert_eq!(bronze, [[rows.to_string()]], "bronze.{name}");
-        let status = api
-            .get(name)
-            .await
-            .expect("the stream")
-            .status
-            .expect("a status");
+        let status = status_of(&api, name).await;
         let worker = status.worker.expect("status.worker");
         assert_eq!(
             worker.state,
@@ -251,12 +255,7 @@ async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
             "{name}: progress reported"
         );
     }
-    let missing = api
-        .get("missing")
-        .await
-        .expect("the stream")
-        .status
-        .expect("a status");
+    let missing = status_of(&api, "missing").await;
     let worker = missing.worker.expect("status.worker of the failed table");
     assert_eq!(
         worker.state,
