@@ -31,6 +31,12 @@ pub struct Run<'a> {
     pub caught_up: Option<ChangeWindow>,
     /// A source's table holds one of `concurrency.reads` slots for a step.
     pub read_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The newest DDL statement for which the instance's column types were
+    /// read again (`column_types`).
+    pub types_read_for: Option<Lsn>,
+    /// The columns this run widened in bronze, for the `schema_change` row
+    /// of the statement that did it.
+    pub widened: Vec<crate::lake::retype::Retype>,
 }
 
 impl<'a> Run<'a> {
@@ -45,6 +51,8 @@ impl<'a> Run<'a> {
             copied_snapshot: None,
             caught_up: None,
             read_permit: None,
+            types_read_for: None,
+            widened: Vec::new(),
         }
     }
 

@@ -174,6 +174,9 @@ pub enum EngineError {
         /// What the table holds instead, in words.
         found: String,
     },
+    /// A captured column's type changed in a way the target cannot follow.
+    #[error(transparent)]
+    SchemaChangeRefused(Box<SchemaChangeRefused>),
     /// Silver's key does not identify one row of the source table.
     #[error(transparent)]
     SilverKeyNotUnique(Box<SilverKeyNotUnique>),
@@ -309,6 +312,32 @@ pub enum EngineError {
     ReadTask(#[source] tokio::task::JoinError),
 }
 
+/// A captured column's type changed in a way that would cut, wrap or
+/// drop values already in the target (SQL Server retypes the change
+/// table's column, so every change row now arrives in the new type).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "column {column} of {table} is now {source_type} in the change table, but {target} \
+     holds it as {target_type}: {reason}. Nothing of the new type was written. Stream the \
+     table into a new target (a new CdcStream with a new appId, target and silver \
+     locations: its snapshot creates them with the new types), then retire this one; see \
+     docs/runbooks.md, \"SchemaChangeRefused\""
+)]
+pub struct SchemaChangeRefused {
+    /// The source table.
+    pub table: String,
+    /// The column.
+    pub column: String,
+    /// Its type in the change table now, as SQL Server names it.
+    pub source_type: String,
+    /// The bronze or silver table holding the column.
+    pub target: String,
+    /// The column's Delta type there.
+    pub target_type: String,
+    /// Why the change cannot be followed.
+    pub reason: &'static str,
+}
+
 impl From<ClaimError> for EngineError {
     fn from(error: ClaimError) -> Self {
         EngineError::Claim(Box::new(error))
@@ -370,6 +399,7 @@ impl EngineError {
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
             EngineError::TargetBehind { .. } => "target_behind",
             EngineError::SilverKeyNotUnique(_) => "silver_key",
+            EngineError::SchemaChangeRefused(_) => "schema_change",
             EngineError::BatchIdExhausted { .. } => "batch_id",
             EngineError::SilverKeyMissing { .. } => "silver_key",
             EngineError::PartsUnread { .. }

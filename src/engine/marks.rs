@@ -49,12 +49,12 @@ pub async fn marks<S: ChangeSource>(
         min = source.min_lsn(&source.info().instance.clone()).await?;
     }
     let read = source.info().clone();
-    let read = instance_marks(source, &read, min, next, None, upper, options).await?;
+    let read = instance_marks(source, &read, min, next, None, (upper, max_lsn), options).await?;
     let newer = if source.pinned() {
         // The manifest pins the instance.
         None
     } else {
-        newer_instance(source, next, upper, options).await?
+        newer_instance(source, next, (upper, max_lsn), options).await?
     };
     Ok(SourceMarks {
         watermarks: Watermarks {
@@ -75,16 +75,22 @@ async fn instance_marks<S: ChangeSource>(
     min_lsn: Lsn,
     next: Lsn,
     newer_start: Option<Lsn>,
-    upper: Lsn,
+    (upper, max_lsn): (Lsn, Lsn),
     options: &PlanOptions,
 ) -> Result<InstanceMarks, EngineError> {
     let from = plan::window_start(next, min_lsn, newer_start);
     let min_commit_ts = source.time_from(min_lsn).await?;
     let commits = source.commits(from, upper, options.max_commits).await?;
+    // Up to the max LSN, past the window: SQL Server retypes a change
+    // table's column at once, so the window's rows may arrive in a type
+    // only a later statement explains (`column_types`). Planning keeps
+    // to the window's own statements.
     let ddl = if from > upper {
         Vec::new()
     } else {
-        source.ddl_events(info.change_table_id, from, upper).await?
+        source
+            .ddl_events(info.change_table_id, from, upper.max(max_lsn))
+            .await?
     };
     Ok(InstanceMarks {
         instance: info.instance.clone(),
@@ -99,7 +105,7 @@ async fn instance_marks<S: ChangeSource>(
 async fn newer_instance<S: ChangeSource>(
     source: &mut S,
     next: Lsn,
-    upper: Lsn,
+    (upper, max_lsn): (Lsn, Lsn),
     options: &PlanOptions,
 ) -> Result<Option<NewerInstance>, EngineError> {
     let instances = source.capture_instances().await?;
@@ -129,6 +135,15 @@ async fn newer_instance<S: ChangeSource>(
         columns: Vec::new(),
         key_columns: Vec::new(),
     };
-    let marks = instance_marks(source, &info, min, next, Some(start_lsn), upper, options).await?;
+    let marks = instance_marks(
+        source,
+        &info,
+        min,
+        next,
+        Some(start_lsn),
+        (upper, max_lsn),
+        options,
+    )
+    .await?;
     Ok(Some(NewerInstance { start_lsn, marks }))
 }

@@ -26,6 +26,7 @@
 mod batch;
 mod change_source;
 mod changes_read;
+mod column_types;
 mod context;
 mod data_loss;
 mod error;
@@ -60,7 +61,7 @@ mod warnings;
 /// policy, [`crate::retry`]).
 pub use crate::retry::Backoff;
 pub use change_source::{ChangeSource, PartSession};
-pub use error::{DataLossError, EngineError};
+pub use error::{DataLossError, EngineError, SchemaChangeRefused};
 pub use observer::{
     Fanout, Observer, PositionMeasures, Silent, SilverFill, SnapshotProgress, SourceCheck,
 };

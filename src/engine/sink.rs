@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use deltalake::arrow::datatypes::{Field, Schema};
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use serde::Serialize;
 
-use super::error::EngineError;
+use super::error::{EngineError, SchemaChangeRefused};
 use super::identity;
 use super::observer::Observer;
 use crate::domain::FactRow;
@@ -23,6 +23,7 @@ use crate::lake::claims::{NameClaim, claim_name};
 use crate::lake::facts::{AppendOutcome, FactsKey, FactsTable};
 use crate::lake::finalization::FinalizationTable;
 use crate::lake::lease::LeaseGuard;
+use crate::lake::retype::{Retype, delta_type_name, widenings_of};
 use crate::lake::silver::{ApplyOutcome, Deletes, SilverError, SilverTable};
 use crate::lake::txn::Txn;
 use crate::source::cdc::CaptureInfo;
@@ -273,6 +274,56 @@ impl Sink {
         self.fence()?;
         self.bronze.add_missing_columns(fields).await?;
         Ok(())
+    }
+
+    /// Follows the captured columns' current types (`wanted`: name, Arrow
+    /// type, SQL Server's type name) in bronze and silver. Every table is
+    /// checked before any is rewritten, so a refused change writes
+    /// nothing. Returns bronze's widenings.
+    pub async fn follow_types(
+        &mut self,
+        table: &str,
+        wanted: &[(String, DataType, String)],
+    ) -> Result<Vec<Retype>, EngineError> {
+        let asked: Vec<(String, DataType)> = wanted
+            .iter()
+            .map(|(name, ty, _)| (name.clone(), ty.clone()))
+            .collect();
+        let refused = |target: &str, (retype, reason): (Retype, &'static str)| {
+            let source_type = wanted
+                .iter()
+                .find(|(name, ..)| name.eq_ignore_ascii_case(&retype.column))
+                .map(|(.., sql)| sql.clone())
+                .unwrap_or_default();
+            EngineError::SchemaChangeRefused(Box::new(SchemaChangeRefused {
+                table: table.to_string(),
+                column: retype.column,
+                source_type,
+                target: target.to_string(),
+                target_type: delta_type_name(&retype.from),
+                reason,
+            }))
+        };
+        let bronze = widenings_of(self.bronze.arrow_schema()?.as_ref(), &asked)
+            .map_err(|r| refused(self.bronze.location(), r))?;
+        let silver = match &self.silver {
+            Some(silver) => widenings_of(silver.arrow_schema()?.as_ref(), &asked)
+                .map_err(|r| refused(silver.location(), r))?,
+            None => Vec::new(),
+        };
+        if bronze.is_empty() && silver.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.fence()?;
+        if !bronze.is_empty() {
+            tracing::warn!(target = %self.bronze.location(), columns = ?bronze, "rewriting bronze in the widened column types");
+            self.bronze.widen_columns(&bronze).await?;
+        }
+        if let Some(table) = self.silver.as_mut().filter(|_| !silver.is_empty()) {
+            tracing::warn!(target = %table.location(), columns = ?silver, "rewriting silver in the widened column types");
+            table.widen_columns(&silver).await?;
+        }
+        Ok(bronze)
     }
 
     /// Appends facts rows under `key`, unless the facts table holds them.

@@ -87,6 +87,7 @@ pub fn schema_change_event(info: &CaptureInfo, ddl: &DdlEvent) -> PlannedEvent {
                     .columns
                     .iter()
                     .any(|c| c.name.eq_ignore_ascii_case(name)),
+                ..DdlColumn::default()
             })
             .collect()
     };
@@ -123,15 +124,16 @@ pub fn read_schema(info: &CaptureInfo, table: &SchemaRef) -> Result<SchemaRef, E
     Ok(Arc::new(Schema::new(fields)))
 }
 
-/// Crash point `<name>_of_switch`, hit only by the batch that moves to a
-/// newer capture instance (crash tests of the switch).
+/// Crash points `<name>_of_switch` and `<name>_of_schema_change`, hit only
+/// by the batch that moves to a newer capture instance or reads past a DDL
+/// statement (crash tests of both).
 pub fn switch_failpoint(plan: &PlannedBatch, name: &str) {
-    if plan
-        .events
-        .iter()
-        .any(|e| e.event == FactEvent::CaptureInstanceSwitched)
-    {
+    let has = |event: FactEvent| plan.events.iter().any(|e| e.event == event);
+    if has(FactEvent::CaptureInstanceSwitched) {
         crate::failpoint::hit(&format!("{name}_of_switch"));
+    }
+    if has(FactEvent::SchemaChange) {
+        crate::failpoint::hit(&format!("{name}_of_schema_change"));
     }
 }
 

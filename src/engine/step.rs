@@ -4,6 +4,7 @@
 
 use super::batch::run_batch;
 use super::change_source::ChangeSource;
+use super::column_types;
 use super::context::Run;
 use super::error::EngineError;
 use super::facts_row::position_measures;
@@ -14,6 +15,7 @@ use super::sink::Sink;
 use super::snapshot;
 use super::source_changes::{adopt_instance, schema_change_event, switch_event, switch_failpoint};
 use crate::domain::Lsn;
+use crate::domain::facts::EventDetail;
 use crate::failpoint;
 use crate::lake::checkpoint::PlannedBatch;
 use crate::lake::records::LsnRange;
@@ -43,6 +45,7 @@ pub async fn step<S: ChangeSource>(
     if let Some(pending) = state.pending().cloned() {
         tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
         session.use_instance(&pending.capture_instance).await?;
+        column_types::follow(run, session, sink, None).await?;
         let marks = marks::watermarks(session).await?;
         run_batch(run, session, sink, &pending, &marks).await?;
         return Ok(Step::Progress);
@@ -108,6 +111,8 @@ pub async fn step<S: ChangeSource>(
         }
         Next::Batch(draft) => {
             let caught_up = draft.caught_up;
+            let ddl_ahead = marks.read.ddl.iter().map(|d| d.lsn).max();
+            column_types::follow(run, session, sink, ddl_ahead).await?;
             let plan = complete(run, session, sink, *draft).await?;
             sink.plan(&plan).await?;
             failpoint::hit("after_offsets");
@@ -168,7 +173,13 @@ async fn complete<S: ChangeSource>(
             command = %ddl.command,
             "the source table's schema changed"
         );
-        events.push(schema_change_event(session.info(), ddl));
+        let mut event = schema_change_event(session.info(), ddl);
+        if let EventDetail::SchemaChange(detail) = &mut event.detail {
+            for column in &mut detail.columns_altered {
+                column_types::describe_altered(run, &session.info().columns, column);
+            }
+        }
+        events.push(event);
     }
     let end_commit_ts = match draft.end_commit_ts {
         Some(ts) => Some(ts),

@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::delta::{add_missing_fields, open_or_create, table_exists, txn_version};
+use super::retype::{Retype, rewrite_widened, widening_commit};
 use super::schema::arrow_field;
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::Txn;
@@ -326,6 +327,14 @@ impl BronzeTable {
             .map_err(|e| self.delta_error(DeltaTableError::from(e)))?;
         let fields: Vec<StructField> = kernel.fields().cloned().collect();
         add_missing_fields(&mut self.table, &fields)
+            .await
+            .map_err(|e| self.delta_error(e))
+    }
+
+    /// Follows source columns widened by `ALTER COLUMN` (see
+    /// [`crate::lake::retype`]): one rewrite of the table in the new types.
+    pub async fn widen_columns(&mut self, retypes: &[Retype]) -> Result<(), BronzeError> {
+        rewrite_widened(&mut self.table, retypes, widening_commit(retypes))
             .await
             .map_err(|e| self.delta_error(e))
     }

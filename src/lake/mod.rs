@@ -30,6 +30,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod records;
 pub mod requests;
+pub mod retype;
 mod s3;
 pub mod schema;
 pub mod silver;

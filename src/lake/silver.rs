@@ -26,6 +26,7 @@ use deltalake::{DeltaTable, DeltaTableError};
 use serde::Serialize;
 
 use super::delta::{open_or_create_with, txn_version};
+use super::retype::{Retype, rewrite_widened, widening_commit};
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::Txn;
 use crate::domain::Lsn;
@@ -303,6 +304,20 @@ impl SilverTable {
             .await
             .map_err(|e| self.delta_error(e))?;
         Ok(())
+    }
+
+    /// The table's current schema, as Arrow.
+    pub fn arrow_schema(&self) -> Result<SchemaRef, SilverError> {
+        let state = self.table.snapshot().map_err(|e| self.delta_error(e))?;
+        Ok(state.snapshot().arrow_schema())
+    }
+
+    /// Follows source columns widened by `ALTER COLUMN`, key columns
+    /// included (the MERGE matches on the wider type from then on).
+    pub async fn widen_columns(&mut self, retypes: &[Retype]) -> Result<(), SilverError> {
+        rewrite_widened(&mut self.table, retypes, widening_commit(retypes))
+            .await
+            .map_err(|e| self.delta_error(e))
     }
 
     /// Applies `changes` (rows of one bronze commit, with the CDC columns)

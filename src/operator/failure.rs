@@ -62,6 +62,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         }
         EngineError::TargetBehind { .. } => Failure::new("TargetBehindCheckpoint", said),
         EngineError::SilverKeyNotUnique(_) => Failure::new("SilverKeyNotUnique", said),
+        EngineError::SchemaChangeRefused(_) => Failure::new("SchemaChangeRefused", said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
         EngineError::Claim(claim)
             if matches!(
@@ -254,6 +255,18 @@ mod tests {
                 })),
                 "SilverKeyNotUnique",
                 "spec.silver.keys",
+            ),
+            (
+                EngineError::SchemaChangeRefused(Box::new(crate::engine::SchemaChangeRefused {
+                    table: "dbo.orders".into(),
+                    column: "v".into(),
+                    source_type: "int".into(),
+                    target: "bronze.orders".into(),
+                    target_type: "long".into(),
+                    reason: "the new type is narrower than the stored one",
+                })),
+                "SchemaChangeRefused",
+                "new target",
             ),
         ];
         for (error, reason, todo) in cases {

@@ -19,6 +19,7 @@ mod engine_parallel;
 #[cfg(feature = "failpoints")]
 mod engine_parallel_crash;
 mod engine_safety;
+mod engine_schema_types;
 mod engine_shared_tables;
 mod engine_silver;
 mod engine_source;

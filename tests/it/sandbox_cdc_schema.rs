@@ -98,20 +98,12 @@ async fn enabling_cdc_fills_the_cdc_catalog() {
 #[tokio::test]
 async fn alter_table_on_a_tracked_table_is_recorded_in_ddl_history() {
     let server = TestServer::start().await;
-    let (mut client, _db) = server.scratch_database().await;
-    run(
-        &mut client,
+    let mut client = tracked(
+        &server,
         "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, status nvarchar(20) NOT NULL)",
+        "orders",
     )
-    .await
-    .expect("create table");
-    enable_db(&mut client).await;
-    run(
-        &mut client,
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL",
-    )
-    .await
-    .expect("enable table");
+    .await;
     run(&mut client, "INSERT INTO dbo.orders VALUES (1, N'new')")
         .await
         .expect("insert");
@@ -205,20 +197,12 @@ async fn alter_table_on_a_tracked_table_is_recorded_in_ddl_history() {
 #[tokio::test]
 async fn a_widened_column_reaches_the_change_table_with_every_value() {
     let server = TestServer::start().await;
-    let (mut client, _db) = server.scratch_database().await;
-    run(
-        &mut client,
+    let mut client = tracked(
+        &server,
         "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL, d nvarchar(10) NULL)",
+        "t",
     )
-    .await
-    .expect("create table");
-    enable_db(&mut client).await;
-    run(
-        &mut client,
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL",
-    )
-    .await
-    .expect("enable table");
+    .await;
     run(&mut client, "INSERT INTO dbo.t VALUES (1, 7, N'a')")
         .await
         .expect("insert");
@@ -273,4 +257,60 @@ async fn a_widened_column_reaches_the_change_table_with_every_value() {
     )
     .await;
     assert_eq!(retyped, Some(2), "each type change is recorded as one");
+}
+
+/// `sp_rename` of a captured column is refused (error 4928: CDC marks it
+/// replicated); once no instance captures it, the rename goes through.
+#[tokio::test]
+async fn a_captured_column_cannot_be_renamed_until_no_instance_captures_it() {
+    let server = TestServer::start().await;
+    let mut client = tracked(
+        &server,
+        "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL)",
+        "t",
+    )
+    .await;
+
+    let refused = run(&mut client, "EXEC sp_rename 'dbo.t.v', 'w', 'COLUMN'")
+        .await
+        .expect_err("a captured column cannot be renamed");
+    assert_eq!(
+        crate::support::server::server_error(&refused).map(|(code, ..)| code),
+        Some(4928),
+        "{refused}"
+    );
+
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = N't', \
+         @capture_instance = N'dbo_t'",
+    )
+    .await
+    .expect("disable the instance");
+    run(&mut client, "EXEC sp_rename 'dbo.t.v', 'w', 'COLUMN'")
+        .await
+        .expect("no instance captures it now");
+    run(&mut client, "INSERT INTO dbo.t (id, w) VALUES (1, 5)")
+        .await
+        .expect("the column goes by its new name");
+    let renamed: Option<i32> = scalar(&mut client, "SELECT w FROM dbo.t WHERE id = 1").await;
+    assert_eq!(renamed, Some(5));
+}
+
+/// A scratch database with the table `create` makes (`dbo.<table>`), and
+/// that table captured by CDC (no gating role).
+async fn tracked(server: &TestServer, create: &str, table: &str) -> crate::support::server::Client {
+    let (mut client, _db) = server.scratch_database().await;
+    run(&mut client, create).await.expect("create table");
+    enable_db(&mut client).await;
+    run(
+        &mut client,
+        &format!(
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'{table}', \
+             @role_name = NULL"
+        ),
+    )
+    .await
+    .expect("enable table");
+    client
 }

@@ -41,12 +41,23 @@ pub struct SchemaChangeDetail {
 
 /// A column a DDL statement names, and whether the capture instance read
 /// captures it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DdlColumn {
     /// The column.
     pub column: String,
     /// Whether the stream reads it.
     pub captured: bool,
+    /// An altered column's type in the change table after the statement,
+    /// as SQL Server writes it (`bigint`, `nvarchar(100)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_type: Option<String>,
+    /// Its Delta type in bronze from then on (`long`, `string`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_type: Option<String>,
+    /// The Delta type bronze held before the stream widened it (absent
+    /// when the Delta type stayed, as for a longer string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widened_from: Option<String>,
 }
 
 /// The stream moved to a newer capture instance of its table.
@@ -92,6 +103,7 @@ mod tests {
                 columns_added: vec![DdlColumn {
                     column: "note".into(),
                     captured: false,
+                    ..Default::default()
                 }],
                 columns_dropped: vec![],
                 columns_altered: vec![],

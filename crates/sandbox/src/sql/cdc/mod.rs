@@ -31,6 +31,7 @@ mod help;
 pub mod jobs;
 pub mod lsn;
 pub(crate) mod params;
+mod rename;
 pub mod scheduler;
 pub mod views;
 
@@ -206,6 +207,7 @@ pub fn register(
 ) {
     enable::register(procs);
     jobs::register(procs);
+    rename::register(procs);
     errors::register(procs);
     for v in views::cdc_views().into_iter().chain(agent::views()) {
         views.register(v);
