@@ -22,6 +22,7 @@ pub mod policy;
 pub mod progress;
 pub mod rollout;
 pub mod secret_refs;
+pub mod source_children;
 pub mod spec_hash;
 pub mod status;
 pub mod supervisor;
