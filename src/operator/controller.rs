@@ -10,8 +10,10 @@
 //! failed reconcile included. A status write that changes neither the spec,
 //! the labels and annotations nor the verdict (the worker's moving numbers,
 //! its own conditions) starts no reconcile; a stream is looked at again
-//! when time alone changes its verdict, or after the resync. Every
-//! decision is made by the pure steps in `children`, `policy`,
+//! when time alone changes its verdict, or after the resync. A stream
+//! naming a CdcSource gets no worker of its own: `source_controller`, run
+//! beside this one in each scope, runs one for all the source's tables.
+//! Every decision is made by the pure steps in `children`, `policy`,
 //! `pod_policy`, `secret_refs`, `status`, `conditions` and `verdict`.
 
 use std::borrow::Cow;
@@ -43,6 +45,7 @@ use super::conditions::{Observed, RECONCILE_ERROR, conditions, ready_changed, re
 use super::metrics::OperatorMetrics;
 use super::rollout::observed_generation;
 use super::source_children::resolved_stream;
+use super::source_controller::{run_source_scope, scoped_source_controller};
 use super::status::{OPERATOR_FIELD_MANAGER, Transition, phase, status_patch, transition};
 use super::supervisor::Supervisor;
 use super::verdict::{next_change, report_allowance, trigger_hash};
@@ -171,6 +174,24 @@ impl Context {
         self
     }
 
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(super) fn defaults(&self) -> &WorkerDefaults {
+        &self.defaults
+    }
+
+    /// The time conditions are judged at.
+    pub(super) fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    /// How often everything is looked at again without any change.
+    pub(super) fn resync(&self) -> Duration {
+        self.resync
+    }
+
     /// How much older than its worker's view a stream's status may be.
     fn allowance(&self) -> Duration {
         report_allowance(self.defaults.status_interval())
@@ -215,8 +236,13 @@ pub async fn run_controller(
             Arc::clone(&supervisor),
             shutdown.clone(),
         )
+        .boxed()
     });
-    futures::future::join_all(runs).await;
+    let source_runs = scopes.iter().map(|scope| {
+        let (controller, scope) = scoped_source_controller(&context, scope.as_deref());
+        run_source_scope(controller, Arc::new(scope), shutdown.clone()).boxed()
+    });
+    futures::future::join_all(runs.chain(source_runs)).await;
 }
 
 /// A controller of the CdcStreams of `namespace` (all when `None`) and the
@@ -315,7 +341,7 @@ pub(super) fn streams_of_source(
         .collect()
 }
 
-fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+pub(super) fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::children::BuildError;
-use super::conditions::{READY, RECONCILE_ERROR, WORKER_RUNNING, judged, to_condition};
+use super::conditions::{READY, RECONCILE_ERROR, judged, to_condition};
 use super::status::failure_note;
 use super::worker_condition::{WorkloadFault, worker_running};
 use crate::spec::{

@@ -1,6 +1,7 @@
 use chrono::TimeZone;
 
 use super::*;
+use crate::operator::conditions::WORKER_RUNNING;
 use crate::operator::test_fixtures::{source, source_stream};
 
 fn now() -> DateTime<Utc> {
