@@ -586,9 +586,11 @@ async fn helm_upgrade_updates_a_changed_crd_and_uninstall_keeps_it() {
 
 #[tokio::test]
 async fn a_crd_applied_before_the_chart_is_adopted_once_labelled() {
-    // As chart 0.1.x left it: the CRD from `crds/`, without Helm's marks.
+    // As chart 0.1.x left it: the CdcStream CRD from `crds/` (it had no
+    // CdcSource), without Helm's marks.
     let env = KubeEnv::start().await;
-    env.install_crd().await;
+    env.kubectl_ok(&["apply", "-f", &repo_file("crds/cdcstreams.yaml")])
+        .await;
     let kubeconfig = env.kubeconfig.display().to_string();
     let chart = repo_file(CHART);
     let Some(refused) = helm_fails(&["install", &kubeconfig, &chart, "cdc", "default", "{}"]).await
