@@ -266,3 +266,36 @@ fn error_policy(source: Arc<CdcSource>, error: &ReconcileError, _: Arc<SourceSco
     tracing::warn!(source = %source.name_any(), kind = error.kind(), "{error}");
     Action::requeue(RETRY_AFTER)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::test_fixtures::source_stream;
+
+    #[test]
+    fn a_stream_wakes_its_source_on_a_state_change_not_on_its_numbers() {
+        let mut seen = HashMap::new();
+        let mut pass = |stream: &CdcStream| {
+            rolled_up_change(&mut seen, Ok(watcher::Event::Apply(stream.clone()))).is_some()
+        };
+        let mut stream = source_stream("orders");
+        assert!(pass(&stream), "a new stream");
+        assert!(!pass(&stream), "nothing changed");
+        stream.status = Some(
+            serde_json::from_value(serde_json::json!({"phase": "Streaming",
+                "progress": {"ingestionLagSeconds": 1.0}}))
+            .unwrap(),
+        );
+        assert!(pass(&stream), "its phase changed");
+        if let Some(progress) = stream.status.as_mut().and_then(|s| s.progress.as_mut()) {
+            progress.ingestion_lag_seconds = Some(9.0);
+        }
+        assert!(!pass(&stream), "only a moving number changed");
+        let deleted = rolled_up_change(&mut seen, Ok(watcher::Event::Delete(stream.clone())));
+        assert!(
+            deleted.is_some(),
+            "a deleted stream always wakes its source"
+        );
+        assert_eq!(source_of(&stream).map(|r| r.name), Some("shop".to_string()));
+    }
+}
