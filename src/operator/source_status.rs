@@ -1,10 +1,11 @@
 //! A CdcSource's status as a pure function of its streams' statuses, its
 //! worker's pods and the last reconcile: bounded aggregates only (counts,
 //! `ready/total`, the worst lag and headroom, the earliest finalized
-//! instant), never an entry per table, and two conditions, WorkerRunning
-//! (judged as a stream's worker is) and Ready (the worker runs and every
-//! table is Ready; at most [`MAX_NAMED`] tables named when not). Each
-//! table's own health stays in its CdcStream's status.
+//! instant), never an entry per table, and three conditions: Ready (the
+//! worker runs and every table is Ready), WorkerRunning (judged as a
+//! stream's worker is) and TablesDegraded (True while a table is stopped
+//! by an error of its own); a message names at most [`MAX_NAMED`] tables
+//! plus a count. Each table's own health stays in its CdcStream's status.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::Pod;
@@ -20,6 +21,9 @@ use crate::spec::{
 
 /// The most table names a condition message lists.
 pub const MAX_NAMED: usize = 10;
+/// True while some of the source's tables are stopped by their own error
+/// (True is bad); the others keep streaming.
+pub const TABLES_DEGRADED: &str = "TablesDegraded";
 
 /// What the operator saw of a source besides the source itself.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +61,7 @@ pub fn source_status(source: &CdcSource, observed: &SourceObserved<'_>) -> CdcSo
         observed.workload_fault,
     );
     let ready = ready(source, observed, &tables, &worker);
+    let degraded = degraded(streams);
     let old = source
         .status
         .as_ref()
@@ -83,7 +88,7 @@ pub fn source_status(source: &CdcSource, observed: &SourceObserved<'_>) -> CdcSo
             .reduce(f64::min)
             .map(|hours| (hours * 10.0).floor() / 10.0),
         finalized_until: finalized_until(streams),
-        conditions: [ready, worker]
+        conditions: [ready, worker, degraded]
             .into_iter()
             .map(|j| to_condition(j, old, generation, observed.now))
             .collect(),
@@ -97,17 +102,64 @@ fn counts(streams: &[&CdcStream]) -> TableCounts {
         ..TableCounts::default()
     };
     for stream in streams {
-        let status = stream.status.as_ref();
-        let phase = status.and_then(|s| s.phase);
-        let failed = status
-            .and_then(|s| s.worker.as_ref())
-            .is_some_and(|w| w.state == WorkerState::Failed);
+        let phase = stream.status.as_ref().and_then(|s| s.phase);
         counts.ready += u32::from(is_ready(stream));
         counts.snapshotting += u32::from(phase == Some(Phase::Snapshotting));
-        counts.failed += u32::from(failed || phase == Some(Phase::Failed));
+        counts.failed += u32::from(is_failed(stream));
         counts.suspended += u32::from(phase == Some(Phase::Suspended));
     }
     counts
+}
+
+fn is_failed(stream: &CdcStream) -> bool {
+    stream.status.as_ref().is_some_and(|s| {
+        s.phase == Some(Phase::Failed)
+            || s.worker
+                .as_ref()
+                .is_some_and(|w| w.state == WorkerState::Failed)
+    })
+}
+
+/// `a, b, c and 4 more`: at most [`MAX_NAMED`] names of `streams`.
+fn named(streams: &[&&CdcStream]) -> String {
+    let names: Vec<&str> = streams
+        .iter()
+        .filter_map(|s| s.metadata.name.as_deref())
+        .collect();
+    let mut text = names
+        .iter()
+        .take(MAX_NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = names.len().saturating_sub(MAX_NAMED);
+    if more > 0 {
+        text.push_str(&format!(" and {more} more"));
+    }
+    text
+}
+
+fn degraded(streams: &[&CdcStream]) -> super::conditions::Judged {
+    let failed: Vec<&&CdcStream> = streams.iter().filter(|s| is_failed(s)).collect();
+    if failed.is_empty() {
+        return judged(
+            TABLES_DEGRADED,
+            "False",
+            "NoTableFailed",
+            "no table is stopped by an error of its own",
+        );
+    }
+    judged(
+        TABLES_DEGRADED,
+        "True",
+        "TablesFailed",
+        format!(
+            "{} table(s) stopped by an error of their own, the others go on: {}; each \
+             stream's status says why and what to do",
+            failed.len(),
+            named(&failed)
+        ),
+    )
 }
 
 fn is_ready(stream: &CdcStream) -> bool {
@@ -186,22 +238,8 @@ fn ready(
         );
     }
     if tables.ready < tables.total {
-        let waiting: Vec<&str> = observed
-            .streams
-            .iter()
-            .filter(|s| !is_ready(s))
-            .filter_map(|s| s.metadata.name.as_deref())
-            .collect();
-        let more = waiting.len().saturating_sub(MAX_NAMED);
-        let mut named = waiting
-            .iter()
-            .take(MAX_NAMED)
-            .copied()
-            .collect::<Vec<_>>()
-            .join(", ");
-        if more > 0 {
-            named.push_str(&format!(" and {more} more"));
-        }
+        let waiting: Vec<&&CdcStream> = observed.streams.iter().filter(|s| !is_ready(s)).collect();
+        let named = named(&waiting);
         return judged(
             READY,
             "False",

@@ -85,7 +85,26 @@ fn a_table_not_ready_is_named_and_the_names_are_bounded() {
     assert!(ready.message.contains("and 4 more"), "{}", ready.message);
     assert!(!ready.message.contains("t11"), "{}", ready.message);
     // Bounded: the status holds no entry per table.
-    assert_eq!(status.conditions.len(), 2);
+    assert_eq!(status.conditions.len(), 3);
+    assert_eq!(condition(&status, TABLES_DEGRADED).unwrap().status, "False");
+}
+
+#[test]
+fn a_failed_table_degrades_the_source_and_is_counted() {
+    let a = table("a", true, 1.0, 48.0);
+    let mut b = table("b", false, 1.0, 48.0);
+    if let Some(status) = b.status.as_mut() {
+        status.phase = Some(Phase::Failed);
+    }
+    let status = status_of(&[&a, &b], &[running_pod()]);
+    assert_eq!(status.tables.unwrap().failed, 1);
+    let degraded = condition(&status, TABLES_DEGRADED).unwrap();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "TablesFailed")
+    );
+    assert!(degraded.message.contains(": b;"), "{}", degraded.message);
+    assert_eq!(condition(&status, READY).unwrap().reason, "TablesNotReady");
 }
 
 #[test]
