@@ -23,7 +23,9 @@
 //!   on Azurite; both reach Ready=True;
 //! - the CdcSource example's three tables run in exactly one worker pod,
 //!   each stream reaches Ready=True, the operator's label lists them, and
-//!   `kubectl get cdcsrc` prints 3/3 in its Tables column;
+//!   `kubectl get cdcsrc` prints 3/3 in its Tables column; a stream added
+//!   to the source does not restart its worker, and one naming no
+//!   existing source reports `SourceNotFound`;
 //! - the continuous example as it was before volumes (the lake on the
 //!   read-only root) crash-loops, its pod's terminated message says why,
 //!   and the stream is not Ready.
@@ -31,6 +33,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
@@ -411,6 +414,63 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
     })
     .await;
     println!("{table}");
+
+    // A fourth table named by a new stream does not restart the worker:
+    // the Deployment's template does not hold the list of streams.
+    let deployments: Api<Deployment> = Api::namespaced(kube.client().await, ns);
+    let worker = format!("{source}-source");
+    let before = deployments
+        .get(&worker)
+        .await
+        .expect("the source's Deployment");
+    let added = format!(
+        "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: refunds}}\n\
+         spec: {{sourceRef: {{name: {source}}}, appId: shop-refunds-v1, source: {{table: dbo.refunds}}, \
+         target: {{name: bronze.refunds, location: /lake/bronze/refunds}}, \
+         checkpoint: /lake/_checkpoints/refunds}}\n---\n\
+         apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: stray}}\n\
+         spec: {{sourceRef: {{name: nowhere}}, appId: stray-v1, source: {{table: dbo.orders}}, \
+         target: {{name: bronze.stray, location: /lake/bronze/stray}}, \
+         checkpoint: /lake/_checkpoints/stray}}\n"
+    );
+    let file = kube.write("added-streams.yaml", &added);
+    kube.kubectl_ok(&["apply", "-n", ns, "-f", &file]).await;
+    let streams = cluster.streams().await;
+    // A stream naming no existing source says so, with the fix.
+    let stray = eventually("the stray stream to report SourceNotFound", || async {
+        let status = streams.get("stray").await.ok()?.status?;
+        let ready = condition(&status, "Ready")?.clone();
+        (ready.reason == "SourceNotFound").then_some(ready)
+    })
+    .await;
+    assert_eq!(stray.status, "False");
+    assert!(stray.message.contains("create it"), "{}", stray.message);
+    eventually("the new stream labelled with its source", || async {
+        let stream = streams.get("refunds").await.ok()?;
+        (stream.metadata.labels?.get("mssql-cdc.io/source") == Some(&source)).then_some(())
+    })
+    .await;
+    let after = deployments
+        .get(&worker)
+        .await
+        .expect("the source's Deployment");
+    assert_eq!(
+        after.spec.template, before.spec.template,
+        "the pod template is unchanged"
+    );
+    let still = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=mssql-cdc-worker"))
+        .await
+        .expect("pods")
+        .items;
+    assert_eq!(
+        still
+            .iter()
+            .map(|p| p.metadata.uid.clone())
+            .collect::<Vec<_>>(),
+        [workers[0].metadata.uid.clone()],
+        "the same one worker pod runs"
+    );
 }
 
 /// Whether `job` completed.
