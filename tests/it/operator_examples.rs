@@ -378,11 +378,13 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
     let ns = kube.namespace.as_str();
     // Exactly one worker pod, the source's: no stream has one of its own.
     let pods: Api<Pod> = Api::namespaced(kube.client().await, ns);
-    let workers = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/name=mssql-cdc-worker"))
-        .await
-        .expect("pods")
-        .items;
+    let worker_pods = || async {
+        pods.list(&ListParams::default().labels("app.kubernetes.io/name=mssql-cdc-worker"))
+            .await
+            .expect("pods")
+            .items
+    };
+    let workers = worker_pods().await;
     assert_eq!(
         workers.len(),
         1,
@@ -458,11 +460,7 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
         after.spec.template, before.spec.template,
         "the pod template is unchanged"
     );
-    let still = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/name=mssql-cdc-worker"))
-        .await
-        .expect("pods")
-        .items;
+    let still = worker_pods().await;
     assert_eq!(
         still
             .iter()
