@@ -16,6 +16,7 @@ use mssql_cdc::engine::{Fanout, Observer, RunOptions, TableRun, run_tables};
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::operator::children::source_worker_config;
 use mssql_cdc::operator::failure::Failure;
+use mssql_cdc::operator::source_children::resolved_stream;
 use mssql_cdc::operator::worker::{
     StatusObserver, StatusReports, TableFailureReport, WorkerMetrics, publish_status,
 };
@@ -108,7 +109,10 @@ pub async fn run_source_worker(
     let mut statuses = std::collections::BTreeMap::new();
     let mut tables = Vec::new();
     for stream in &mine {
-        let (status, latest) = StatusObserver::new(stream);
+        // Reported as it runs: the spec hash the operator compares is the
+        // resolved spec's, and capture is looked at with the source's login.
+        let resolved = resolved_stream(&source, stream).unwrap_or_else(|_| stream.clone());
+        let (status, latest) = StatusObserver::new(&resolved);
         publishers.push({
             let (api, stream, reports) = (streams.clone(), stream.clone(), Arc::clone(&reports));
             let interval = args.status_interval;

@@ -44,19 +44,44 @@ pub async fn admit_in_cluster(
     workload: &Workload,
     policy: &WorkerPolicy,
 ) -> Result<Result<Child, BuildError>, ReconcileError> {
+    let owner = Owner {
+        meta: &stream.metadata,
+        secrets: secret_refs(stream),
+        child: &stream.name_any(),
+    };
+    admit_owner_in_cluster(client, namespace, &owner, workload, policy).await
+}
+
+/// What owns a worker, as the cluster checks see it: a CdcStream or a
+/// CdcSource.
+pub struct Owner<'a> {
+    /// Its metadata (its uid owns the child).
+    pub meta: &'a ObjectMeta,
+    /// The Secrets it names.
+    pub secrets: Vec<super::secret_refs::SecretRef>,
+    /// The name of its child.
+    pub child: &'a str,
+}
+
+/// [`admit_in_cluster`] for any owner.
+pub async fn admit_owner_in_cluster(
+    client: &Client,
+    namespace: &str,
+    owner: &Owner<'_>,
+    workload: &Workload,
+    policy: &WorkerPolicy,
+) -> Result<Result<Child, BuildError>, ReconcileError> {
     if let Some(label) = &policy.secret_label {
-        let refs = secret_refs(stream);
+        let refs = &owner.secrets;
         let found = read_secret_labels(client, namespace, refs.iter().map(|r| &r.name)).await?;
-        if let Err(refusal) = admit_secrets(label, &refs, &found) {
+        if let Err(refusal) = admit_secrets(label, refs, &found) {
             return Ok(Err(refusal.into()));
         }
     }
-    let name = stream.name_any();
+    let (name, meta) = (owner.child, owner.meta);
     match workload {
-        Workload::Continuous(_) => {
-            child_state::<Deployment>(client, namespace, &name, stream).await
-        }
-        Workload::Scheduled(_) => child_state::<CronJob>(client, namespace, &name, stream).await,
+        Workload::Continuous(_) => child_state::<Deployment>(client, namespace, name, meta).await,
+        Workload::Scheduled(_) => child_state::<CronJob>(client, namespace, name, meta).await,
     }
 }
 
@@ -105,12 +130,13 @@ impl<K> ChildKind for K where
 {
 }
 
-/// Whether the `K` of `name` is absent, the stream's, or someone else's.
+/// Whether the `K` of `name` is absent, the owner's (a stream or a
+/// source, by its metadata), or someone else's.
 pub(super) async fn child_state<K: ChildKind>(
     client: &Client,
     namespace: &str,
     name: &str,
-    stream: &CdcStream,
+    owner: &ObjectMeta,
 ) -> Result<Result<Child, BuildError>, ReconcileError> {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let kind = K::kind(&()).to_string();
@@ -120,7 +146,7 @@ pub(super) async fn child_state<K: ChildKind>(
         .map_err(|source| api_error("read", kind.clone(), namespace, name, source))?;
     Ok(match existing {
         None => Ok(Child::Absent),
-        Some(child) if owned_by(&child.metadata, stream) => Ok(Child::Owned),
+        Some(child) if owned_by(&child.metadata, owner) => Ok(Child::Owned),
         Some(_) => Err(BuildError::ChildNotOwned {
             kind,
             name: name.to_string(),
@@ -128,10 +154,10 @@ pub(super) async fn child_state<K: ChildKind>(
     })
 }
 
-/// Whether `child` has an ownerReference to `stream` (by uid: a stream
+/// Whether `child` has an ownerReference to `owner` (by uid: a stream
 /// deleted and made again under the same name owns nothing of the old).
-pub fn owned_by(child: &ObjectMeta, stream: &CdcStream) -> bool {
-    let Some(uid) = stream.metadata.uid.as_ref() else {
+pub fn owned_by(child: &ObjectMeta, owner: &ObjectMeta) -> bool {
+    let Some(uid) = owner.uid.as_ref() else {
         return false;
     };
     child
@@ -210,11 +236,12 @@ mod tests {
     #[test]
     fn a_child_is_owned_by_the_stream_of_its_owner_uid_only() {
         let orders = stream(serde_json::json!({}));
-        assert!(owned_by(&owned("7f3c-uid"), &orders));
+        let orders = &orders.metadata;
+        assert!(owned_by(&owned("7f3c-uid"), orders));
         // Same name, another stream (deleted and made again).
-        assert!(!owned_by(&owned("another-uid"), &orders));
-        assert!(!owned_by(&ObjectMeta::default(), &orders));
+        assert!(!owned_by(&owned("another-uid"), orders));
+        assert!(!owned_by(&ObjectMeta::default(), orders));
         let no_uid = stream(serde_json::json!({"metadata": {"uid": null}}));
-        assert!(!owned_by(&owned(""), &no_uid));
+        assert!(!owned_by(&owned(""), &no_uid.metadata));
     }
 }

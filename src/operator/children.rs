@@ -14,7 +14,7 @@ use kube::Resource;
 
 use crate::spec::{
     CdcSource, CdcStream, PasswordSource, SourceRefError, StreamConfig, ValidationErrors,
-    source_stream_config,
+    WorkerSpec, source_stream_config,
 };
 
 use super::pod::pod_template;
@@ -30,6 +30,10 @@ pub const MONITORING_PASSWORD_ENV: &str = "MSSQL_CDC_MONITORING_PASSWORD";
 pub const WORKER_PORT: i32 = 8080;
 /// Label naming the stream a child belongs to.
 pub const STREAM_LABEL: &str = "mssql-cdc.io/stream";
+/// Label naming the CdcSource a stream is a table of (set by the operator,
+/// so `kubectl get cdcs -l mssql-cdc.io/source=sales` lists its tables),
+/// and the source a source worker's children belong to.
+pub const SOURCE_LABEL: &str = "mssql-cdc.io/source";
 
 /// What a worker pod runs for `stream`: its validated spec, with the
 /// password read from [`PASSWORD_ENV`], where the pod this module builds
@@ -159,6 +163,14 @@ pub enum BuildError {
         /// Its name, the stream's.
         name: String,
     },
+    /// The stream names a CdcSource that does not exist.
+    #[error(
+        "spec.sourceRef names CdcSource {0:?}, which does not exist in this namespace: create it (kubectl get cdcsrc lists those that do), or fix spec.sourceRef"
+    )]
+    SourceNotFound(String),
+    /// The stream cannot be run as a table of its CdcSource.
+    #[error("{0}; fix the stream or its CdcSource")]
+    NotInSource(String),
 }
 
 impl BuildError {
@@ -174,6 +186,7 @@ impl BuildError {
         match self {
             BuildError::NotAllowed(refusal) => refusal.reason(),
             BuildError::ChildNotOwned { .. } => "ChildNotOwned",
+            BuildError::SourceNotFound(_) => "SourceNotFound",
             _ => "InvalidSpec",
         }
     }
@@ -181,11 +194,15 @@ impl BuildError {
     /// Whether a worker built before must go too: the policy refuses what
     /// it would run, or the child's name is taken (an invalid spec keeps
     /// the last good worker running). Only children the stream owns are
-    /// ever deleted.
+    /// ever deleted. A table its source cannot run is not run by the
+    /// source's worker either.
     pub fn removes_worker(&self) -> bool {
         matches!(
             self,
-            BuildError::NotAllowed(_) | BuildError::ChildNotOwned { .. }
+            BuildError::NotAllowed(_)
+                | BuildError::ChildNotOwned { .. }
+                | BuildError::SourceNotFound(_)
+                | BuildError::NotInSource(_)
         )
     }
 }
@@ -195,27 +212,36 @@ pub fn desired_workload(
     stream: &CdcStream,
     defaults: &WorkerDefaults,
 ) -> Result<Workload, BuildError> {
-    let meta = ChildMeta::of(stream)?;
-    admit(stream, defaults)?;
+    let meta = ChildMeta::of(stream, None, selector_labels)?;
+    admit(stream.spec.worker.as_ref(), defaults)?;
     let stream_ref = format!("{}/{}", meta.namespace, meta.name);
     let template = pod_template(stream, &stream_ref, &meta.labels, defaults)?;
-    let trigger = &stream.spec.trigger;
+    workload(&stream.spec.trigger, stream.spec.suspend, &meta, template)
+}
+
+/// A Deployment for a continuous trigger, a CronJob for `availableNow`
+/// on a schedule, around `template`.
+pub(super) fn workload(
+    trigger: &crate::spec::TriggerSpec,
+    suspend: bool,
+    meta: &ChildMeta,
+    template: PodTemplateSpec,
+) -> Result<Workload, BuildError> {
     match (trigger.available_now == Some(true), &trigger.schedule) {
         (true, Some(schedule)) => Ok(Workload::Scheduled(Box::new(cron_job(
-            stream, &meta, template, schedule,
+            suspend, meta, template, schedule,
         )))),
         (true, None) => Err(BuildError::AvailableNowWithoutSchedule),
         (false, _) => Ok(Workload::Continuous(Box::new(deployment(
-            stream, &meta, template,
+            suspend, meta, template,
         )))),
     }
 }
 
 /// The policy's verdict on the image, ServiceAccount, volumes and
-/// variables `stream` asks for (its Secrets are judged against the
+/// variables a `spec.worker` asks for (its Secrets are judged against the
 /// cluster, by `admission`).
-fn admit(stream: &CdcStream, defaults: &WorkerDefaults) -> Result<(), Refusal> {
-    let worker = stream.spec.worker.as_ref();
+pub(super) fn admit(worker: Option<&WorkerSpec>, defaults: &WorkerDefaults) -> Result<(), Refusal> {
     if let Some(worker) = worker {
         defaults.policy.admit_pod(worker)?;
     }
@@ -229,31 +255,38 @@ fn admit(stream: &CdcStream, defaults: &WorkerDefaults) -> Result<(), Refusal> {
     )
 }
 
-/// Name, namespace, labels and owner reference shared by a stream's children.
-struct ChildMeta {
-    name: String,
-    namespace: String,
-    labels: BTreeMap<String, String>,
+/// Name, namespace, labels and owner reference shared by the children of
+/// a stream (or of a CdcSource).
+pub(super) struct ChildMeta {
+    /// The owner's name.
+    pub(super) name: String,
+    /// The child's name (the owner's, for a stream).
+    pub(super) child: String,
+    pub(super) namespace: String,
+    pub(super) labels: BTreeMap<String, String>,
     owner: OwnerReference,
 }
 
 impl ChildMeta {
-    fn of(stream: &CdcStream) -> Result<Self, BuildError> {
-        let name = stream
-            .metadata
-            .name
-            .clone()
-            .ok_or(BuildError::Metadata("name"))?;
-        let namespace = stream
-            .metadata
+    /// The metadata of `owner`'s children, named `child` (the owner's own
+    /// name when `None`), selected by `selector(name)`.
+    pub(super) fn of<K: Resource<DynamicType = ()>>(
+        owner: &K,
+        child: Option<fn(&str) -> String>,
+        selector: fn(&str) -> BTreeMap<String, String>,
+    ) -> Result<Self, BuildError> {
+        let meta = owner.meta();
+        let name = meta.name.clone().ok_or(BuildError::Metadata("name"))?;
+        let namespace = meta
             .namespace
             .clone()
             .ok_or(BuildError::Metadata("namespace"))?;
-        let owner = stream
+        let owner = owner
             .controller_owner_ref(&())
             .ok_or(BuildError::Metadata("uid"))?;
         Ok(ChildMeta {
-            labels: selector_labels(&name),
+            labels: selector(&name),
+            child: child.map_or_else(|| name.clone(), |child| child(&name)),
             name,
             namespace,
             owner,
@@ -267,7 +300,7 @@ impl ChildMeta {
             "mssql-cdc-operator".into(),
         );
         ObjectMeta {
-            name: Some(self.name.clone()),
+            name: Some(self.child.clone()),
             namespace: Some(self.namespace.clone()),
             labels: Some(labels),
             owner_references: Some(vec![self.owner.clone()]),
@@ -284,11 +317,11 @@ pub fn selector_labels(stream_name: &str) -> BTreeMap<String, String> {
     ])
 }
 
-fn deployment(stream: &CdcStream, meta: &ChildMeta, template: PodTemplateSpec) -> Deployment {
+fn deployment(suspend: bool, meta: &ChildMeta, template: PodTemplateSpec) -> Deployment {
     Deployment {
         metadata: meta.object_meta(),
         spec: DeploymentSpec {
-            replicas: Some(if stream.spec.suspend { 0 } else { 1 }),
+            replicas: Some(if suspend { 0 } else { 1 }),
             strategy: Some(DeploymentStrategy {
                 type_: Some("Recreate".into()),
                 rolling_update: None,
@@ -305,7 +338,7 @@ fn deployment(stream: &CdcStream, meta: &ChildMeta, template: PodTemplateSpec) -
 }
 
 fn cron_job(
-    stream: &CdcStream,
+    suspend: bool,
     meta: &ChildMeta,
     mut template: PodTemplateSpec,
     schedule: &str,
@@ -317,7 +350,7 @@ fn cron_job(
         metadata: meta.object_meta(),
         spec: CronJobSpec {
             schedule: schedule.to_string(),
-            suspend: Some(stream.spec.suspend),
+            suspend: Some(suspend),
             concurrency_policy: Some("Forbid".into()),
             job_template: JobTemplateSpec {
                 metadata: Some(ObjectMeta {

@@ -643,7 +643,7 @@ fn ready(
     )
 }
 
-fn to_condition(
+pub(super) fn to_condition(
     judged: Judged,
     old: &[Condition],
     generation: Option<i64>,

@@ -10,10 +10,13 @@
 //! failed reconcile included. A status write that changes neither the spec,
 //! the labels and annotations nor the verdict (the worker's moving numbers,
 //! its own conditions) starts no reconcile; a stream is looked at again
-//! when time alone changes its verdict, or after the resync. Every
-//! decision is made by the pure steps in `children`, `policy`,
+//! when time alone changes its verdict, or after the resync. A stream
+//! naming a CdcSource gets no worker of its own: `source_controller`, run
+//! beside this one in each scope, runs one for all the source's tables.
+//! Every decision is made by the pure steps in `children`, `policy`,
 //! `pod_policy`, `secret_refs`, `status`, `conditions` and `verdict`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,22 +25,27 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::spec::CdcStream;
+use crate::spec::{CdcSource, CdcStream};
 
 use super::admission::{Child, ChildKind, admit_in_cluster, child_state, explain_fault};
-use super::children::{BuildError, STREAM_LABEL, WorkerDefaults, Workload, desired_workload};
+use super::children::{
+    BuildError, SOURCE_LABEL, STREAM_LABEL, WorkerDefaults, Workload, desired_workload,
+};
 use super::conditions::{Observed, RECONCILE_ERROR, conditions, ready_changed, ready_event};
 use super::metrics::OperatorMetrics;
 use super::rollout::observed_generation;
+use super::source_children::resolved_stream;
+use super::source_controller::{run_source_scope, scoped_source_controller};
 use super::status::{OPERATOR_FIELD_MANAGER, Transition, phase, status_patch, transition};
 use super::supervisor::Supervisor;
 use super::verdict::{next_change, report_allowance, trigger_hash};
@@ -166,6 +174,24 @@ impl Context {
         self
     }
 
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(super) fn defaults(&self) -> &WorkerDefaults {
+        &self.defaults
+    }
+
+    /// The time conditions are judged at.
+    pub(super) fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    /// How often everything is looked at again without any change.
+    pub(super) fn resync(&self) -> Duration {
+        self.resync
+    }
+
     /// How much older than its worker's view a stream's status may be.
     fn allowance(&self) -> Duration {
         report_allowance(self.defaults.status_interval())
@@ -177,6 +203,7 @@ impl Context {
 pub struct Scope {
     context: Arc<Context>,
     pods: Store<Pod>,
+    sources: Store<CdcSource>,
 }
 
 /// Runs the controller until `shutdown` completes; in-flight reconciles
@@ -209,8 +236,13 @@ pub async fn run_controller(
             Arc::clone(&supervisor),
             shutdown.clone(),
         )
+        .boxed()
     });
-    futures::future::join_all(runs).await;
+    let source_runs = scopes.iter().map(|scope| {
+        let (controller, scope) = scoped_source_controller(&context, scope.as_deref());
+        run_source_scope(controller, Arc::new(scope), shutdown.clone()).boxed()
+    });
+    futures::future::join_all(runs.chain(source_runs)).await;
 }
 
 /// A controller of the CdcStreams of `namespace` (all when `None`) and the
@@ -244,13 +276,30 @@ fn scoped_controller(
         .default_backoff()
         .reflect(pod_writer)
         .touched_objects();
+    // A source made, edited or deleted wakes the streams naming it (its
+    // own status writes do not: they change no generation).
+    let (sources, source_writer) = reflector::store();
+    let source_changes = watcher(
+        scoped_api::<CdcSource>(client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(source_writer)
+    .touched_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    let (of_pods, of_sources) = (streams.clone(), streams.clone());
     let controller = Controller::for_stream(changed, streams)
         .owns(scoped_api::<Deployment>(client, namespace), owned.clone())
         .owns(scoped_api::<CronJob>(client, namespace), owned)
-        .watches_stream(pod_changes, stream_of_pod);
+        .watches_stream(pod_changes, move |pod| streams_of_pod(&of_pods, pod))
+        .watches_stream(source_changes, move |source: CdcSource| {
+            let namespace = source.namespace().unwrap_or_default();
+            streams_of_source(&of_sources, &namespace, &source.name_any())
+        });
     let scope = Scope {
         context: Arc::clone(context),
         pods,
+        sources,
     };
     (controller, scope)
 }
@@ -258,14 +307,41 @@ fn scoped_controller(
 /// The label selector of every worker pod (Deployments' and Jobs' alike).
 const WORKER_PODS: &str = "app.kubernetes.io/name=mssql-cdc-worker";
 
-/// The stream a worker pod runs, from its labels.
-fn stream_of_pod(pod: Pod) -> Option<ObjectRef<CdcStream>> {
-    let name = pod.labels().get(STREAM_LABEL)?.clone();
-    let namespace = pod.namespace()?;
-    Some(ObjectRef::new(&name).within(&namespace))
+/// The streams a worker pod runs, from its labels: its stream's, or
+/// every stream of its source.
+fn streams_of_pod(streams: &Store<CdcStream>, pod: Pod) -> Vec<ObjectRef<CdcStream>> {
+    let namespace = pod.namespace().unwrap_or_default();
+    if let Some(name) = pod.labels().get(STREAM_LABEL) {
+        return vec![ObjectRef::new(name).within(&namespace)];
+    }
+    match pod.labels().get(SOURCE_LABEL) {
+        Some(source) => streams_of_source(streams, &namespace, source),
+        None => Vec::new(),
+    }
 }
 
-fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+/// The streams of `namespace` whose `spec.sourceRef` names `source`.
+pub(super) fn streams_of_source(
+    streams: &Store<CdcStream>,
+    namespace: &str,
+    source: &str,
+) -> Vec<ObjectRef<CdcStream>> {
+    streams
+        .state()
+        .iter()
+        .filter(|stream| {
+            stream.namespace().as_deref() == Some(namespace)
+                && stream
+                    .spec
+                    .source_ref
+                    .as_ref()
+                    .is_some_and(|r| r.name == source)
+        })
+        .map(|stream| ObjectRef::from_obj(stream.as_ref()))
+        .collect()
+}
+
+pub(super) fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {
@@ -320,16 +396,127 @@ async fn run_scope(
 }
 
 async fn reconcile(stream: Arc<CdcStream>, scope: Arc<Scope>) -> Result<Action, ReconcileError> {
-    let context = &scope.context;
     let name = stream.name_any();
     let namespace = stream
         .namespace()
         .ok_or_else(|| ReconcileError::NoNamespace(name.clone()))?;
+    let found = match &stream.spec.source_ref {
+        Some(source) => in_source(&scope, &stream, &namespace, &source.name).await,
+        None => alone(&scope, &stream, &namespace).await,
+    };
+    report(&scope, &namespace, found).await
+}
+
+/// What a reconcile found before it reports: the stream as it is judged
+/// (a stream of a source resolved against it), why no worker can run it,
+/// the outcome of the writes, and the pods of the worker that runs it.
+struct Found<'a> {
+    judged: Cow<'a, CdcStream>,
+    build: Result<(), BuildError>,
+    applied: Result<Option<WorkloadFault>, ReconcileError>,
+    pods: Vec<Pod>,
+}
+
+/// A stream run by its own worker: that worker applied.
+async fn alone<'a>(scope: &Scope, stream: &'a CdcStream, namespace: &str) -> Found<'a> {
+    let context = &scope.context;
     let client = &context.client;
-    let (built, applied) = build_and_apply(client, &stream, &namespace, &context.defaults).await;
-    let pods = worker_pods(&scope.pods, &namespace, &name);
-    let build: Result<(), &BuildError> = built.as_ref().map(|_| ());
-    let new_phase = phase(&stream, build);
+    let (built, mut applied) = build_and_apply(client, stream, namespace, &context.defaults).await;
+    if let Err(error) = label_source(client, stream, namespace, None).await {
+        applied = applied.and(Err(error));
+    }
+    Found {
+        judged: Cow::Borrowed(stream),
+        build: built.map(|_| ()),
+        applied,
+        pods: worker_pods(&scope.pods, namespace, STREAM_LABEL, &stream.name_any()),
+    }
+}
+
+/// A table of a CdcSource: no worker of its own (one it had before it
+/// moved into the source goes), the source's label, and judged as the
+/// source's worker runs it, on that worker's pods.
+async fn in_source<'a>(
+    scope: &Scope,
+    stream: &'a CdcStream,
+    namespace: &str,
+    source_name: &str,
+) -> Found<'a> {
+    let client = &scope.context.client;
+    let mut applied = label_source(client, stream, namespace, Some(source_name)).await;
+    let name = stream.name_any();
+    for removed in [
+        delete_owned::<Deployment>(client, namespace, &name, &stream.metadata).await,
+        delete_owned::<CronJob>(client, namespace, &name, &stream.metadata).await,
+    ] {
+        applied = applied.and(removed);
+    }
+    let source = scope
+        .sources
+        .get(&ObjectRef::new(source_name).within(namespace));
+    let (judged, build) = match source.map(|source| resolved_stream(&source, stream)) {
+        None => (
+            Cow::Borrowed(stream),
+            Err(BuildError::SourceNotFound(source_name.to_string())),
+        ),
+        Some(Err(error)) => (Cow::Borrowed(stream), Err(error)),
+        Some(Ok(resolved)) => (Cow::Owned(resolved), Ok(())),
+    };
+    Found {
+        judged,
+        build,
+        applied: applied.map(|()| None),
+        pods: worker_pods(&scope.pods, namespace, SOURCE_LABEL, source_name),
+    }
+}
+
+/// Sets the label naming the stream's source (removes it when the stream
+/// left its source); nothing is sent when the label is as it should be.
+async fn label_source(
+    client: &Client,
+    stream: &CdcStream,
+    namespace: &str,
+    source: Option<&str>,
+) -> Result<(), ReconcileError> {
+    if stream.labels().get(SOURCE_LABEL).map(String::as_str) == source {
+        return Ok(());
+    }
+    let name = stream.name_any();
+    let labels = match source {
+        Some(source) => serde_json::json!({SOURCE_LABEL: source}),
+        None => serde_json::json!({}),
+    };
+    let patch = serde_json::json!({
+        "apiVersion": crate::spec::API_VERSION,
+        "kind": crate::spec::KIND,
+        "metadata": {"name": name, "labels": labels},
+    });
+    let streams: Api<CdcStream> = Api::namespaced(client.clone(), namespace);
+    streams
+        .patch(&name, &apply_params(), &Patch::Apply(patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| api_error("label", "CdcStream", namespace, &name, source))
+}
+
+/// Events, and the phase and conditions into the status when they changed.
+async fn report(
+    scope: &Scope,
+    namespace: &str,
+    found: Found<'_>,
+) -> Result<Action, ReconcileError> {
+    let context = &scope.context;
+    let client = &context.client;
+    let Found {
+        judged,
+        build,
+        applied,
+        pods,
+    } = found;
+    let stream = judged.as_ref();
+    let name = stream.name_any();
+    let build = build.as_ref().map(|_| ());
+    let new_phase = phase(stream, build);
     let old_phase = stream.status.as_ref().and_then(|s| s.phase);
     let mut events: Vec<Transition> = transition(old_phase, new_phase, build)
         .into_iter()
@@ -338,13 +525,13 @@ async fn reconcile(stream: Arc<CdcStream>, scope: Arc<Scope>) -> Result<Action, 
     let workload_fault = applied.as_ref().ok().cloned().flatten();
     let observed = Observed {
         pods: &pods,
-        failure: built.as_ref().err(),
+        failure: build.err(),
         reconcile_error: reconcile_error.as_deref(),
         workload_fault: workload_fault.as_ref(),
         now: (context.clock)(),
         allowance: context.allowance(),
     };
-    let conditions = conditions(&stream, new_phase, &observed);
+    let conditions = conditions(stream, new_phase, &observed);
     let old_conditions = stream
         .status
         .as_ref()
@@ -359,24 +546,24 @@ async fn reconcile(stream: Arc<CdcStream>, scope: Arc<Scope>) -> Result<Action, 
         });
     }
     for change in events {
-        publish(context, &stream, change).await;
+        publish(context, stream, change).await;
     }
-    let generation = observed_generation(&stream, new_phase);
-    let status = if shows(&stream, generation, new_phase, &conditions) {
+    let generation = observed_generation(stream, new_phase);
+    let status = if shows(stream, generation, new_phase, &conditions) {
         Ok(())
     } else {
-        let streams: Api<CdcStream> = Api::namespaced(client.clone(), &namespace);
+        let streams: Api<CdcStream> = Api::namespaced(client.clone(), namespace);
         let patch = status_patch(&name, generation, new_phase, &conditions);
         streams
             .patch_status(&name, &apply_params(), &Patch::Apply(patch))
             .await
             .map(|_| ())
-            .map_err(|source| api_error("apply status of", "CdcStream", &namespace, &name, source))
+            .map_err(|source| api_error("apply status of", "CdcStream", namespace, &name, source))
     };
     // The child's error first: it is what the status reports.
     applied?;
     status?;
-    let again = next_change(&stream, build, &observed, context.resync)
+    let again = next_change(stream, build, &observed, context.resync)
         .map_or(context.resync, |soon| soon.max(SOONEST));
     Ok(Action::requeue(again))
 }
@@ -421,7 +608,13 @@ async fn build_and_apply(
         Ok(Err(refused)) => (Err(refused), Child::Absent),
         Ok(Ok(child)) => (built, child),
     };
-    let mut applied = apply_workload(client, stream, namespace, &built, child).await;
+    let name = stream.name_any();
+    let owner = Owned {
+        meta: &stream.metadata,
+        name: &name,
+        kind: "CdcStream",
+    };
+    let mut applied = apply_workload(client, &owner, namespace, &built, child).await;
     if let (Ok(workload), Ok(fault)) = (&built, &mut applied)
         && let Some(said) = fault.take()
     {
@@ -430,72 +623,82 @@ async fn build_and_apply(
     (built, applied)
 }
 
+/// The owner of a worker, as applying it needs: its metadata, the name
+/// of its child and its kind (for messages).
+pub(super) struct Owned<'a> {
+    pub(super) meta: &'a ObjectMeta,
+    pub(super) name: &'a str,
+    pub(super) kind: &'static str,
+}
+
 /// Applies the worker `built` describes and removes the other kind (or
-/// both, when the policy refuses the stream). The apply is forced only
-/// onto the stream's own `child`. Returns why the applied Deployment
+/// both, when the policy refuses the owner). The apply is forced only
+/// onto the owner's own `child`. Returns why the applied Deployment
 /// cannot create its pods, when its status says so.
-async fn apply_workload(
+pub(super) async fn apply_workload(
     client: &Client,
-    stream: &CdcStream,
+    owner: &Owned<'_>,
     namespace: &str,
     built: &Result<Workload, BuildError>,
     child: Child,
 ) -> Result<Option<WorkloadFault>, ReconcileError> {
-    let name = stream.name_any();
+    let (name, meta) = (owner.name, owner.meta);
     let force = child == Child::Owned;
     let mut fault = None;
     match built {
         Ok(Workload::Continuous(deployment)) => {
             let applied = apply(
                 Api::namespaced(client.clone(), namespace),
-                &name,
+                name,
                 deployment.as_ref(),
                 force,
             )
             .await?;
             fault = WorkloadFault::of_deployment(&applied);
-            delete_owned::<CronJob>(client, namespace, &name, stream).await?;
+            delete_owned::<CronJob>(client, namespace, name, meta).await?;
         }
         Ok(Workload::Scheduled(cron_job)) => {
             if name.len() > MAX_CRONJOB_NAME {
                 return Err(ReconcileError::Invalid(format!(
-                    "a scheduled stream's CronJob takes its name, and CronJob names have at most \
-                     {MAX_CRONJOB_NAME} characters; {name:?} has {}: recreate the stream under a \
+                    "a scheduled {kind}'s CronJob is named {name:?}, and CronJob names have at \
+                     most {MAX_CRONJOB_NAME} characters; it has {}: recreate the {kind} under a \
                      shorter name",
-                    name.len()
+                    name.len(),
+                    kind = owner.kind,
                 )));
             }
             apply(
                 Api::namespaced(client.clone(), namespace),
-                &name,
+                name,
                 cron_job.as_ref(),
                 force,
             )
             .await?;
-            delete_owned::<Deployment>(client, namespace, &name, stream).await?;
+            delete_owned::<Deployment>(client, namespace, name, meta).await?;
         }
-        // The policy refuses what the stream asks for: no worker runs it,
+        // The policy refuses what the owner asks for: no worker runs it,
         // not even one built before the spec or the policy changed.
         Err(error) if error.removes_worker() => {
-            tracing::warn!(stream = %name, namespace, "{error}");
-            delete_owned::<Deployment>(client, namespace, &name, stream).await?;
-            delete_owned::<CronJob>(client, namespace, &name, stream).await?;
+            tracing::warn!(owner = %name, namespace, "{error}");
+            delete_owned::<Deployment>(client, namespace, name, meta).await?;
+            delete_owned::<CronJob>(client, namespace, name, meta).await?;
         }
-        // An invalid stream keeps whatever worker it had; the status says why.
-        Err(error) => tracing::warn!(stream = %name, namespace, "{error}"),
+        // An invalid spec keeps whatever worker it had; the status says why.
+        Err(error) => tracing::warn!(owner = %name, namespace, "{error}"),
     }
     Ok(fault)
 }
 
-/// The stream's worker pods, as the watch of worker pods last saw them
-/// (none before its first list: the WorkerRunning condition then says it
-/// does not know, and the list's pods start a reconcile of their own).
-fn worker_pods(pods: &Store<Pod>, namespace: &str, name: &str) -> Vec<Pod> {
+/// The worker pods of a stream or a source (labelled `label=name`), as
+/// the watch of worker pods last saw them (none before its first list:
+/// the WorkerRunning condition then says it does not know, and the list's
+/// pods start a reconcile of their own).
+pub(super) fn worker_pods(pods: &Store<Pod>, namespace: &str, label: &str, name: &str) -> Vec<Pod> {
     pods.state()
         .iter()
         .filter(|pod| {
             pod.namespace().as_deref() == Some(namespace)
-                && pod.labels().get(STREAM_LABEL).map(String::as_str) == Some(name)
+                && pod.labels().get(label).map(String::as_str) == Some(name)
         })
         .map(|pod| pod.as_ref().clone())
         .collect()
@@ -527,14 +730,19 @@ fn error_policy(supervisor: &Supervisor, stream: &CdcStream, error: &ReconcileEr
     supervisor.retry(stream, error)
 }
 
-fn apply_params() -> PatchParams {
+pub(super) fn apply_params() -> PatchParams {
     PatchParams::apply(OPERATOR_FIELD_MANAGER).force()
 }
 
 /// Server-side apply of `object`; forced only onto the stream's own child
 /// (see [`admit_in_cluster`]), so that an object someone made meanwhile
 /// makes the apply conflict instead of being taken over.
-async fn apply<K>(api: Api<K>, name: &str, object: &K, force: bool) -> Result<K, ReconcileError>
+pub(super) async fn apply<K>(
+    api: Api<K>,
+    name: &str,
+    object: &K,
+    force: bool,
+) -> Result<K, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
@@ -548,15 +756,16 @@ where
         .map_err(|source| api_error("apply", kind_of::<K>(), api_namespace(object), name, source))
 }
 
-/// Deletes the stream's child of kind `K` if the stream owns one (after a
-/// trigger change swapped Deployment and CronJob); someone else's is left.
-async fn delete_owned<K: ChildKind>(
+/// Deletes the child `name` of kind `K` if `owner` (a stream or a source)
+/// owns it (after a trigger change swapped Deployment and CronJob, or a
+/// stream moved into a source); someone else's is left.
+pub(super) async fn delete_owned<K: ChildKind>(
     client: &Client,
     namespace: &str,
     name: &str,
-    stream: &CdcStream,
+    owner: &ObjectMeta,
 ) -> Result<(), ReconcileError> {
-    if let Ok(Child::Owned) = child_state::<K>(client, namespace, name, stream).await? {
+    if let Ok(Child::Owned) = child_state::<K>(client, namespace, name, owner).await? {
         let api: Api<K> = Api::namespaced(client.clone(), namespace);
         api.delete(name, &DeleteParams::background())
             .await

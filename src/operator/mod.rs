@@ -1,8 +1,9 @@
-//! The Kubernetes side: the `CdcStream` CRD generated from the manifest
-//! types (and written as YAML every reader reads the same), the pure
-//! reconcile steps (desired children and their pod, what the policy lets a
-//! stream run, status and health conditions), and the controller and
-//! worker shells that apply them, with what runs around the controller:
+//! The Kubernetes side: the `CdcStream` and `CdcSource` CRDs generated
+//! from the manifest types (and written as YAML every reader reads the
+//! same), the pure reconcile steps (desired children and their pod, what
+//! the policy lets a stream run, status and health conditions; a source's
+//! one worker and rolled-up status in the `source_*` modules), and the
+//! controller and worker shells that apply them, with what runs around the controller:
 //! leader election, metrics and the retry backoff of failing streams
 //! (the crate's one policy, `crate::retry`, shaped by [`supervisor::RETRY`]).
 
@@ -22,6 +23,9 @@ pub mod policy;
 pub mod progress;
 pub mod rollout;
 pub mod secret_refs;
+pub mod source_children;
+pub mod source_controller;
+pub mod source_status;
 pub mod spec_hash;
 pub mod status;
 pub mod supervisor;

@@ -16,7 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::spec::{
-    CdcStream, FsGroupChangePolicy, SecretKeyRef, TMP_VOLUME, WorkerPodSecurity, WorkerSpec,
+    CdcStream, CredentialsSpec, FsGroupChangePolicy, MonitoringSpec, SecretKeyRef, TMP_VOLUME,
+    WorkerPodSecurity, WorkerSpec,
 };
 
 use super::children::{
@@ -37,21 +38,56 @@ pub fn pod_template(
     selector: &BTreeMap<String, String>,
     defaults: &WorkerDefaults,
 ) -> Result<PodTemplateSpec, BuildError> {
-    let secret = stream
-        .spec
-        .source
+    let inputs = PodInputs {
+        credentials: stream.spec.source.credentials.as_ref(),
+        monitoring: stream.spec.source.monitoring.as_ref(),
+        worker: stream.spec.worker.as_ref(),
+        runs: Runs::Stream(stream_ref),
+        spec_hash: spec_hash(&stream.spec),
+    };
+    worker_pod(&inputs, selector, defaults)
+}
+
+/// What a worker pod is made of, whether it runs one stream or a whole
+/// CdcSource: the logins whose passwords come from Secrets, what
+/// `spec.worker` asks for, what it runs and the hash of that spec.
+pub struct PodInputs<'a> {
+    /// The reader's login.
+    pub credentials: Option<&'a CredentialsSpec>,
+    /// The monitoring login, if any.
+    pub monitoring: Option<&'a MonitoringSpec>,
+    /// The pod as the spec asks for it.
+    pub worker: Option<&'a WorkerSpec>,
+    /// What the worker's command runs.
+    pub runs: Runs<'a>,
+    /// The hash of the spec it runs ([`SPEC_HASH_ANNOTATION`]).
+    pub spec_hash: String,
+}
+
+/// What a worker runs: `worker --stream NS/NAME` or `worker --source NS/NAME`.
+#[derive(Debug, Clone, Copy)]
+pub enum Runs<'a> {
+    /// One CdcStream alone.
+    Stream(&'a str),
+    /// Every table of one CdcSource.
+    Source(&'a str),
+}
+
+/// The hardened worker pod for `inputs`, labelled with `selector`.
+pub fn worker_pod(
+    inputs: &PodInputs<'_>,
+    selector: &BTreeMap<String, String>,
+    defaults: &WorkerDefaults,
+) -> Result<PodTemplateSpec, BuildError> {
+    let secret = inputs
         .credentials
-        .as_ref()
         .and_then(|credentials| credentials.password_from.secret_key_ref.as_ref())
         .ok_or(BuildError::PasswordNotFromSecret)?;
-    let worker = stream.spec.worker.clone().unwrap_or_default();
+    let worker = inputs.worker.cloned().unwrap_or_default();
     check(&worker)?;
     let mut env = vec![secret_env(PASSWORD_ENV, secret)];
-    if let Some(reference) = stream
-        .spec
-        .source
+    if let Some(reference) = inputs
         .monitoring
-        .as_ref()
         .and_then(|m| m.credentials.password_from.secret_key_ref.as_ref())
     {
         env.push(secret_env(MONITORING_PASSWORD_ENV, reference));
@@ -79,7 +115,7 @@ pub fn pod_template(
                 .unwrap_or_else(|| defaults.image.clone()),
         ),
         command: Some(vec!["mssql-cdc".into()]),
-        args: Some(worker_args(stream_ref, defaults)),
+        args: Some(worker_args(inputs.runs, defaults)),
         env: Some(env),
         env_from: non_empty(worker.env_from.clone()),
         ports: Some(vec![ContainerPort {
@@ -110,7 +146,7 @@ pub fn pod_template(
     Ok(PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(pod_labels(selector, defaults, &worker)),
-            annotations: Some(pod_annotations(stream, &worker)),
+            annotations: Some(pod_annotations(&inputs.spec_hash, &worker)),
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {
@@ -158,13 +194,17 @@ fn pod_security(custom: Option<&WorkerPodSecurity>) -> PodSecurityContext {
 }
 
 /// `mssql-cdc --log-format=json [--log-level=L] worker --stream NS/NAME
-/// [--status-interval=D]`.
-fn worker_args(stream_ref: &str, defaults: &WorkerDefaults) -> Vec<String> {
+/// [--status-interval=D]` (or `--source NS/NAME`).
+fn worker_args(runs: Runs<'_>, defaults: &WorkerDefaults) -> Vec<String> {
     let mut args = vec!["--log-format=json".to_string()];
     if let Some(level) = &defaults.log_level {
         args.push(format!("--log-level={level}"));
     }
-    args.extend(["worker".into(), "--stream".into(), stream_ref.to_string()]);
+    let (flag, reference) = match runs {
+        Runs::Stream(reference) => ("--stream", reference),
+        Runs::Source(reference) => ("--source", reference),
+    };
+    args.extend(["worker".into(), flag.into(), reference.to_string()]);
     if let Some(interval) = defaults.status_interval {
         args.push(format!(
             "--status-interval={}",
@@ -174,11 +214,11 @@ fn worker_args(stream_ref: &str, defaults: &WorkerDefaults) -> Vec<String> {
     args
 }
 
-/// The stream's annotations, and the hash of the spec the pod runs: an
+/// The spec's annotations, and the hash of the spec the pod runs: an
 /// edit the engine would see changes the template, so the worker rolls.
-fn pod_annotations(stream: &CdcStream, worker: &WorkerSpec) -> BTreeMap<String, String> {
+fn pod_annotations(spec_hash: &str, worker: &WorkerSpec) -> BTreeMap<String, String> {
     let mut annotations = worker.pod_annotations.clone();
-    annotations.insert(SPEC_HASH_ANNOTATION.into(), spec_hash(&stream.spec));
+    annotations.insert(SPEC_HASH_ANNOTATION.into(), spec_hash.to_string());
     annotations
 }
 
@@ -272,7 +312,8 @@ fn check(worker: &WorkerSpec) -> Result<(), BuildError> {
         }
     }
     let selector = super::children::selector_labels("");
-    if let Some(key) = worker.pod_labels.keys().find(|k| selector.contains_key(*k)) {
+    let taken = |key: &String| selector.contains_key(key) || key == super::children::SOURCE_LABEL;
+    if let Some(key) = worker.pod_labels.keys().find(|k| taken(k)) {
         return Err(BuildError::worker(
             format!("spec.worker.podLabels.{key}"),
             "the operator selects its workers by this label; remove it",

@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::{LocalObjectReference, Volume};
 
-use crate::spec::CdcStream;
+use crate::spec::{CdcSource, CdcStream, CredentialsSpec, MonitoringSpec, WorkerSpec};
 
 use super::policy::Refusal;
 
@@ -96,6 +96,34 @@ pub struct SecretRef {
 /// secrets and every volume (a Secret volume, a projected Secret, the
 /// Secret a CSI driver or a network volume logs in with).
 pub fn secret_refs(stream: &CdcStream) -> Vec<SecretRef> {
+    let source = &stream.spec.source;
+    refs_of(
+        "spec.source",
+        source.credentials.as_ref(),
+        source.monitoring.as_ref(),
+        stream.spec.worker.as_ref(),
+    )
+}
+
+/// Every Secret a CdcSource names, as [`secret_refs`]: its connection's
+/// passwords and its `spec.worker`.
+pub fn source_secret_refs(source: &CdcSource) -> Vec<SecretRef> {
+    let connection = &source.spec.connection;
+    refs_of(
+        "spec.connection",
+        Some(&connection.credentials),
+        connection.monitoring.as_ref(),
+        source.spec.worker.as_ref(),
+    )
+}
+
+/// The Secrets of the logins under `login_field` and of a `spec.worker`.
+fn refs_of(
+    login_field: &str,
+    credentials: Option<&CredentialsSpec>,
+    monitoring: Option<&MonitoringSpec>,
+    worker: Option<&WorkerSpec>,
+) -> Vec<SecretRef> {
     let mut refs = Vec::new();
     let mut add = |field: String, name: &str| {
         refs.push(SecretRef {
@@ -103,28 +131,19 @@ pub fn secret_refs(stream: &CdcStream) -> Vec<SecretRef> {
             name: name.to_string(),
         })
     };
-    let source = &stream.spec.source;
-    if let Some(r) = source
-        .credentials
-        .as_ref()
-        .and_then(|credentials| credentials.password_from.secret_key_ref.as_ref())
-    {
+    if let Some(r) = credentials.and_then(|c| c.password_from.secret_key_ref.as_ref()) {
         add(
-            "spec.source.credentials.passwordFrom.secretKeyRef.name".into(),
+            format!("{login_field}.credentials.passwordFrom.secretKeyRef.name"),
             &r.name,
         );
     }
-    if let Some(r) = source
-        .monitoring
-        .as_ref()
-        .and_then(|m| m.credentials.password_from.secret_key_ref.as_ref())
-    {
+    if let Some(r) = monitoring.and_then(|m| m.credentials.password_from.secret_key_ref.as_ref()) {
         add(
-            "spec.source.monitoring.credentials.passwordFrom.secretKeyRef.name".into(),
+            format!("{login_field}.monitoring.credentials.passwordFrom.secretKeyRef.name"),
             &r.name,
         );
     }
-    let Some(worker) = &stream.spec.worker else {
+    let Some(worker) = worker else {
         return refs;
     };
     for (i, var) in worker.env.iter().enumerate() {

@@ -2,11 +2,13 @@
 //! that an edit of any of them changes the pod template (the Deployment
 //! rolls, a CronJob's next run takes it) and the worker can report which
 //! spec it runs. `alerts` (the operator's limits), `suspend` (the
-//! replicas) and `worker` (the pod itself) are left out.
+//! replicas) and `worker` (the pod itself) are left out. A CdcSource's
+//! worker is hashed the same way over the source's spec; its streams are
+//! not part of it, so adding a table does not restart the worker.
 
 use sha2::{Digest, Sha256};
 
-use crate::spec::CdcStreamSpec;
+use crate::spec::{CdcSourceSpec, CdcStreamSpec};
 
 /// The pod template annotation carrying [`spec_hash`].
 pub const SPEC_HASH_ANNOTATION: &str = "mssql-cdc.io/spec-hash";
@@ -23,6 +25,25 @@ pub fn spec_hash(spec: &CdcStreamSpec) -> String {
             fields.remove(field);
         }
     }
+    digest_of(&value)
+}
+
+/// [`spec_hash`] of a CdcSource: its `suspend`, `worker` and the alert
+/// limits of its `defaults` do not reach the engine either.
+pub fn source_spec_hash(spec: &CdcSourceSpec) -> String {
+    let mut value = serde_json::to_value(spec).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        for field in NOT_RUN {
+            fields.remove(field);
+        }
+        if let Some(defaults) = fields.get_mut("defaults").and_then(|d| d.as_object_mut()) {
+            defaults.remove("alerts");
+        }
+    }
+    digest_of(&value)
+}
+
+fn digest_of(value: &serde_json::Value) -> String {
     let digest = Sha256::digest(value.to_string().as_bytes());
     digest
         .iter()

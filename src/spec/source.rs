@@ -415,10 +415,10 @@ pub(super) fn needs_its_source(name: &str) -> SpecError {
     SpecError::Invalid {
         field: "spec.sourceRef".into(),
         value: name.into(),
-        reason: "this stream is one table of that CdcSource: run it with its source \
-                 (`mssql-cdc run -f` a file holding the CdcSource and its CdcStreams); the \
-                 operator does not run CdcSources yet, so in Kubernetes remove sourceRef and \
-                 give the stream its own connection"
+        reason: "this stream is one table of that CdcSource and runs only with it: locally \
+                 `mssql-cdc run -f` a file holding the CdcSource and its CdcStreams; in \
+                 Kubernetes apply the CdcSource too, and the operator runs the stream in the \
+                 source's one worker"
             .into(),
     }
 }

@@ -21,6 +21,11 @@
 //! - the S3 stream runs as its own ServiceAccount with web identity (no
 //!   keys) on moto, the ADLS stream with the account key from its Secret
 //!   on Azurite; both reach Ready=True;
+//! - the CdcSource example's three tables run in exactly one worker pod,
+//!   each stream reaches Ready=True, the operator's label lists them, and
+//!   `kubectl get cdcsrc` prints 3/3 in its Tables column; a stream added
+//!   to the source does not restart its worker, and one naming no
+//!   existing source reports `SourceNotFound`;
 //! - the continuous example as it was before volumes (the lake on the
 //!   read-only root) crash-loops, its pod's terminated message says why,
 //!   and the stream is not Ready.
@@ -28,6 +33,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
@@ -37,15 +43,17 @@ use mssql_cdc::spec::{CdcStream, CdcStreamStatus, Phase};
 use crate::support::cdc::{advance_clock, max_lsn, wait_for_capture};
 use crate::support::chart::ChartRelease;
 use crate::support::examples::{Example, example_files};
-use crate::support::kube::{KubeEnv, eventually, poll};
+use crate::support::kube::{KubeEnv, cells, eventually, poll};
 use crate::support::objectstores::{Azurite, Moto};
 use crate::support::operator::{chart_values, condition, has_condition};
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::query_table;
 use crate::support::sts::WebIdentitySts;
 
-/// The examples' SQL Server side: examples/sandbox/shop-cdc.sql.
+/// The examples' SQL Server side: examples/sandbox/shop-cdc.sql, then the
+/// source example's third table (examples/sandbox/shop-payments-cdc.sql).
 const SHOP: &str = include_str!("../../examples/sandbox/shop-cdc.sql");
+const SHOP_PAYMENTS: &str = include_str!("../../examples/sandbox/shop-payments-cdc.sql");
 /// The reader's password in SHOP, replaced by the example's.
 const SHOP_PASSWORD: &str = "Reader-Pa55word!";
 
@@ -66,6 +74,8 @@ fn billing(login: &str, password: &str) -> String {
 const SHOP_EXAMPLES: [&str; 2] = ["orders-continuous.yaml", "orders-hourly.yaml"];
 /// The examples that run on `billing` and an object store.
 const BILLING_EXAMPLES: [&str; 2] = ["invoices-s3.yaml", "invoices-adls.yaml"];
+/// The examples of a CdcSource, on `shop` with its third table.
+const SOURCE_EXAMPLES: [&str; 1] = ["shop-source.yaml"];
 
 /// The chart values an example's header says it needs besides the
 /// defaults: `workerServiceAccounts` and `workerEnv`.
@@ -104,6 +114,11 @@ const CUSTOMERS: Source = Source {
     capture_instance: "dbo_customers",
     insert: "INSERT INTO dbo.customers (id, name) VALUES ({id}, N'customer {id}')",
 };
+const PAYMENTS: Source = Source {
+    database: "shop",
+    capture_instance: "dbo_payments",
+    insert: "INSERT INTO dbo.payments (id, order_id, amount) VALUES ({id}, 1, 5.00)",
+};
 const INVOICES: Source = Source {
     database: "billing",
     capture_instance: "sales_invoices",
@@ -117,6 +132,17 @@ impl Cluster {
     /// every stream each second (`resync`), so that a verdict that time
     /// alone changes shows within the test's waits.
     async fn start(example: &Example, source: &'static Source, values: Values) -> Option<Self> {
+        Self::start_tables(example, &[source], values).await
+    }
+
+    /// [`Cluster::start`] with CDC history in each of `tables` (of one
+    /// database), for a CdcSource's example.
+    async fn start_tables(
+        example: &Example,
+        tables: &[&'static Source],
+        values: Values,
+    ) -> Option<Self> {
+        let source = tables[0];
         let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
         let kube = KubeEnv::with_pod_network(binary).await;
         let mut chart_values = chart_values(&kube);
@@ -128,12 +154,15 @@ impl Cluster {
             .with_test_clock();
         let (login, password) = (example.login(), example.sql_password());
         let script = match source.database {
-            "shop" => SHOP.replace(SHOP_PASSWORD, &password),
+            "shop" => format!(
+                "{}\n{SHOP_PAYMENTS}",
+                SHOP.replace(SHOP_PASSWORD, &password)
+            ),
             _ => billing(&login, &password),
         };
         let sql = TestServer::sandbox_with_script(script).await;
         let mut client = sql.connect_to(source.database).await;
-        changes_with_history(&mut client, source).await;
+        changes_with_history(&mut client, tables).await;
 
         kube.install_crd().await;
         chart.apply(&kube).await;
@@ -157,26 +186,33 @@ impl Cluster {
     /// reports progress with its first batch, and the snapshot copied the
     /// changes made before it.
     async fn change_after_snapshot(&self, name: &str) {
-        let selector = format!("mssql-cdc.io/stream={name}");
+        self.snapshots_done(&format!("mssql-cdc.io/stream={name}"), 1, name)
+            .await;
+        let mut client = self.sql.connect_to(self.source.database).await;
+        insert_captured(&mut client, self.source, &[104]).await;
+    }
+
+    /// Waits until the log of the pods `selector` picks says `count`
+    /// snapshots are done; on timeout the test fails explaining `name`.
+    async fn snapshots_done(&self, selector: &str, count: usize, name: &str) {
         let args = [
             "logs",
             "-n",
             &self.kube.namespace,
             "-l",
-            &selector,
+            selector,
             "--tail=-1",
         ];
         let snapshot = poll(|| async {
             let out = self.kube.kubectl(&args).await;
-            String::from_utf8_lossy(&out.stdout)
-                .contains("snapshot done")
-                .then_some(())
+            let done = String::from_utf8_lossy(&out.stdout)
+                .matches("snapshot done")
+                .count();
+            (done >= count).then_some(())
         });
         if tokio::time::timeout(READY_WITHIN, snapshot).await.is_err() {
             panic!("{name} made no snapshot:\n{}", self.explain(name).await);
         }
-        let mut client = self.sql.connect_to(self.source.database).await;
-        insert_captured(&mut client, self.source, &[104]).await;
     }
 
     /// The stream's status once Ready=True; on timeout the test fails
@@ -197,12 +233,14 @@ impl Cluster {
     /// The stream, its pods and their logs, for a failure message.
     async fn explain(&self, name: &str) -> String {
         let ns = self.kube.namespace.as_str();
-        let selector = format!("mssql-cdc.io/stream={name}");
+        // Every worker of the cluster: the stream's own, or its source's.
+        let selector = "app.kubernetes.io/name=mssql-cdc-worker";
         let mut text = String::new();
         for args in [
             vec!["get", "-n", ns, "cdcs", name, "-o", "yaml"],
+            vec!["get", "-n", ns, "cdcsrc", "-o", "yaml"],
             vec!["get", "-n", ns, "pods,pvc,jobs", "-o", "wide"],
-            vec!["logs", "-n", ns, "-l", &selector, "--tail=40"],
+            vec!["logs", "-n", ns, "-l", selector, "--tail=40"],
         ] {
             let out = self.kube.kubectl(&args).await;
             text.push_str(&String::from_utf8_lossy(&out.stdout));
@@ -217,12 +255,17 @@ impl Cluster {
 /// operator's next look.
 const READY_WITHIN: Duration = Duration::from_secs(120);
 
-/// Two inserts, two days on the sandbox's clock, a third insert, all
-/// captured: two days of CDC history behind the stream's position.
-async fn changes_with_history(client: &mut Client, source: &Source) {
-    insert_captured(client, source, &[101, 102]).await;
+/// Two inserts in each table, two days on the sandbox's clock, a third
+/// insert, all captured: two days of CDC history behind each stream's
+/// position.
+async fn changes_with_history(client: &mut Client, tables: &[&Source]) {
+    for table in tables {
+        insert_captured(client, table, &[101, 102]).await;
+    }
     advance_clock(client, 2 * 86_400).await;
-    insert_captured(client, source, &[103]).await;
+    for table in tables {
+        insert_captured(client, table, &[103]).await;
+    }
 }
 
 /// Rows `ids` inserted into the source's table, once CDC captured them.
@@ -262,6 +305,7 @@ async fn every_example_is_run_by_a_test_here() {
     let tested: Vec<&str> = SHOP_EXAMPLES
         .iter()
         .chain(BILLING_EXAMPLES.iter())
+        .chain(SOURCE_EXAMPLES.iter())
         .copied()
         .collect();
     for file in example_files() {
@@ -307,6 +351,124 @@ async fn the_continuous_example_is_ready_with_its_lake_on_its_claim() {
     );
     assert!(lake.join("_checkpoints/orders").is_dir());
     assert!(lake.join("ops/ingestion_facts/_delta_log").is_dir());
+}
+
+#[tokio::test]
+async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
+    let example = Example::load("shop-source.yaml");
+    let tables = [&ORDERS, &CUSTOMERS, &PAYMENTS];
+    let Some(cluster) = Cluster::start_tables(&example, &tables, Values::default()).await else {
+        return;
+    };
+    let source = example.source_name();
+    let names = example.stream_names();
+    assert_eq!(names.len(), 3, "{names:?}");
+    cluster.apply(example).await;
+    // Each table's snapshot in the one worker's log, then a change in each.
+    let selector = format!("mssql-cdc.io/source={source}");
+    cluster.snapshots_done(&selector, 3, &names[0]).await;
+    let mut client = cluster.sql.connect_to("shop").await;
+    for table in tables {
+        insert_captured(&mut client, table, &[104]).await;
+    }
+    for name in &names {
+        cluster.ready(name).await;
+    }
+    let kube = &cluster.kube;
+    let ns = kube.namespace.as_str();
+    // Exactly one worker pod, the source's: no stream has one of its own.
+    let pods: Api<Pod> = Api::namespaced(kube.client().await, ns);
+    let worker_pods = || async {
+        pods.list(&ListParams::default().labels("app.kubernetes.io/name=mssql-cdc-worker"))
+            .await
+            .expect("pods")
+            .items
+    };
+    let workers = worker_pods().await;
+    assert_eq!(
+        workers.len(),
+        1,
+        "{:?}",
+        workers.iter().map(|p| &p.metadata.name).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        workers[0]
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("mssql-cdc.io/source")),
+        Some(&source)
+    );
+    // The operator's label lists the source's tables.
+    let listed = kube
+        .kubectl_ok(&["get", "cdcs", "-n", ns, "-l", &selector, "-o", "name"])
+        .await;
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+    // `kubectl get cdcsrc` prints 3/3 in its Tables column.
+    let table = eventually("kubectl get cdcsrc to print 3/3", || async {
+        let table = kube.kubectl_ok(&["get", "cdcsrc", "-n", ns]).await;
+        let header = cells(table.lines().next()?);
+        let column = header.iter().position(|c| *c == "TABLES")?;
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{source} ")))?;
+        (cells(row).get(column) == Some(&"3/3")).then_some(table)
+    })
+    .await;
+    println!("{table}");
+
+    // A fourth table named by a new stream does not restart the worker:
+    // the Deployment's template does not hold the list of streams.
+    let deployments: Api<Deployment> = Api::namespaced(kube.client().await, ns);
+    let worker = format!("{source}-source");
+    let before = deployments
+        .get(&worker)
+        .await
+        .expect("the source's Deployment");
+    let added = format!(
+        "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: refunds}}\n\
+         spec: {{sourceRef: {{name: {source}}}, appId: shop-refunds-v1, source: {{table: dbo.refunds}}, \
+         target: {{name: bronze.refunds, location: /lake/bronze/refunds}}, \
+         checkpoint: /lake/_checkpoints/refunds}}\n---\n\
+         apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: stray}}\n\
+         spec: {{sourceRef: {{name: nowhere}}, appId: stray-v1, source: {{table: dbo.orders}}, \
+         target: {{name: bronze.stray, location: /lake/bronze/stray}}, \
+         checkpoint: /lake/_checkpoints/stray}}\n"
+    );
+    let file = kube.write("added-streams.yaml", &added);
+    kube.kubectl_ok(&["apply", "-n", ns, "-f", &file]).await;
+    let streams = cluster.streams().await;
+    // A stream naming no existing source says so, with the fix.
+    let stray = eventually("the stray stream to report SourceNotFound", || async {
+        let status = streams.get("stray").await.ok()?.status?;
+        let ready = condition(&status, "Ready")?.clone();
+        (ready.reason == "SourceNotFound").then_some(ready)
+    })
+    .await;
+    assert_eq!(stray.status, "False");
+    assert!(stray.message.contains("create it"), "{}", stray.message);
+    eventually("the new stream labelled with its source", || async {
+        let stream = streams.get("refunds").await.ok()?;
+        (stream.metadata.labels?.get("mssql-cdc.io/source") == Some(&source)).then_some(())
+    })
+    .await;
+    let after = deployments
+        .get(&worker)
+        .await
+        .expect("the source's Deployment");
+    assert_eq!(
+        after.spec.template, before.spec.template,
+        "the pod template is unchanged"
+    );
+    let still = worker_pods().await;
+    assert_eq!(
+        still
+            .iter()
+            .map(|p| p.metadata.uid.clone())
+            .collect::<Vec<_>>(),
+        [workers[0].metadata.uid.clone()],
+        "the same one worker pod runs"
+    );
 }
 
 /// Whether `job` completed.

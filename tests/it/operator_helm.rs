@@ -122,21 +122,37 @@ async fn chart_lints_clean_and_renders_hardened_least_privilege() {
     );
     assert!(operator_rbac.iter().any(|d| d["kind"] == "ClusterRole"));
 
-    // Workers: get the stream and patch its status, in the release namespace.
+    // Workers: get the stream and patch its status, in the release
+    // namespace; a source's worker also lists and watches the streams,
+    // gets its source and patches the source's status; nothing else.
     let worker_roles: Vec<serde_yaml::Value> = documents(&rendered, "rbac-worker.yaml")
         .into_iter()
         .filter(|d| d["kind"] == "Role")
         .collect();
-    assert_eq!(worker_roles.len(), 1);
-    assert_eq!(worker_roles[0]["metadata"]["namespace"], "ops");
+    assert_eq!(worker_roles.len(), 2);
+    assert!(
+        worker_roles
+            .iter()
+            .all(|r| r["metadata"]["namespace"] == "ops")
+    );
+    let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
         rules(&worker_roles[0]),
         [
-            (vec!["cdcstreams".to_string()], vec!["get".to_string()]),
-            (
-                vec!["cdcstreams/status".to_string()],
-                vec!["patch".to_string()]
-            ),
+            (strings(&["cdcstreams"]), strings(&["get"])),
+            (strings(&["cdcstreams/status"]), strings(&["patch"])),
+        ]
+    );
+    assert_eq!(
+        worker_roles[1]["metadata"]["name"],
+        "cdc-mssql-cdc-operator-source-worker"
+    );
+    assert_eq!(
+        rules(&worker_roles[1]),
+        [
+            (strings(&["cdcstreams"]), strings(&["list", "watch"])),
+            (strings(&["cdcsources"]), strings(&["get"])),
+            (strings(&["cdcsources/status"]), strings(&["patch"])),
         ]
     );
     // Without leader election: no Lease flags and no Lease Role.
@@ -221,6 +237,8 @@ async fn worker_namespaces_make_the_operator_watch_only_them_with_roles() {
     for needed in [
         "cdcstreams",
         "cdcstreams/status",
+        "cdcsources",
+        "cdcsources/status",
         "deployments",
         "cronjobs",
         "pods",
@@ -246,7 +264,7 @@ async fn worker_namespaces_make_the_operator_watch_only_them_with_roles() {
     // The workers' account and Role in each namespace.
     let worker_namespaces: Vec<String> = documents(&rendered, "rbac-worker.yaml")
         .iter()
-        .filter(|d| d["kind"] == "Role")
+        .filter(|d| d["kind"] == "Role" && d["metadata"]["name"] == "cdc-mssql-cdc-operator-worker")
         .filter_map(|d| d["metadata"]["namespace"].as_str().map(str::to_string))
         .collect();
     assert_eq!(worker_namespaces, ["team-a", "team-b"]);
@@ -568,9 +586,11 @@ async fn helm_upgrade_updates_a_changed_crd_and_uninstall_keeps_it() {
 
 #[tokio::test]
 async fn a_crd_applied_before_the_chart_is_adopted_once_labelled() {
-    // As chart 0.1.x left it: the CRD from `crds/`, without Helm's marks.
+    // As chart 0.1.x left it: the CdcStream CRD from `crds/` (it had no
+    // CdcSource), without Helm's marks.
     let env = KubeEnv::start().await;
-    env.install_crd().await;
+    env.kubectl_ok(&["apply", "-f", &repo_file("crds/cdcstreams.yaml")])
+        .await;
     let kubeconfig = env.kubeconfig.display().to_string();
     let chart = repo_file(CHART);
     let Some(refused) = helm_fails(&["install", &kubeconfig, &chart, "cdc", "default", "{}"]).await

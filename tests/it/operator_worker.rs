@@ -127,21 +127,6 @@ async fn status_of(api: &Api<CdcStream>, name: &str) -> mssql_cdc::spec::CdcStre
         .expect("a status")
 }
 
-/// Applies `crds/` (CdcStream and CdcSource) and waits until both serve.
-async fn install_both_crds(kube: &KubeEnv) {
-    kube.kubectl_ok(&["apply", "-f", &crate::support::kube::repo_file("crds/")])
-        .await;
-    for crd in ["cdcstreams", "cdcsources"] {
-        kube.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            &format!("crd/{crd}.mssql-cdc.io"),
-            "--timeout=20s",
-        ])
-        .await;
-    }
-}
-
 /// A CdcSource of `db` (password from a Secret, as the CRD allows) and its
 /// streams of `tables` (name, table), read as `user` with `trigger`, lakes
 /// in `lake`.
@@ -191,7 +176,7 @@ async fn a_source_worker_runs_every_stream_of_its_source_and_reports_each() {
     let fixture = StreamFixture::new(&server, &db, "");
     let lake = fixture.lake.path();
     let kube = KubeEnv::start().await;
-    install_both_crds(&kube).await;
+    kube.install_crd().await;
     let manifests = source_manifests(
         &server,
         &db,
@@ -283,7 +268,7 @@ async fn a_table_stopped_by_its_own_error_is_still_measured_while_the_others_str
     let fixture = StreamFixture::new(&server, &db, "");
     let lake = fixture.lake.path();
     let kube = KubeEnv::start().await;
-    install_both_crds(&kube).await;
+    kube.install_crd().await;
     let tables = [("orders", "dbo.orders"), ("items", "dbo.items")];
     // First both tables take their snapshot and a batch.
     let before = crate::support::cdc::max_lsn(&mut client).await;

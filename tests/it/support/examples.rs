@@ -81,9 +81,40 @@ impl Example {
         text(&self.stream()["metadata"]["name"])
     }
 
-    /// `spec.source.credentials.username` of the stream.
+    /// The names of every CdcStream of the file, in its order.
+    pub fn stream_names(&self) -> Vec<String> {
+        self.docs
+            .iter()
+            .filter(|d| d["kind"] == "CdcStream")
+            .map(|d| text(&d["metadata"]["name"]))
+            .collect()
+    }
+
+    /// The example's CdcSource, if it has one.
+    pub fn source(&self) -> Option<&Value> {
+        self.docs.iter().find(|d| d["kind"] == "CdcSource")
+    }
+
+    /// The CdcSource's name.
+    pub fn source_name(&self) -> String {
+        let source = self
+            .source()
+            .unwrap_or_else(|| panic!("{} has no CdcSource", self.file));
+        text(&source["metadata"]["name"])
+    }
+
+    /// Where the SQL login is: the CdcSource's `spec.connection`, or the
+    /// stream's `spec.source`.
+    fn connection(&self) -> &Value {
+        match self.source() {
+            Some(source) => &source["spec"]["connection"],
+            None => &self.stream()["spec"]["source"],
+        }
+    }
+
+    /// `credentials.username` of the stream's (or the source's) connection.
     pub fn login(&self) -> String {
-        text(&self.stream()["spec"]["source"]["credentials"]["username"])
+        text(&self.connection()["credentials"]["username"])
     }
 
     /// `stringData.<key>` of the Secret `name`.
@@ -98,19 +129,27 @@ impl Example {
 
     /// The password of the stream's SQL login, from the example's Secret.
     pub fn sql_password(&self) -> String {
-        let secret =
-            &self.stream()["spec"]["source"]["credentials"]["passwordFrom"]["secretKeyRef"];
+        let secret = &self.connection()["credentials"]["passwordFrom"]["secretKeyRef"];
         self.secret(&text(&secret["name"]), &text(&secret["key"]))
     }
 
     /// The source at `endpoint` (the test's SQL Server), whose
-    /// self-signed certificate the stream must accept.
+    /// self-signed certificate the stream (or the CdcSource) must accept.
     pub fn at_sql_server(mut self, endpoint: &Endpoint) -> Self {
-        let source = self
-            .stream_mut()
-            .get_mut("source")
-            .and_then(Value::as_mapping_mut)
-            .expect("spec.source");
+        let in_source = self.source().is_some();
+        let source = if in_source {
+            self.docs
+                .iter_mut()
+                .find(|d| d["kind"] == "CdcSource")
+                .and_then(|d| d.get_mut("spec")?.get_mut("connection"))
+                .and_then(Value::as_mapping_mut)
+                .expect("spec.connection")
+        } else {
+            self.stream_mut()
+                .get_mut("source")
+                .and_then(Value::as_mapping_mut)
+                .expect("spec.source")
+        };
         source.insert("host".into(), endpoint.host.clone().into());
         source.insert("port".into(), u64::from(endpoint.port).into());
         source.insert("trustServerCertificate".into(), true.into());

@@ -254,17 +254,21 @@ impl KubeEnv {
         path.display().to_string()
     }
 
-    /// Applies the generated CRD and waits until it is served.
+    /// Applies the generated CRDs (CdcStream and CdcSource) and waits
+    /// until they are served.
     pub async fn install_crd(&self) {
-        let crd = repo_file("crds/cdcstreams.yaml");
-        self.kubectl_ok(&["apply", "-f", &crd]).await;
-        self.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/cdcstreams.mssql-cdc.io",
-            "--timeout=20s",
-        ])
-        .await;
+        // The operator watches both kinds.
+        for kind in ["cdcstreams", "cdcsources"] {
+            let crd = repo_file(&format!("crds/{kind}.yaml"));
+            self.kubectl_ok(&["apply", "-f", &crd]).await;
+            self.kubectl_ok(&[
+                "wait",
+                "--for=condition=Established",
+                &format!("crd/{kind}.mssql-cdc.io"),
+                "--timeout=20s",
+            ])
+            .await;
+        }
     }
 }
 
