@@ -19,6 +19,7 @@ pub mod maintain;
 pub mod operator;
 pub mod progress_log;
 pub mod run;
+pub mod source_members;
 pub mod sql;
 pub mod worker;
 pub mod worker_source;

@@ -23,6 +23,7 @@ use mssql_cdc::operator::worker::{
 use mssql_cdc::spec::{CdcSource, CdcStream, Trigger, WorkerState};
 
 use super::progress_log::ProgressLog;
+use super::source_members;
 use super::worker::{FINAL_REPORT_TIMEOUT, WorkerArgs, write_termination_message};
 
 /// Runs every table of the source until caught up (availableNow),
@@ -38,6 +39,65 @@ pub async fn run_source_worker(
         .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
     let sources: Api<CdcSource> = Api::namespaced(client.clone(), namespace);
     let streams: Api<CdcStream> = Api::namespaced(client, namespace);
+    let reports = Arc::new(StatusReports::default());
+    let metrics = Arc::new(Metrics::new());
+    let exposition = WorkerMetrics {
+        stream: Arc::clone(&metrics),
+        reports: Arc::clone(&reports),
+    };
+    let _server = MetricsServer::start(args.listen, Arc::new(exposition))
+        .await
+        .map_err(|e| anyhow!("ListenFailed: --listen {}: {e}", args.listen))?;
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let signal = stop.clone();
+    tokio::spawn(async move {
+        super::shutdown_signal().await;
+        tracing::info!("stopping after the current batches");
+        signal.cancel();
+    });
+
+    loop {
+        let (source, mine) = read_members(&sources, &streams, namespace, name).await?;
+        // Cancelled by SIGTERM, or by the watch when the source's streams
+        // change: the tables finish their batches, then start again.
+        let restart = stop.child_token();
+        let watching = tokio::spawn(source_members::watch(
+            streams.clone(),
+            name.to_string(),
+            source_members::members(&mine, name),
+            restart.clone(),
+        ));
+        let round = Round {
+            args,
+            namespace,
+            name,
+            streams: &streams,
+            reports: &reports,
+            metrics: &metrics,
+            stop: &stop,
+            restart: &restart,
+        };
+        let ended = round.run(&source, &mine).await;
+        let changed = restart.is_cancelled() && !stop.is_cancelled();
+        restart.cancel();
+        watching.abort();
+        ended?;
+        if !changed {
+            break;
+        }
+    }
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+/// The source and the streams that name it, read now.
+async fn read_members(
+    sources: &Api<CdcSource>,
+    streams: &Api<CdcStream>,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<(CdcSource, Vec<CdcStream>)> {
     let source = match sources.get(name).await {
         Ok(source) => source,
         Err(error) => {
@@ -52,10 +112,6 @@ pub async fn run_source_worker(
             return Err(anyhow!("{}: {}", failure.reason, failure.message));
         }
     };
-    let pacing = source
-        .spec
-        .pacing()
-        .with_context(|| format!("CdcSource {namespace}/{name}"))?;
     let listed = streams
         .list(&ListParams::default())
         .await
@@ -87,106 +143,122 @@ pub async fn run_source_worker(
         "running the tables of the source"
     );
 
-    let reports = Arc::new(StatusReports::default());
-    let metrics = Arc::new(Metrics::new());
-    let exposition = WorkerMetrics {
-        stream: Arc::clone(&metrics),
-        reports: Arc::clone(&reports),
-    };
-    let _server = MetricsServer::start(args.listen, Arc::new(exposition))
-        .await
-        .map_err(|e| anyhow!("ListenFailed: --listen {}: {e}", args.listen))?;
+    Ok((source, mine))
+}
 
-    let stop = tokio_util::sync::CancellationToken::new();
-    let signal = stop.clone();
-    tokio::spawn(async move {
-        super::shutdown_signal().await;
-        tracing::info!("stopping after the current batches");
-        signal.cancel();
-    });
+/// One run of the source's tables, until caught up, SIGTERM, or a change
+/// of its streams.
+struct Round<'a> {
+    args: &'a WorkerArgs,
+    namespace: &'a str,
+    name: &'a str,
+    streams: &'a Api<CdcStream>,
+    reports: &'a Arc<StatusReports>,
+    metrics: &'a Arc<Metrics>,
+    stop: &'a tokio_util::sync::CancellationToken,
+    restart: &'a tokio_util::sync::CancellationToken,
+}
 
-    let mut publishers = Vec::new();
-    let mut statuses = std::collections::BTreeMap::new();
-    let mut tables = Vec::new();
-    for stream in &mine {
-        // Reported as it runs: the spec hash the operator compares is the
-        // resolved spec's, and capture is looked at with the source's login.
-        let resolved = resolved_stream(&source, stream).unwrap_or_else(|_| stream.clone());
-        let (status, latest) = StatusObserver::new(&resolved);
-        publishers.push({
-            let (api, stream, reports) = (streams.clone(), stream.clone(), Arc::clone(&reports));
-            let interval = args.status_interval;
-            tokio::spawn(
-                async move { publish_status(api, &stream, latest, reports, interval).await },
-            )
-        });
-        let config = match source_worker_config(&source, stream) {
-            Ok(config) => config,
-            Err(error) => {
-                let failure = Failure::new(
-                    "InvalidSpec",
-                    format!("{error}; fix the stream or its CdcSource"),
-                );
-                tracing::error!(stream = %stream.name_any(), "{}", failure.message);
-                status.worker_state(WorkerState::Failed, Some(&failure));
+impl Round<'_> {
+    async fn run(&self, source: &CdcSource, mine: &[CdcStream]) -> anyhow::Result<()> {
+        let Round {
+            args,
+            namespace,
+            name,
+            streams,
+            reports,
+            metrics,
+            stop,
+            restart,
+        } = *self;
+        let pacing = source
+            .spec
+            .pacing()
+            .with_context(|| format!("CdcSource {namespace}/{name}"))?;
+        let mut publishers = Vec::new();
+        let mut statuses = std::collections::BTreeMap::new();
+        let mut tables = Vec::new();
+        for stream in mine {
+            // Reported as it runs: the spec hash the operator compares is the
+            // resolved spec's, and capture is looked at with the source's login.
+            let resolved = resolved_stream(source, stream).unwrap_or_else(|_| stream.clone());
+            let (status, latest) = StatusObserver::new(&resolved);
+            publishers.push({
+                let (api, stream, reports) = (streams.clone(), stream.clone(), Arc::clone(reports));
+                let interval = args.status_interval;
+                tokio::spawn(async move {
+                    publish_status(api, &stream, latest, reports, interval).await
+                })
+            });
+            let config = match source_worker_config(source, stream) {
+                Ok(config) => config,
+                Err(error) => {
+                    let failure = Failure::new(
+                        "InvalidSpec",
+                        format!("{error}; fix the stream or its CdcSource"),
+                    );
+                    tracing::error!(stream = %stream.name_any(), "{}", failure.message);
+                    status.worker_state(WorkerState::Failed, Some(&failure));
+                    continue;
+                }
+            };
+            if stream.spec.suspend || source.spec.suspend {
+                status.worker_state(WorkerState::Stopped, None);
                 continue;
             }
-        };
-        if stream.spec.suspend || source.spec.suspend {
-            status.worker_state(WorkerState::Stopped, None);
-            continue;
+            let observers: Vec<Arc<dyn Observer>> = vec![
+                Arc::new(status.clone()),
+                Arc::new(metrics.observer(&config.target.name, &config.app_id)),
+                Arc::new(ProgressLog::default()),
+                Arc::new(TableFailureReport::new(status.clone(), config.clone())),
+            ];
+            let mut options = RunOptions::new(Arc::new(Fanout(observers)));
+            options.stop = restart.clone();
+            statuses.insert(config.target.name.clone(), status);
+            tables.push(TableRun { config, options });
         }
-        let observers: Vec<Arc<dyn Observer>> = vec![
-            Arc::new(status.clone()),
-            Arc::new(metrics.observer(&config.target.name, &config.app_id)),
-            Arc::new(ProgressLog::default()),
-            Arc::new(TableFailureReport::new(status.clone(), config.clone())),
-        ];
-        let mut options = RunOptions::new(Arc::new(Fanout(observers)));
-        options.stop = stop.clone();
-        statuses.insert(config.target.name.clone(), status);
-        tables.push(TableRun { config, options });
-    }
-    let once = tables
-        .first()
-        .is_some_and(|t| t.config.trigger == Trigger::AvailableNow);
-    let mut failed = Vec::new();
-    for outcome in run_tables(tables, Some(pacing)).await {
-        let Some(status) = statuses.get(&outcome.target) else {
-            continue;
-        };
-        match outcome.result {
-            // Its failure is in its status already (TableFailureReport).
-            Err(error) => {
-                tracing::error!(target_table = %outcome.target, "{error}");
-                failed.push(outcome.target);
+        let once = tables
+            .first()
+            .is_some_and(|t| t.config.trigger == Trigger::AvailableNow);
+        let mut failed = Vec::new();
+        for outcome in run_tables(tables, Some(pacing)).await {
+            let Some(status) = statuses.get(&outcome.target) else {
+                continue;
+            };
+            match outcome.result {
+                // Its failure is in its status already (TableFailureReport).
+                Err(error) => {
+                    tracing::error!(target_table = %outcome.target, "{error}");
+                    failed.push(outcome.target);
+                }
+                Ok(_) if stop.is_cancelled() => status.worker_state(WorkerState::Stopped, None),
+                // Started again at once, with the source's new streams.
+                Ok(_) if restart.is_cancelled() => {}
+                Ok(_) => status.worker_state(WorkerState::Completed, None),
             }
-            Ok(_) if stop.is_cancelled() => status.worker_state(WorkerState::Stopped, None),
-            Ok(_) => status.worker_state(WorkerState::Completed, None),
         }
+        // The last clones of the observers go: each publisher sends its last
+        // report and ends.
+        drop(statuses);
+        let publishing = futures::future::join_all(publishers);
+        if tokio::time::timeout(FINAL_REPORT_TIMEOUT, publishing)
+            .await
+            .is_err()
+        {
+            tracing::error!("the last status reports did not reach the API server in time");
+        }
+        if once && !failed.is_empty() {
+            let failure = Failure::new(
+                "TablesFailed",
+                format!(
+                    "{} table(s) of CdcSource {namespace}/{name} failed: {}; each stream's status says why",
+                    failed.len(),
+                    failed.join(", ")
+                ),
+            );
+            write_termination_message(&failure);
+            return Err(anyhow!("{}: {}", failure.reason, failure.message));
+        }
+        Ok(())
     }
-    // The last clones of the observers go: each publisher sends its last
-    // report and ends.
-    drop(statuses);
-    let publishing = futures::future::join_all(publishers);
-    if tokio::time::timeout(FINAL_REPORT_TIMEOUT, publishing)
-        .await
-        .is_err()
-    {
-        tracing::error!("the last status reports did not reach the API server in time");
-    }
-    if once && !failed.is_empty() {
-        let failure = Failure::new(
-            "TablesFailed",
-            format!(
-                "{} table(s) of CdcSource {namespace}/{name} failed: {}; each stream's status says why",
-                failed.len(),
-                failed.join(", ")
-            ),
-        );
-        write_termination_message(&failure);
-        return Err(anyhow!("{}: {}", failure.reason, failure.message));
-    }
-    tracing::info!("worker stopped");
-    Ok(())
 }

@@ -24,7 +24,8 @@
 //! - the CdcSource example's three tables run in exactly one worker pod,
 //!   each stream reaches Ready=True, the operator's label lists them, and
 //!   `kubectl get cdcsrc` prints 3/3 in its Tables column; a stream added
-//!   to the source does not restart its worker, and one naming no
+//!   to the source does not restart its worker, which takes it up in its
+//!   own process, and one naming no
 //!   existing source reports `SourceNotFound`;
 //! - the continuous example as it was before volumes (the lake on the
 //!   read-only root) crash-loops, its pod's terminated message says why,
@@ -452,6 +453,18 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
         (stream.metadata.labels?.get("mssql-cdc.io/source") == Some(&source)).then_some(())
     })
     .await;
+    // The running worker takes the new stream up (it watches its
+    // streams): the table has no capture instance, so it reports that in
+    // the stream's own status, while the others go on.
+    let taken_up = eventually(
+        "the source's worker to report on the new stream",
+        || async {
+            let worker = streams.get("refunds").await.ok()?.status?.worker?;
+            (worker.state == mssql_cdc::spec::WorkerState::Failed).then_some(worker)
+        },
+    )
+    .await;
+    println!("refunds: {taken_up:?}");
     let after = deployments
         .get(&worker)
         .await
