@@ -88,6 +88,9 @@ enum Command {
     Health(cli::health::HealthArgs),
     /// Show one table's finalization verdict and how old it is.
     Freshness(cli::freshness::FreshnessArgs),
+    /// Print a CdcStream manifest for each captured table of a CdcSource's
+    /// database that no stream covers yet (for GitOps).
+    GenerateStreams(cli::generate_streams::GenerateArgs),
 }
 
 /// Arguments of `crd`.
@@ -214,6 +217,7 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(code);
         }
         Command::Freshness(args) => cli::freshness::run_freshness(args).await,
+        Command::GenerateStreams(args) => cli::generate_streams::run_generate(args).await,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod capture_monitor;
 pub mod console;
 pub mod demo;
 pub mod freshness;
+pub mod generate_streams;
 pub mod health;
 pub mod lake_query;
 pub mod maintain;

@@ -212,6 +212,29 @@ pub async fn capture_instances(
     Ok(instances)
 }
 
+/// Every table of the database with a capture instance, by schema and
+/// name: what a source's discovery offers to stream.
+pub async fn captured_tables(client: &mut SqlClient) -> Result<Vec<TableName>, SourceError> {
+    let sql = "SELECT DISTINCT s.name, t.name FROM cdc.change_tables AS ct \
+               JOIN sys.tables AS t ON t.object_id = ct.source_object_id \
+               JOIN sys.schemas AS s ON s.schema_id = t.schema_id";
+    let context = "the captured tables (cdc.change_tables)";
+    let mut tables = Vec::new();
+    for row in all_rows(client, sql, &[], context).await? {
+        let mut values = row.into_iter();
+        if let (Some(ColumnData::String(Some(schema))), Some(ColumnData::String(Some(table)))) =
+            (values.next(), values.next())
+        {
+            tables.push(TableName {
+                schema: schema.to_string(),
+                table: table.to_string(),
+            });
+        }
+    }
+    tables.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));
+    Ok(tables)
+}
+
 /// The columns `cdc.captured_columns` lists for a change table, in capture
 /// order, with their source types.
 pub async fn captured_columns(

@@ -1,0 +1,232 @@
+//! `mssql-cdc generate-streams --source FILE --lake URI`: one `CdcStream`
+//! manifest per captured table of a `CdcSource`'s database that no stream
+//! in the file covers yet, printed as YAML for a GitOps repository (kubectl,
+//! Helm, Argo CD and Flux read it the same: see `operator::yaml`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, anyhow, bail};
+use mssql_cdc::domain::TableName;
+use mssql_cdc::operator::yaml::to_yaml;
+use mssql_cdc::source::cdc::captured_tables;
+use mssql_cdc::source::connect;
+use mssql_cdc::spec::{
+    CdcSource, CdcStream, PasswordSource, load_source_yaml, load_yaml, resolve_password,
+    source_stream_config,
+};
+use regex::Regex;
+use serde::Deserialize;
+
+/// Arguments of `generate-streams`.
+#[derive(clap::Args)]
+pub struct GenerateArgs {
+    /// A file holding the CdcSource, and any of its CdcStreams (their
+    /// tables are left out); other documents (Secrets, volumes) are skipped.
+    #[arg(long = "source")]
+    pub file: PathBuf,
+    /// Only tables whose `schema.table` matches (`*` any run, `?` one
+    /// character, case-insensitive); repeat for several. All when absent.
+    #[arg(long = "include", value_name = "PATTERN")]
+    pub include: Vec<String>,
+    /// Leave out tables whose `schema.table` matches; repeatable.
+    #[arg(long = "exclude", value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+    /// Where the generated streams write: bronze at
+    /// `URI/bronze/<schema>/<table>`, checkpoints at
+    /// `URI/_checkpoints/<schema>/<table>`.
+    #[arg(long, value_name = "URI")]
+    pub lake: String,
+    /// Connect here instead of the source's `connection.host` and `port`
+    /// (`HOST` or `HOST:PORT`), e.g. through a port-forward.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub server: Option<String>,
+    /// Read the password from this environment variable instead of the
+    /// source's `passwordFrom` (a Secret cannot be read from here).
+    #[arg(long, value_name = "VAR")]
+    pub password_env: Option<String>,
+}
+
+/// Prints the manifests; a summary line goes to stderr.
+pub async fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
+    let file = args.file.display().to_string();
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read --source {file}"))?;
+    let (source, streams) = read_file(&text).with_context(|| format!("--source {file}"))?;
+    let name = source
+        .metadata
+        .name
+        .clone()
+        .ok_or_else(|| anyhow!("--source {file}: the CdcSource has no metadata.name"))?;
+    let include = patterns(&args.include, "--include")?;
+    let exclude = patterns(&args.exclude, "--exclude")?;
+
+    // The source's connection, resolved as any of its tables would be.
+    let probe = generated(&name, &probe_name(), &args.lake)?;
+    let mut config = source_stream_config(&name, &source.spec, "probe", &probe.spec)
+        .with_context(|| format!("--source {file}: CdcSource {name}"))?;
+    if let Some(server) = &args.server {
+        let (host, port) = match server.rsplit_once(':') {
+            Some((host, port)) => (
+                host.to_string(),
+                port.parse()
+                    .map_err(|_| anyhow!("--server {server}: the port is not a number"))?,
+            ),
+            None => (server.clone(), config.source.port),
+        };
+        (config.source.host, config.source.port) = (host, port);
+    }
+    if let Some(var) = &args.password_env {
+        config.source.password = PasswordSource::Env(var.clone());
+    }
+    let password = resolve_password(&config.source.password, |v| std::env::var(v).ok())
+        .context("the source's password (give --password-env VAR when it is a Secret)")?;
+    let mut client = connect(&config.source, &password).await?;
+    let captured = captured_tables(&mut client).await?;
+
+    let covered: Vec<String> = streams
+        .iter()
+        .map(|s| s.spec.source.table.to_lowercase())
+        .collect();
+    let mut printed = 0;
+    for table in &captured {
+        let qualified = table.to_string();
+        let wanted = (include.is_empty() || include.iter().any(|p| p.is_match(&qualified)))
+            && !exclude.iter().any(|p| p.is_match(&qualified));
+        if !wanted || covered.contains(&qualified.to_lowercase()) {
+            continue;
+        }
+        let stream = generated(&name, table, &args.lake)?;
+        // What is printed must run: resolve it against the source.
+        let stream_name = stream.metadata.name.clone().unwrap_or_default();
+        source_stream_config(&name, &source.spec, &stream_name, &stream.spec)
+            .with_context(|| format!("the stream generated for {qualified}"))?;
+        let value = serde_json::to_value(&stream)?;
+        print!("---\n{}", to_yaml(&value));
+        printed += 1;
+    }
+    eprintln!(
+        "{printed} CdcStream(s) for CdcSource {name}: {} captured table(s), {} already streamed in {file}",
+        captured.len(),
+        covered.len()
+    );
+    Ok(())
+}
+
+fn probe_name() -> TableName {
+    TableName {
+        schema: "dbo".into(),
+        table: "probe".into(),
+    }
+}
+
+/// The CdcSource of `text` and its CdcStreams, each checked as `run -f`
+/// checks them.
+fn read_file(text: &str) -> anyhow::Result<(CdcSource, Vec<CdcStream>)> {
+    let mut source = None;
+    let mut streams = Vec::new();
+    for (n, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = serde_yaml::Value::deserialize(document)
+            .with_context(|| format!("document {}", n + 1))?;
+        let kind = value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default();
+        let document = || serde_yaml::to_string(&value);
+        match kind {
+            "CdcSource" if source.is_some() => bail!("the file holds more than one CdcSource"),
+            "CdcSource" => source = Some(load_source_yaml(&document()?)?),
+            "CdcStream" => streams.push(load_yaml(&document()?)?),
+            _ => {}
+        }
+    }
+    let source = source.ok_or_else(|| anyhow!("the file holds no CdcSource"))?;
+    let name = source.metadata.name.as_deref().unwrap_or_default();
+    streams.retain(|s| s.spec.source_ref.as_ref().is_some_and(|r| r.name == name));
+    Ok((source, streams))
+}
+
+/// `*`/`?` patterns, matched whole and case-insensitively.
+fn patterns(given: &[String], flag: &str) -> anyhow::Result<Vec<Regex>> {
+    given
+        .iter()
+        .map(|p| {
+            let body = regex::escape(p).replace(r"\*", ".*").replace(r"\?", ".");
+            Regex::new(&format!("(?i)^{body}$")).map_err(|e| anyhow!("{flag} {p}: {e}"))
+        })
+        .collect()
+}
+
+/// The stream of `table` in the source `source`: named and identified
+/// after both, writing under `lake`.
+fn generated(source: &str, table: &TableName, lake: &str) -> anyhow::Result<CdcStream> {
+    let dns = |text: &str| -> String {
+        let mapped: String = text
+            .to_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        mapped.trim_matches('-').to_string()
+    };
+    let mut name = if table.schema.eq_ignore_ascii_case("dbo") {
+        format!("{}-{}", dns(source), dns(&table.table))
+    } else {
+        format!(
+            "{}-{}-{}",
+            dns(source),
+            dns(&table.schema),
+            dns(&table.table)
+        )
+    };
+    // appId gets a "-v1"; both stay a DNS label.
+    name.truncate(60);
+    let name = name.trim_end_matches('-').to_string();
+    let lake = lake.trim_end_matches('/');
+    let path = format!("{}/{}", table.schema, table.table);
+    let target = if table.schema.eq_ignore_ascii_case("dbo") {
+        format!("bronze.{}", table.table)
+    } else {
+        format!("bronze.{}_{}", table.schema, table.table)
+    };
+    let manifest = serde_json::json!({
+        "apiVersion": "mssql-cdc.io/v1alpha1",
+        "kind": "CdcStream",
+        "metadata": {"name": name},
+        "spec": {
+            "sourceRef": {"name": source},
+            "appId": format!("{name}-v1"),
+            "source": {"table": table.to_string()},
+            "target": {"name": target, "location": format!("{lake}/bronze/{path}")},
+            "checkpoint": format!("{lake}/_checkpoints/{path}"),
+        }
+    });
+    Ok(load_yaml(&serde_yaml::to_string(&manifest)?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_the_whole_name_without_case() {
+        let p = patterns(&["sales.*".into(), "dbo.ord?rs".into()], "--include").unwrap();
+        assert!(p[0].is_match("SALES.Orders"));
+        assert!(!p[0].is_match("presales.orders"));
+        assert!(p[1].is_match("dbo.orders"));
+        assert!(!p[1].is_match("dbo.orders2"));
+    }
+
+    #[test]
+    fn a_generated_stream_is_named_after_its_source_and_table() {
+        let table = TableName::parse("Sales.Order Lines").unwrap();
+        let stream = generated("shop", &table, "s3://lake/").unwrap();
+        assert_eq!(
+            stream.metadata.name.as_deref(),
+            Some("shop-sales-order-lines")
+        );
+        assert_eq!(stream.spec.app_id, "shop-sales-order-lines-v1");
+        assert_eq!(
+            stream.spec.checkpoint,
+            "s3://lake/_checkpoints/Sales/Order Lines"
+        );
+    }
+}
