@@ -60,8 +60,12 @@ pub async fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let include = patterns(&args.include, "--include")?;
     let exclude = patterns(&args.exclude, "--exclude")?;
 
-    // The source's connection, resolved as any of its tables would be.
-    let probe = generated(&name, &probe_name(), &args.lake)?;
+    // The source's connection, resolved as any of its tables' would be.
+    let any_table = TableName {
+        schema: "dbo".into(),
+        table: "probe".into(),
+    };
+    let probe = generated(&name, &any_table, &args.lake)?;
     let mut config = source_stream_config(&name, &source.spec, "probe", &probe.spec)
         .with_context(|| format!("--source {file}: CdcSource {name}"))?;
     if let Some(server) = &args.server {
@@ -110,13 +114,6 @@ pub async fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         covered.len()
     );
     Ok(())
-}
-
-fn probe_name() -> TableName {
-    TableName {
-        schema: "dbo".into(),
-        table: "probe".into(),
-    }
 }
 
 /// The CdcSource of `text` and its CdcStreams, each checked as `run -f`

@@ -15,7 +15,7 @@ use super::error::EngineError;
 use super::sink::Sink;
 use crate::domain::Lsn;
 use crate::domain::facts::detail::DdlColumn;
-use crate::lake::retype::{Retype, delta_type_name};
+use crate::lake::retype::delta_type_name;
 use crate::source::SourceError;
 use crate::source::types::SqlColumn;
 
@@ -72,7 +72,7 @@ pub fn describe_altered(run: &Run<'_>, info_columns: &[SqlColumn], column: &mut 
     column.widened_from = run
         .widened
         .iter()
-        .find(|r: &&Retype| r.column.eq_ignore_ascii_case(&column.column))
+        .find(|r| r.column.eq_ignore_ascii_case(&column.column))
         .map(|r| delta_type_name(&r.from));
 }
 

@@ -89,7 +89,7 @@ async fn instance_marks<S: ChangeSource>(
         Vec::new()
     } else {
         source
-            .ddl_events(info.change_table_id, from, upper.max(max_lsn))
+            .ddl_events(info.change_table_id, from, max_lsn)
             .await?
     };
     Ok(InstanceMarks {
