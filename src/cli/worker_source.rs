@@ -5,7 +5,8 @@
 //! own stream's status, as a stream's own worker does: progress, snapshot,
 //! finalization, and a table's failure with its reason (the others go on).
 //! A stream that cannot be resolved against the source says why in its
-//! status and is not run.
+//! status and is not run. Beside the tables, `source_discovery` reports the
+//! captured tables no stream covers.
 
 use std::sync::Arc;
 
@@ -20,11 +21,11 @@ use mssql_cdc::operator::source_children::resolved_stream;
 use mssql_cdc::operator::worker::{
     StatusObserver, StatusReports, TableFailureReport, WorkerMetrics, publish_status,
 };
-use mssql_cdc::spec::{CdcSource, CdcStream, Trigger, WorkerState};
+use mssql_cdc::spec::{CdcSource, CdcStream, DEFAULT_IDLE_COMMIT_INTERVAL, Trigger, WorkerState};
 
 use super::progress_log::ProgressLog;
-use super::source_members;
 use super::worker::{FINAL_REPORT_TIMEOUT, WorkerArgs, write_termination_message};
+use super::{source_discovery, source_members};
 
 /// Runs every table of the source until caught up (availableNow),
 /// SIGTERM, or, for the source as a whole, an error. With availableNow a
@@ -68,6 +69,16 @@ pub async fn run_source_worker(
             source_members::members(&mine, name),
             restart.clone(),
         ));
+        let discovering = tokio::spawn(source_discovery::report(
+            sources.clone(),
+            name.to_string(),
+            mine.iter().map(|s| s.spec.source.table.clone()).collect(),
+            source
+                .spec
+                .pacing()
+                .map_or(DEFAULT_IDLE_COMMIT_INTERVAL, |p| p.idle_commit_interval),
+            restart.clone(),
+        ));
         let round = Round {
             args,
             namespace,
@@ -82,6 +93,7 @@ pub async fn run_source_worker(
         let changed = restart.is_cancelled() && !stop.is_cancelled();
         restart.cancel();
         watching.abort();
+        discovering.abort();
         ended?;
         if !changed {
             break;

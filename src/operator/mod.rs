@@ -25,6 +25,7 @@ pub mod rollout;
 pub mod secret_refs;
 pub mod source_children;
 pub mod source_controller;
+pub mod source_discovery;
 pub mod source_status;
 pub mod spec_hash;
 pub mod status;

@@ -88,6 +88,8 @@ pub fn source_status(source: &CdcSource, observed: &SourceObserved<'_>) -> CdcSo
             .reduce(f64::min)
             .map(|hours| (hours * 10.0).floor() / 10.0),
         finalized_until: finalized_until(streams),
+        // The worker's (`source_discovery`): left out of this apply.
+        discovery: None,
         conditions: [ready, worker, degraded]
             .into_iter()
             .map(|j| to_condition(j, old, generation, observed.now))
@@ -268,9 +270,15 @@ fn ready(
 }
 
 /// Whether the status the source has already shows `status`: then
-/// applying it again would change nothing and is not sent.
+/// applying it again would change nothing and is not sent. The fields
+/// another field manager writes (`discovery`) are not compared.
 pub fn shows(source: &CdcSource, status: &CdcSourceStatus) -> bool {
-    source.status.as_ref() == Some(status)
+    source.status.as_ref().is_some_and(|has| {
+        CdcSourceStatus {
+            discovery: status.discovery.clone(),
+            ..has.clone()
+        } == *status
+    })
 }
 
 /// The server-side apply body of the source's status.
