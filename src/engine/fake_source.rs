@@ -164,6 +164,7 @@ impl FakeDb {
             precision: 10,
             scale: 0,
             nullable: true,
+            column_id: None,
         });
         let start = state.max_lsn + 1;
         state.newer_instances.push((info, start));
@@ -189,6 +190,7 @@ pub fn table_info() -> CaptureInfo {
         precision: 0,
         scale: 0,
         nullable,
+        column_id: None,
     };
     CaptureInfo {
         instance: CaptureInstance::new("dbo_t").unwrap_or_else(|_| unreachable!()),
