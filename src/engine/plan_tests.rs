@@ -322,8 +322,13 @@ fn the_next_batch_in_each_situation() {
 #[test]
 fn a_disabled_instance_under_fail_is_data_loss_naming_it() {
     let marks = gone(with_newer(marks(1, 40, &[]), 20, 20, &[30]));
-    let error = plan_next(&at_position(10), id(5), &marks, &options(100, Fail))
-        .expect_err("the gap to the new instance's start is data loss");
+    let error = plan_next(
+        &at_position(10),
+        id(5),
+        &marks,
+        &options(100, OnDataLoss::Fail),
+    )
+    .expect_err("the gap to the new instance's start is data loss");
     let PlanError::DataLoss(loss) = error else {
         panic!("{error}");
     };

@@ -269,6 +269,14 @@ mod tests {
                 "SchemaChangeRefused",
                 "new target",
             ),
+            (
+                EngineError::InstanceDisabled {
+                    capture_instance: crate::domain::CaptureInstance::new("dbo_orders")
+                        .expect("a valid name"),
+                },
+                "CaptureInstanceDisabled",
+                "sys.sp_cdc_enable_table",
+            ),
         ];
         for (error, reason, todo) in cases {
             let failure = engine_failure(&error, &config);
