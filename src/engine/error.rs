@@ -31,10 +31,6 @@ pub struct DataLossError {
     pub from_ts: Option<DateTime<Utc>>,
     /// Commit time of the lowest available LSN (UTC), if known.
     pub to_ts: Option<DateTime<Utc>>,
-    /// Rendered `from_ts`.
-    pub from: String,
-    /// Rendered `to_ts`.
-    pub to: String,
     /// The instance read before, when it was disabled rather than cleaned
     /// up: its unread changes went with it, and changes made before
     /// `capture_instance` started were never captured.
@@ -43,14 +39,19 @@ pub struct DataLossError {
 
 impl std::fmt::Display for DataLossError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |t: Option<DateTime<Utc>>| {
+            t.map_or_else(
+                || "unknown".to_string(),
+                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            )
+        };
         let DataLossError {
             capture_instance,
             from_lsn,
             to_lsn,
-            from,
-            to,
             ..
         } = self;
+        let (from, to) = (show(self.from_ts), show(self.to_ts));
         match &self.disabled {
             None => write!(
                 f,
@@ -58,6 +59,13 @@ impl std::fmt::Display for DataLossError {
                  read them: LSNs {from_lsn} to {to_lsn} (committed {from}..{to}) are gone. Nothing \
                  was written. Re-snapshot the table into a new target/checkpoint, or raise the CDC \
                  retention (sys.sp_cdc_change_job @retention) so it does not happen again."
+            ),
+            Some(old) if old == capture_instance => write!(
+                f,
+                "DataLossError: capture instance {old} was disabled before the stream read the \
+                 batch it had planned on it: LSNs {from_lsn} to {to_lsn} are in no change table \
+                 any more. Nothing was written. A planned batch is read as planned or not at all, \
+                 so re-snapshot the table into a new target/checkpoint."
             ),
             Some(old) => write!(
                 f,
@@ -73,7 +81,7 @@ impl std::fmt::Display for DataLossError {
 }
 
 impl DataLossError {
-    /// Builds the error, rendering the times.
+    /// Builds the error.
     pub fn new(
         capture_instance: CaptureInstance,
         from_lsn: Lsn,
@@ -81,18 +89,10 @@ impl DataLossError {
         from_ts: Option<DateTime<Utc>>,
         to_ts: Option<DateTime<Utc>>,
     ) -> Self {
-        let show = |t: Option<DateTime<Utc>>| {
-            t.map_or_else(
-                || "unknown".to_string(),
-                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-            )
-        };
         DataLossError {
             capture_instance,
             from_lsn,
             to_lsn,
-            from: show(from_ts),
-            to: show(to_ts),
             from_ts,
             to_ts,
             disabled: None,

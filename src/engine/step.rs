@@ -6,7 +6,7 @@ use super::batch::run_batch;
 use super::change_source::ChangeSource;
 use super::column_types;
 use super::context::Run;
-use super::error::EngineError;
+use super::error::{DataLossError, EngineError};
 use super::facts_row::position_measures;
 use super::marks;
 use super::observer::SourceCheck;
@@ -47,6 +47,7 @@ pub async fn step<S: ChangeSource>(
     let state = sink.checkpoint.state().await?;
     if let Some(pending) = state.pending().cloned() {
         tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
+        refuse_disabled(session, &pending).await?;
         session.use_instance(&pending.capture_instance).await?;
         column_types::follow(run, session, sink, None).await?;
         let marks = marks::watermarks(session).await?;
@@ -163,6 +164,31 @@ pub async fn step<S: ChangeSource>(
             )
         }
     }
+}
+
+/// A batch planned on an instance that was disabled since cannot be
+/// replayed: its changes went with the change table, and a plan is read as
+/// planned or not at all (docs/adr/0013-renamed-columns.md).
+async fn refuse_disabled<S: ChangeSource>(
+    session: &mut S,
+    pending: &PlannedBatch,
+) -> Result<(), EngineError> {
+    if session.pinned() {
+        return Ok(());
+    }
+    let instance = &pending.capture_instance;
+    let instances = session.capture_instances().await?;
+    if instances.iter().any(|entry| &entry.name == instance) {
+        return Ok(());
+    }
+    let loss = DataLossError::new(
+        instance.clone(),
+        pending.start_lsn,
+        pending.end_lsn,
+        None,
+        pending.end_commit_ts,
+    );
+    Err(EngineError::DataLoss(loss.disabled(instance.clone())))
 }
 
 /// What a switch knows of the instance it leaves besides the session: the

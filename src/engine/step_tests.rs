@@ -464,6 +464,33 @@ async fn a_crash_at_the_switch_from_a_disabled_instance_replays_to_each_change_o
     }
 }
 
+/// A batch planned on an instance that is disabled before its replay stops
+/// the stream with a `DataLoss` naming it, instead of retrying a read that
+/// cannot succeed: its changes went with the change table.
+#[tokio::test]
+async fn a_batch_planned_on_an_instance_disabled_before_its_replay_is_data_loss() {
+    let lake = Lake::new(1, 4, false);
+    let db = FakeDb::with_rows(10);
+    lake.run_to_end(&db).await;
+    db.commit(&[1, 20]);
+    assert!(matches!(
+        lake.run(&db, Some("after_offsets")).await,
+        Ran::Crashed
+    ));
+    db.disable_first();
+    db.add_instance("dbo_t_v2", 8);
+    let Ran::Failed(error) = lake.run(&db, None).await else {
+        panic!("the replay must fail");
+    };
+    assert_eq!(error.kind(), "data_loss", "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("dbo_t was disabled before the stream read the batch"),
+        "{error}"
+    );
+}
+
 #[tokio::test]
 async fn a_crash_in_the_batch_that_switches_instance_replays_to_each_change_once() {
     // (point, readers, silver)
