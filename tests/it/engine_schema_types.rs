@@ -409,19 +409,22 @@ async fn bronze_renamed(stream: &StreamFixture) -> Option<Vec<Vec<Option<String>
 /// What a DBA does to rename a captured column `v` of `dbo.orders` to `w`:
 /// SQL Server refuses `sp_rename` while a capture instance captures it
 /// (error 4928), so the instance is disabled, the column renamed, and a
-/// new instance enabled. Returns the new instance's start LSN.
-async fn rename_v_to_w(client: &mut Client) -> Vec<u8> {
+/// new instance enabled; `while_off` runs while no instance captures the
+/// table. Returns the new instance's start LSN.
+async fn rename_v_to_w(client: &mut Client, while_off: &[&str]) -> Vec<u8> {
     let refused = run(client, "EXEC sp_rename N'dbo.orders.v', N'w', N'COLUMN'")
         .await
         .expect_err("a captured column cannot be renamed");
     assert!(refused.to_string().contains("REPLICATED"), "{refused}");
-    for sql in [
-        "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = N'orders', \
-         @capture_instance = N'dbo_orders'",
-        "EXEC sp_rename N'dbo.orders.v', N'w', N'COLUMN'",
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', \
-         @role_name = NULL, @capture_instance = N'dbo_orders_v2'",
-    ] {
+    let disable = "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', \
+                   @source_name = N'orders', @capture_instance = N'dbo_orders'";
+    let rename = "EXEC sp_rename N'dbo.orders.v', N'w', N'COLUMN'";
+    let enable = "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', \
+                  @source_name = N'orders', @role_name = NULL, @capture_instance = N'dbo_orders_v2'";
+    let steps = [disable, rename]
+        .into_iter()
+        .chain(while_off.iter().copied());
+    for sql in steps.chain([enable]) {
         run(client, sql)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -454,7 +457,7 @@ async fn renamed(stream: &StreamFixture, client: &mut Client) -> (Changes, Vec<u
         "id, v, CAST(NULL AS int), d, amount, x",
     )
     .await;
-    let v2_start = rename_v_to_w(client).await;
+    let v2_start = rename_v_to_w(client, &[]).await;
     for (sql, rows) in [
         (
             "INSERT INTO dbo.orders (id, w, d, amount, x) VALUES (3, 30, N'c', 3, 3)",
@@ -762,4 +765,49 @@ async fn silver_applies_a_bronze_commit_written_before_a_widening() {
     }
     assert_bronze_is_the_change_table(&mut client, &stream).await;
     assert_silver_is_the_source(&mut client, &stream).await;
+}
+
+/// Under `onDataLoss: resnapshot` a change made while no instance captured
+/// the table is not lost: the stream copies the table again from the new
+/// instance, so silver holds the source exactly, `w` in every row.
+#[tokio::test]
+async fn a_change_made_while_a_rename_had_capture_off_is_recovered_by_resnapshot() {
+    let server = TestServer::start().await;
+    let (mut client, mut stream) = streamed(&server).await;
+    stream.manifest.push_str("  onDataLoss: resnapshot\n");
+    rename_v_to_w(&mut client, &["UPDATE dbo.orders SET w = 8 WHERE id = 1"]).await;
+    crate::engine_source_changes::change(
+        &mut client,
+        "dbo_orders_v2",
+        "INSERT INTO dbo.orders (id, w, d, amount, x) VALUES (3, 30, N'c', 3, 3)",
+        1,
+    )
+    .await;
+
+    stream
+        .run_once()
+        .await
+        .expect("takes a new snapshot of the new instance");
+
+    assert_eq!(
+        stream
+            .facts_query("SELECT COUNT(*) FROM t WHERE event = 'resnapshot'")
+            .await,
+        [["1"]]
+    );
+    let Some(silver) = duckdb_text(
+        &stream.path("silver"),
+        "SELECT CAST(id AS VARCHAR), CAST(w AS VARCHAR), CAST(d AS VARCHAR), \
+         CAST(amount AS VARCHAR), CAST(x AS VARCHAR) FROM t ORDER BY id",
+    )
+    .await
+    else {
+        return;
+    };
+    let source = source_text(
+        &mut client,
+        "SELECT id, w, d, amount, x FROM dbo.orders ORDER BY id",
+    )
+    .await;
+    assert_eq!(silver, source, "silver (DuckDB) = the source table");
 }
