@@ -59,7 +59,9 @@ fn check_path(location: &Path) -> Result<(), Box<NotWritable>> {
     let Err(error) = may_write(directory) else {
         return Ok(());
     };
-    let why = if error.raw_os_error() == Some(libc::EROFS) {
+    // The kernel reports a permission it refuses before a read-only
+    // mount: ask the mount itself.
+    let why = if error.raw_os_error() == Some(libc::EROFS) || read_only_mount(directory) {
         "is on a read-only filesystem".to_string()
     } else {
         match std::fs::metadata(directory) {
@@ -106,6 +108,24 @@ fn may_write(directory: &Path) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// Whether `directory` is on a read-only mount (`statvfs`'s `ST_RDONLY`).
+fn read_only_mount(directory: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(directory.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stats` is a statvfs-sized
+    // buffer that statvfs fills; it is read only when the call succeeded.
+    let answer = unsafe { libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) };
+    if answer != 0 {
+        return false;
+    }
+    // SAFETY: statvfs returned 0, so it initialised `stats`.
+    let stats = unsafe { stats.assume_init() };
+    stats.f_flag & libc::ST_RDONLY != 0
 }
 
 /// The effective user and group, and the supplementary groups.

@@ -725,7 +725,9 @@ async fn a_lake_on_the_read_only_root_crash_loops_and_says_why() {
     })
     .await;
     assert!(
-        message.contains("Read-only file system") && message.contains("/lake"),
+        message.starts_with("VolumeNotWritable")
+            && message.contains("read-only filesystem")
+            && message.contains("/lake"),
         "the terminated message says why: {message}"
     );
     let stream = cluster.streams().await.get(&name).await.expect("stream");
