@@ -21,6 +21,7 @@ pub mod operator;
 pub mod progress_log;
 pub mod run;
 pub mod source_members;
+pub mod source_report;
 pub mod sql;
 pub mod worker;
 pub mod worker_source;

@@ -4,6 +4,8 @@
 //! source's rounds (`engine::run_tables`), and reports each table into its
 //! own stream's status, as a stream's own worker does: progress, snapshot,
 //! finalization, and a table's failure with its reason (the others go on).
+//! What concerns the source as a whole (SQL Server down, capture's health)
+//! goes once into the CdcSource's status (`source_report.rs`).
 //! A stream that cannot be resolved against the source says why in its
 //! status and is not run.
 
@@ -24,6 +26,7 @@ use mssql_cdc::spec::{CdcSource, CdcStream, Trigger, WorkerState};
 
 use super::progress_log::ProgressLog;
 use super::source_members;
+use super::source_report::SourceReport;
 use super::worker::{FINAL_REPORT_TIMEOUT, WorkerArgs, write_termination_message};
 
 /// Runs every table of the source until caught up (availableNow),
@@ -72,6 +75,7 @@ pub async fn run_source_worker(
             args,
             namespace,
             name,
+            sources: &sources,
             streams: &streams,
             reports: &reports,
             metrics: &metrics,
@@ -152,6 +156,7 @@ struct Round<'a> {
     args: &'a WorkerArgs,
     namespace: &'a str,
     name: &'a str,
+    sources: &'a Api<CdcSource>,
     streams: &'a Api<CdcStream>,
     reports: &'a Arc<StatusReports>,
     metrics: &'a Arc<Metrics>,
@@ -165,6 +170,7 @@ impl Round<'_> {
             args,
             namespace,
             name,
+            sources,
             streams,
             reports,
             metrics,
@@ -221,7 +227,16 @@ impl Round<'_> {
             .first()
             .is_some_and(|t| t.config.trigger == Trigger::AvailableNow);
         let mut failed = Vec::new();
-        for outcome in run_tables(tables, Some(pacing)).await {
+        let report = SourceReport::start(
+            sources.clone(),
+            name,
+            &tables,
+            reports,
+            args.status_interval,
+        );
+        let outcomes = run_tables(tables, Some(pacing), Arc::clone(&report.observer)).await;
+        report.finish().await;
+        for outcome in outcomes {
             let Some(status) = statuses.get(&outcome.target) else {
                 continue;
             };

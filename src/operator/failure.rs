@@ -101,6 +101,11 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
     .with_login_named(&source.username)
 }
 
+/// The reason of a table of a CdcSource (its `status.worker`, its Live
+/// condition) while SQL Server cannot be read at all: the source's, not
+/// the table's; the message leads with the source's own reason.
+pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+
 /// The reason of a worker whose ServiceAccount may not read its own
 /// CdcStream (the operator adds which Role to bind, in which namespace).
 pub const WORKER_FORBIDDEN: &str = "WorkerForbidden";
