@@ -119,6 +119,28 @@ async fn worker_streams_and_reports_progress_into_status() {
 }
 
 /// The status of the stream `name`, which must have one.
+/// `mssql-cdc worker --source default/sales` running on (a
+/// processingTime source), writing its status every second; killed when
+/// dropped.
+pub(crate) fn spawn_source_worker(kube: &KubeEnv, password: &str) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args([
+            "worker",
+            "--source",
+            "default/sales",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--status-interval", "1s"])
+        .env("KUBECONFIG", &kube.kubeconfig)
+        .env("MSSQL_CDC_PASSWORD", password)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the worker starts")
+}
+
 async fn status_of(api: &Api<CdcStream>, name: &str) -> mssql_cdc::spec::CdcStreamStatus {
     api.get(name)
         .await
@@ -130,7 +152,7 @@ async fn status_of(api: &Api<CdcStream>, name: &str) -> mssql_cdc::spec::CdcStre
 /// A CdcSource of `db` (password from a Secret, as the CRD allows) and its
 /// streams of `tables` (name, table), read as `user` with `trigger`, lakes
 /// in `lake`.
-fn source_manifests(
+pub(crate) fn source_manifests(
     server: &TestServer,
     db: &str,
     lake: &std::path::Path,
@@ -296,22 +318,7 @@ async fn a_table_stopped_by_its_own_error_is_still_measured_while_the_others_str
     let file = kube.write("on.yaml", &on);
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
         .await;
-    let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args([
-            "worker",
-            "--source",
-            "default/sales",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ])
-        .args(["--status-interval", "1s"])
-        .env("KUBECONFIG", &kube.kubeconfig)
-        .env("MSSQL_CDC_PASSWORD", &fixture.password)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the worker starts");
+    let worker = spawn_source_worker(&kube, &fixture.password);
     let api: Api<CdcStream> = Api::namespaced(kube.client().await, "default");
     let stopped = eventually("items stopped by its own error", || async {
         let status = api.get("items").await.ok()?.status?;
