@@ -1,5 +1,7 @@
 //! `mssql-cdc demo`: the sandbox with its demo shop and change generator,
-//! streamed into a local lake, batch by batch, until Ctrl-C or `--duration`.
+//! both demo tables streamed through one CdcSource (as `run -f` runs a
+//! source and its streams) into a local lake, batch by batch, until Ctrl-C
+//! or `--duration`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mssql_cdc::engine::{RunOptions, run};
-use mssql_cdc::spec::load_yaml;
+use mssql_cdc::engine::{RunOptions, RunSummary, TableRun, run_tables};
+use mssql_cdc::spec::{Manifests, load_documents, source_stream_config};
 use mssql_cdc_sandbox::{DemoOptions, Sandbox, SandboxOptions, TlsSource};
 
 use super::console::Console;
@@ -66,25 +68,29 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     let address = sandbox.local_addr();
 
     let manifest = demo_manifest(&lake, address.port(), &args.trigger);
-    let stream = load_yaml(&manifest).context("the demo manifest")?;
-    let config = match stream.spec.validate() {
-        Ok(config) => config,
-        Err(errors) => bail!("the demo manifest is not valid:\n{errors}"),
+    let Manifests::Source { source, streams } =
+        load_documents(&manifest).context("the demo manifest")?
+    else {
+        bail!("the demo manifest is one CdcSource and its CdcStreams");
     };
+    let pacing = source.spec.pacing().context("the demo's CdcSource")?;
     println!("mssql-cdc demo");
     println!(
-        "  sandbox    {address} (database shop, CDC on dbo.orders, {} changes/s)",
+        "  sandbox    {address} (database shop, CDC on dbo.orders and dbo.customers, {} changes/s)",
         args.rate
     );
-    println!("  bronze     {}", lake.join("bronze/orders").display());
+    println!("  source     shop: both tables in one CdcSource, one line per batch and table");
+    for table in DEMO_TABLES {
+        println!(
+            "  bronze     {}",
+            lake.join(format!("bronze/{table}")).display()
+        );
+    }
     println!(
         "  facts      {}",
         lake.join("ops/ingestion_facts").display()
     );
-    println!(
-        "  checkpoint {}",
-        lake.join("_checkpoints/orders").display()
-    );
+    println!("  checkpoint {}", lake.join("_checkpoints").display());
     println!(
         "  stop with Ctrl-C{}",
         args.duration
@@ -93,10 +99,19 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     );
     println!();
 
-    let mut options = RunOptions::new(Arc::new(Console::new()));
-    options.env = BTreeMap::from([(PASSWORD_ENV.to_string(), READER.1.to_string())]);
-    let stop = options.stop.clone();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tables = Vec::new();
+    for stream in &streams {
+        let name = stream.metadata.name.as_deref().unwrap_or_default();
+        let config = source_stream_config("shop", &source.spec, name, &stream.spec)
+            .context("the demo manifest")?;
+        let mut options = RunOptions::new(Arc::new(Console::for_table(&config.target.name)));
+        options.env = BTreeMap::from([(PASSWORD_ENV.to_string(), READER.1.to_string())]);
+        options.stop = stop.clone();
+        tables.push(TableRun { config, options });
+    }
     let duration = args.duration;
+    let signal = stop.clone();
     tokio::spawn(async move {
         match duration {
             Some(d) => {
@@ -107,53 +122,87 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
             }
             None => super::shutdown_signal().await,
         }
-        stop.cancel();
+        signal.cancel();
     });
-    let result = run(config, options).await;
+    let outcomes = run_tables(tables, Some(pacing)).await;
     sandbox.stop().await.context("stopping the sandbox")?;
-    let summary = result?;
-    println!();
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let counts = |s: &RunSummary| {
+        format!(
+            "{}, {}, {}",
+            plural(s.batches, "batch", "batches"),
+            plural(s.rows, "change row", "change rows"),
+            plural(s.snapshot_rows, "snapshot row", "snapshot rows"),
+        )
+    };
+    println!();
+    let mut total = RunSummary::default();
+    for outcome in outcomes {
+        let summary = outcome
+            .result
+            .with_context(|| format!("the demo's table {}", outcome.target))?;
+        println!("{} stopped: {}", outcome.target, counts(&summary));
+        total.batches += summary.batches;
+        total.rows += summary.rows;
+        total.snapshot_rows += summary.snapshot_rows;
+    }
     println!(
-        "demo stopped: {}, {}, {}. Query the lake with any Delta reader, e.g. DuckDB:",
-        plural(summary.batches, "batch", "batches"),
-        plural(summary.rows, "change row", "change rows"),
-        plural(summary.snapshot_rows, "snapshot row", "snapshot rows"),
+        "demo stopped: {}. Query the lake with any Delta reader, e.g. DuckDB:",
+        counts(&total)
     );
     println!(
-        "  SELECT batch_id, rows, ingestion_lag_seconds FROM delta_scan('{}') ORDER BY written_at;",
+        "  SELECT target, batch_id, rows, ingestion_lag_seconds FROM delta_scan('{}') ORDER BY written_at;",
         lake.join("ops/ingestion_facts").display()
     );
     Ok(())
 }
 
+/// The sandbox's demo tables, each a CdcStream of the one source `shop`.
+const DEMO_TABLES: [&str; 2] = ["orders", "customers"];
+
+/// One CdcSource for the sandbox's `shop` and one CdcStream per demo
+/// table, as `run -f` takes them.
 fn demo_manifest(lake: &std::path::Path, port: u16, trigger: &str) -> String {
     let path = |rel: &str| lake.join(rel).display().to_string();
-    format!(
+    let mut text = format!(
         r#"apiVersion: mssql-cdc.io/v1alpha1
-kind: CdcStream
-metadata: {{name: orders}}
+kind: CdcSource
+metadata: {{name: shop}}
 spec:
-  appId: demo-orders
-  source:
+  connection:
     host: 127.0.0.1
     port: {port}
     database: shop
-    table: dbo.orders
     credentials:
       username: {user}
       passwordFrom: {{env: {PASSWORD_ENV}}}
     encrypt: required
     trustServerCertificate: true
-  target: {{name: bronze.orders, location: "{bronze}"}}
-  checkpoint: "{checkpoint}"
-  facts: {{name: ops.ingestion_facts, location: "{facts}"}}
   trigger: {{processingTime: {trigger}}}
-  snapshot: {{mode: initial, chunkRows: 1000}}
+  idleCommitInterval: 30s
+  defaults:
+    facts: {{name: ops.ingestion_facts, location: "{facts}"}}
+    snapshot: {{mode: initial, chunkRows: 1000}}
 "#,
         user = READER.0,
-        bronze = path("bronze/orders"),
-        checkpoint = path("_checkpoints/orders"),
         facts = path("ops/ingestion_facts"),
-    )
+    );
+    for table in DEMO_TABLES {
+        text.push_str(&format!(
+            r#"---
+apiVersion: mssql-cdc.io/v1alpha1
+kind: CdcStream
+metadata: {{name: {table}}}
+spec:
+  appId: demo-{table}
+  sourceRef: {{name: shop}}
+  source: {{table: dbo.{table}}}
+  target: {{name: bronze.{table}, location: "{bronze}"}}
+  checkpoint: "{checkpoint}"
+"#,
+            bronze = path(&format!("bronze/{table}")),
+            checkpoint = path(&format!("_checkpoints/{table}")),
+        ));
+    }
+    text
 }

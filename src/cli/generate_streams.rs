@@ -3,6 +3,7 @@
 //! in the file covers yet, printed as YAML for a GitOps repository (kubectl,
 //! Helm, Argo CD and Flux read it the same: see `operator::yaml`).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use anyhow::{Context, anyhow, bail};
@@ -11,10 +12,9 @@ use mssql_cdc::operator::yaml::to_yaml;
 use mssql_cdc::source::cdc::captured_tables;
 use mssql_cdc::source::connect;
 use mssql_cdc::spec::{
-    CdcSource, CdcStream, PasswordSource, load_source_yaml, load_yaml, resolve_password,
-    source_stream_config,
+    CdcSource, CdcStream, PasswordSource, TableFilter, load_source_yaml, load_yaml,
+    resolve_password, source_connection_config, source_stream_config, uncovered,
 };
-use regex::Regex;
 use serde::Deserialize;
 
 /// Arguments of `generate-streams`.
@@ -57,16 +57,10 @@ pub async fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         .name
         .clone()
         .ok_or_else(|| anyhow!("--source {file}: the CdcSource has no metadata.name"))?;
-    let include = patterns(&args.include, "--include")?;
-    let exclude = patterns(&args.exclude, "--exclude")?;
+    let filter = TableFilter::new(&args.include, &args.exclude, ("--include", "--exclude"))?;
 
-    // The source's connection, resolved as any of its tables' would be.
-    let any_table = TableName {
-        schema: "dbo".into(),
-        table: "probe".into(),
-    };
-    let probe = generated(&name, &any_table, &args.lake)?;
-    let mut config = source_stream_config(&name, &source.spec, "probe", &probe.spec)
+    // The source's connection, as any of its tables would connect.
+    let mut connection = source_connection_config(&name, &source.spec)
         .with_context(|| format!("--source {file}: CdcSource {name}"))?;
     if let Some(server) = &args.server {
         let (host, port) = match server.rsplit_once(':') {
@@ -75,35 +69,44 @@ pub async fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
                 port.parse()
                     .map_err(|_| anyhow!("--server {server}: the port is not a number"))?,
             ),
-            None => (server.clone(), config.source.port),
+            None => (server.clone(), connection.port),
         };
-        (config.source.host, config.source.port) = (host, port);
+        (connection.host, connection.port) = (host, port);
     }
     if let Some(var) = &args.password_env {
-        config.source.password = PasswordSource::Env(var.clone());
+        connection.password = PasswordSource::Env(var.clone());
     }
-    let password = resolve_password(&config.source.password, |v| std::env::var(v).ok())
+    let password = resolve_password(&connection.password, |v| std::env::var(v).ok())
         .context("the source's password (give --password-env VAR when it is a Secret)")?;
-    let mut client = connect(&config.source, &password).await?;
+    let mut client = connect(&connection, &password).await?;
     let captured = captured_tables(&mut client).await?;
 
-    let covered: Vec<String> = streams
+    let covered: Vec<&str> = streams
         .iter()
-        .map(|s| s.spec.source.table.to_lowercase())
+        .map(|s| s.spec.source.table.as_str())
+        .collect();
+    // Two tables whose names map to the same DNS label (`a_b`, `a-b`), or a
+    // stream of the file named so already, must not become one object.
+    let mut taken: HashSet<String> = streams
+        .iter()
+        .filter_map(|s| s.metadata.name.clone())
         .collect();
     let mut printed = 0;
-    for table in &captured {
-        let qualified = table.to_string();
-        let wanted = (include.is_empty() || include.iter().any(|p| p.is_match(&qualified)))
-            && !exclude.iter().any(|p| p.is_match(&qualified));
-        if !wanted || covered.contains(&qualified.to_lowercase()) {
-            continue;
+    for table in uncovered(&captured, &covered, &filter) {
+        let mut stream = generated(&name, table, &args.lake, None)?;
+        if stream
+            .metadata
+            .name
+            .as_ref()
+            .is_some_and(|n| taken.contains(n))
+        {
+            stream = generated(&name, table, &args.lake, Some(&name_hash(table)))?;
         }
-        let stream = generated(&name, table, &args.lake)?;
+        taken.extend(stream.metadata.name.clone());
         // What is printed must run: resolve it against the source.
         let stream_name = stream.metadata.name.clone().unwrap_or_default();
         source_stream_config(&name, &source.spec, &stream_name, &stream.spec)
-            .with_context(|| format!("the stream generated for {qualified}"))?;
+            .with_context(|| format!("the stream generated for {table}"))?;
         let value = serde_json::to_value(&stream)?;
         print!("---\n{}", to_yaml(&value));
         printed += 1;
@@ -142,20 +145,14 @@ fn read_file(text: &str) -> anyhow::Result<(CdcSource, Vec<CdcStream>)> {
     Ok((source, streams))
 }
 
-/// `*`/`?` patterns, matched whole and case-insensitively.
-fn patterns(given: &[String], flag: &str) -> anyhow::Result<Vec<Regex>> {
-    given
-        .iter()
-        .map(|p| {
-            let body = regex::escape(p).replace(r"\*", ".*").replace(r"\?", ".");
-            Regex::new(&format!("(?i)^{body}$")).map_err(|e| anyhow!("{flag} {p}: {e}"))
-        })
-        .collect()
-}
-
 /// The stream of `table` in the source `source`: named and identified
-/// after both, writing under `lake`.
-fn generated(source: &str, table: &TableName, lake: &str) -> anyhow::Result<CdcStream> {
+/// after both (and `suffix`, when given), writing under `lake`.
+fn generated(
+    source: &str,
+    table: &TableName,
+    lake: &str,
+    suffix: Option<&str>,
+) -> anyhow::Result<CdcStream> {
     let dns = |text: &str| -> String {
         let mapped: String = text
             .to_lowercase()
@@ -175,8 +172,12 @@ fn generated(source: &str, table: &TableName, lake: &str) -> anyhow::Result<CdcS
         )
     };
     // appId gets a "-v1"; both stay a DNS label.
-    name.truncate(60);
-    let name = name.trim_end_matches('-').to_string();
+    let room = 60 - suffix.map_or(0, |s| s.len() + 1);
+    name.truncate(room);
+    let mut name = name.trim_end_matches('-').to_string();
+    if let Some(suffix) = suffix {
+        name = format!("{name}-{suffix}");
+    }
     let lake = lake.trim_end_matches('/');
     let path = format!("{}/{}", table.schema, table.table);
     let target = if table.schema.eq_ignore_ascii_case("dbo") {
@@ -199,23 +200,25 @@ fn generated(source: &str, table: &TableName, lake: &str) -> anyhow::Result<CdcS
     Ok(load_yaml(&serde_yaml::to_string(&manifest)?)?)
 }
 
+/// 8 hex digits of the SHA-256 of `schema.table`: tells apart two tables
+/// whose generated names are the same.
+fn name_hash(table: &TableName) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(table.to_string().as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn patterns_match_the_whole_name_without_case() {
-        let p = patterns(&["sales.*".into(), "dbo.ord?rs".into()], "--include").unwrap();
-        assert!(p[0].is_match("SALES.Orders"));
-        assert!(!p[0].is_match("presales.orders"));
-        assert!(p[1].is_match("dbo.orders"));
-        assert!(!p[1].is_match("dbo.orders2"));
-    }
-
-    #[test]
     fn a_generated_stream_is_named_after_its_source_and_table() {
         let table = TableName::parse("Sales.Order Lines").unwrap();
-        let stream = generated("shop", &table, "s3://lake/").unwrap();
+        let stream = generated("shop", &table, "s3://lake/", None).unwrap();
         assert_eq!(
             stream.metadata.name.as_deref(),
             Some("shop-sales-order-lines")
@@ -224,6 +227,13 @@ mod tests {
         assert_eq!(
             stream.spec.checkpoint,
             "s3://lake/_checkpoints/Sales/Order Lines"
+        );
+        let long = TableName::parse(&format!("dbo.{}", "x".repeat(80))).unwrap();
+        let other = generated("shop", &long, "/lake", Some(&name_hash(&long))).unwrap();
+        let name = other.metadata.name.unwrap_or_default();
+        assert!(
+            name.len() <= 60 && name.ends_with(&name_hash(&long)),
+            "{name}"
         );
     }
 }

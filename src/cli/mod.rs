@@ -20,6 +20,7 @@ pub mod maintain;
 pub mod operator;
 pub mod progress_log;
 pub mod run;
+pub mod source_discovery;
 pub mod source_members;
 pub mod source_report;
 pub mod sql;

@@ -7,7 +7,8 @@
 //! What concerns the source as a whole (SQL Server down, capture's health)
 //! goes once into the CdcSource's status (`source_report.rs`).
 //! A stream that cannot be resolved against the source says why in its
-//! status and is not run.
+//! status and is not run. Beside the tables, `source_discovery` reports the
+//! captured tables no stream covers.
 
 use std::sync::Arc;
 
@@ -22,12 +23,12 @@ use mssql_cdc::operator::source_children::resolved_stream;
 use mssql_cdc::operator::worker::{
     StatusObserver, StatusReports, TableFailureReport, WorkerMetrics, publish_status,
 };
-use mssql_cdc::spec::{CdcSource, CdcStream, Trigger, WorkerState};
+use mssql_cdc::spec::{CdcSource, CdcStream, DEFAULT_IDLE_COMMIT_INTERVAL, Trigger, WorkerState};
 
 use super::progress_log::ProgressLog;
-use super::source_members;
 use super::source_report::SourceReport;
 use super::worker::{FINAL_REPORT_TIMEOUT, WorkerArgs, write_termination_message};
+use super::{source_discovery, source_members};
 
 /// Runs every table of the source until caught up (availableNow),
 /// SIGTERM, or, for the source as a whole, an error. With availableNow a
@@ -71,6 +72,16 @@ pub async fn run_source_worker(
             source_members::members(&mine, name),
             restart.clone(),
         ));
+        let discovering = tokio::spawn(source_discovery::report(
+            sources.clone(),
+            name.to_string(),
+            mine.iter().map(|s| s.spec.source.table.clone()).collect(),
+            source
+                .spec
+                .pacing()
+                .map_or(DEFAULT_IDLE_COMMIT_INTERVAL, |p| p.idle_commit_interval),
+            restart.clone(),
+        ));
         let round = Round {
             args,
             namespace,
@@ -86,6 +97,7 @@ pub async fn run_source_worker(
         let changed = restart.is_cancelled() && !stop.is_cancelled();
         restart.cancel();
         watching.abort();
+        discovering.abort();
         ended?;
         if !changed {
             break;

@@ -114,6 +114,10 @@ pub enum EngineError {
         /// Where it was found.
         found_in: &'static str,
     },
+    /// A local location (a volume's directory) is not writable by this
+    /// process: found before anything is read or written.
+    #[error(transparent)]
+    NotWritable(Box<crate::lake::local_access::NotWritable>),
     /// The manifest changed a field that names the stream's identity.
     #[error(
         "spec.{field} is {given:?} but checkpoint {checkpoint} was created for {recorded:?}; \
@@ -411,6 +415,7 @@ impl EngineError {
             EngineError::Claim(_) => "name_claimed",
             EngineError::DataLoss(_) => "data_loss",
             EngineError::UnsafeStorage { .. } => "unsafe_storage",
+            EngineError::NotWritable(_) => "not_writable",
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
             EngineError::TargetBehind { .. } => "target_behind",
             EngineError::SilverKeyNotUnique(_) => "silver_key",

@@ -16,7 +16,8 @@ use super::step::{Step, step};
 use super::{silver_fill, silver_keys};
 use crate::lake::checkpoint::Checkpoint;
 use crate::lake::lease::{CheckpointLease, LeaseGuard};
-use crate::lake::storage::{UNSAFE_RENAME, unsafe_rename_source};
+use crate::lake::local_access::check_writable;
+use crate::lake::storage::{StorageLocation, UNSAFE_RENAME, unsafe_rename_source};
 use crate::retry::Backoff;
 use crate::source::SourceSession;
 use crate::source::session::Raised;
@@ -31,6 +32,7 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
             found_in,
         });
     }
+    check_writable(written_locations(&config)).map_err(EngineError::NotWritable)?;
     let password = resolve_password(&config.source.password, |name: &str| {
         options.env.get(name).cloned()
     })?;
@@ -71,6 +73,18 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         options.observer.failed(error);
     }
     result.map(|()| run.summary)
+}
+
+/// Every location the stream writes: the checkpoint and its tables.
+fn written_locations(config: &StreamConfig) -> impl Iterator<Item = &StorageLocation> {
+    [
+        &config.checkpoint,
+        &config.target.location,
+        &config.facts.location,
+    ]
+    .into_iter()
+    .chain(config.finalization.iter().map(|f| &f.table.location))
+    .chain(config.silver.iter().map(|s| &s.table.location))
 }
 
 /// Opens the checkpoint, checks its store fences writers, and takes its

@@ -3,7 +3,8 @@
 //! `storage` parses locations and builds object stores (`s3` serves S3
 //! from object_store alone); `checkpoint` is the offsets/commits log that
 //! plans and fences batches, and `lease` the object-store lease that keeps
-//! one process on it; `txn` builds every Delta `txn` a stream writes and
+//! one process on it; `local_access` checks a local location can be
+//! written before a stream starts; `txn` builds every Delta `txn` a stream writes and
 //! states when a commit is already done; `bronze` writes one batch as one
 //! guarded commit, carrying a `records` entry; `silver` keeps the source
 //! table's current state, one guarded MERGE per bronze commit; `facts` is
@@ -27,6 +28,7 @@ pub mod facts;
 pub mod faults;
 pub mod finalization;
 pub mod lease;
+pub mod local_access;
 pub mod maintenance;
 pub mod records;
 pub mod requests;

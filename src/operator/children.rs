@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use kube::Resource;
 
 use crate::spec::{
-    CdcSource, CdcStream, PasswordSource, SourceRefError, StreamConfig, ValidationErrors,
-    WorkerSpec, source_stream_config,
+    CdcSource, CdcStream, PasswordSource, SourceConfig, SourceRefError, StreamConfig,
+    ValidationErrors, WorkerSpec, source_connection_config, source_stream_config,
 };
 
 use super::pod::pod_template;
@@ -56,18 +56,32 @@ pub fn source_worker_config(
     Ok(passwords_from_pod_env(config))
 }
 
+/// The connection of `source` alone, as its worker pod has it (passwords
+/// as [`source_worker_config`]): what the worker's discovery asks the
+/// database's catalog on, with or without any stream.
+pub fn source_worker_connection(source: &CdcSource) -> Result<SourceConfig, SourceRefError> {
+    let source_name = source.metadata.name.as_deref().unwrap_or_default();
+    let mut connection = source_connection_config(source_name, &source.spec)?;
+    source_passwords_from_pod_env(&mut connection);
+    Ok(connection)
+}
+
 /// A password from a Secret is in the pod's environment: the operator puts
 /// it there ([`PASSWORD_ENV`], [`MONITORING_PASSWORD_ENV`]).
 fn passwords_from_pod_env(mut config: StreamConfig) -> StreamConfig {
-    if matches!(config.source.password, PasswordSource::SecretKeyRef { .. }) {
-        config.source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
+    source_passwords_from_pod_env(&mut config.source);
+    config
+}
+
+fn source_passwords_from_pod_env(source: &mut SourceConfig) {
+    if matches!(source.password, PasswordSource::SecretKeyRef { .. }) {
+        source.password = PasswordSource::Env(PASSWORD_ENV.to_string());
     }
-    if let Some(login) = config.source.monitoring.as_mut()
+    if let Some(login) = source.monitoring.as_mut()
         && matches!(login.password, PasswordSource::SecretKeyRef { .. })
     {
         login.password = PasswordSource::Env(MONITORING_PASSWORD_ENV.to_string());
     }
-    config
 }
 
 /// Operator-wide settings of every worker: defaults a stream's

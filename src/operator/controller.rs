@@ -23,10 +23,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -667,13 +667,14 @@ pub(super) async fn apply_workload(
                     kind = owner.kind,
                 )));
             }
-            apply(
+            let applied = apply(
                 Api::namespaced(client.clone(), namespace),
                 name,
                 cron_job.as_ref(),
                 force,
             )
             .await?;
+            fault = failed_run(client, namespace, &applied).await?;
             delete_owned::<Deployment>(client, namespace, name, meta).await?;
         }
         // The policy refuses what the owner asks for: no worker runs it,
@@ -687,6 +688,40 @@ pub(super) async fn apply_workload(
         Err(error) => tracing::warn!(owner = %name, namespace, "{error}"),
     }
     Ok(fault)
+}
+
+/// Why the CronJob's last run failed, read from its Jobs only when its
+/// status says the last run did not succeed (a healthy schedule costs no
+/// request).
+async fn failed_run(
+    client: &Client,
+    namespace: &str,
+    cron_job: &CronJob,
+) -> Result<Option<WorkloadFault>, ReconcileError> {
+    if !WorkloadFault::last_run_unsuccessful(cron_job) {
+        return Ok(None);
+    }
+    let labels = cron_job
+        .spec
+        .job_template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let name = cron_job.metadata.name.as_deref().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let list = jobs
+        .list(&ListParams::default().labels(&labels))
+        .await
+        .map_err(|source| api_error("list", "Job".to_string(), namespace, name, source))?;
+    Ok(WorkloadFault::of_jobs(cron_job, &list.items))
 }
 
 /// The worker pods of a stream or a source (labelled `label=name`), as

@@ -377,6 +377,7 @@ fn the_source_crd_is_listed_with_the_streams_and_shows_its_tables() {
             "Max lag",
             "Min headroom",
             "Finalized",
+            "Uncovered",
             "Age"
         ]
     );

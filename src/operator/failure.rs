@@ -64,6 +64,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         EngineError::SilverKeyNotUnique(_) => Failure::new("SilverKeyNotUnique", said),
         EngineError::SchemaChangeRefused(_) => Failure::new("SchemaChangeRefused", said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
+        EngineError::NotWritable(_) => Failure::new(VOLUME_NOT_WRITABLE, said),
         EngineError::Claim(claim)
             if matches!(
                 **claim,
@@ -105,6 +106,10 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
 /// condition) while SQL Server cannot be read at all: the source's, not
 /// the table's; the message leads with the source's own reason.
 pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+
+/// The reason of a worker that may not write a local lake or checkpoint
+/// path (the operator adds which volume of the pod it is on, and the fix).
+pub const VOLUME_NOT_WRITABLE: &str = "VolumeNotWritable";
 
 /// The reason of a worker whose ServiceAccount may not read its own
 /// CdcStream (the operator adds which Role to bind, in which namespace).

@@ -26,6 +26,7 @@ pub mod secret_refs;
 pub mod source_children;
 pub mod source_conditions;
 pub mod source_controller;
+pub mod source_discovery;
 pub mod source_report;
 pub mod source_status;
 pub mod spec_hash;

@@ -104,6 +104,7 @@ pub fn operator_part(status: &CdcSourceStatus) -> CdcSourceStatus {
     CdcSourceStatus {
         connection: None,
         capture: None,
+        discovery: None,
         ..status.clone()
     }
 }

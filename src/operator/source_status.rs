@@ -95,6 +95,8 @@ pub fn source_status(source: &CdcSource, observed: &SourceObserved<'_>) -> CdcSo
         finalized_until: finalized_until(streams),
         connection: None,
         capture: None,
+        // The worker's (`source_discovery`): left out of this apply.
+        discovery: None,
         conditions: [ready, worker, connected, capture, degraded]
             .into_iter()
             .map(|j| to_condition(j, old, generation, observed.now))
@@ -285,9 +287,9 @@ fn ready(
 }
 
 /// Whether the status the source has already shows `status`: then
-/// applying it again would change nothing and is not sent. What the
-/// worker writes (`connection`, `capture`) is not the operator's to
-/// compare.
+/// applying it again would change nothing and is not sent. What other
+/// field managers write (the worker's `connection`, `capture` and
+/// `discovery`) is not compared.
 pub fn shows(source: &CdcSource, status: &CdcSourceStatus) -> bool {
     source.status.as_ref().map(operator_part) == Some(operator_part(status))
 }

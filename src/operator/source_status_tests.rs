@@ -335,3 +335,21 @@ fn the_operator_wakes_for_a_new_connection_state_not_for_capture_numbers() {
     assert_eq!(at(true, 1), at(true, 5), "a moving number");
     assert_ne!(at(true, 1), at(false, 1), "the source went down");
 }
+
+#[test]
+fn the_workers_discovery_is_neither_written_nor_compared_by_the_operator() {
+    let a = table("a", true, 1.0, 48.0);
+    let status = status_of(&[&a], &[running_pod()]);
+    assert_eq!(status.discovery, None, "the operator's apply leaves it out");
+    let patch = source_status_patch("shop", &status);
+    assert!(patch["status"].get("discovery").is_none(), "{patch}");
+    let mut src = source(serde_json::json!({}));
+    src.status = Some(CdcSourceStatus {
+        discovery: Some(crate::spec::DiscoveryStatus {
+            count: 1,
+            tables: vec!["dbo.new".into()],
+        }),
+        ..status.clone()
+    });
+    assert!(shows(&src, &status), "no write for the worker's field");
+}

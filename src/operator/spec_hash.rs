@@ -29,13 +29,15 @@ pub fn spec_hash(spec: &CdcStreamSpec) -> String {
 }
 
 /// [`spec_hash`] of a CdcSource: its `suspend`, `worker` and the alert
-/// limits of its `defaults` do not reach the engine either.
+/// limits of its `defaults` do not reach the engine either, nor
+/// `discovery` (report only: the worker reads it again on its timer).
 pub fn source_spec_hash(spec: &CdcSourceSpec) -> String {
     let mut value = serde_json::to_value(spec).unwrap_or_default();
     if let Some(fields) = value.as_object_mut() {
         for field in NOT_RUN {
             fields.remove(field);
         }
+        fields.remove("discovery");
         if let Some(defaults) = fields.get_mut("defaults").and_then(|d| d.as_object_mut()) {
             defaults.remove("alerts");
         }
@@ -54,8 +56,19 @@ fn digest_of(value: &serde_json::Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::spec_hash;
-    use crate::operator::test_fixtures::stream;
+    use super::{source_spec_hash, spec_hash};
+    use crate::operator::test_fixtures::{source, stream};
+
+    #[test]
+    fn a_sources_discovery_does_not_roll_its_worker() {
+        let base = source(serde_json::json!({})).spec;
+        let mut discovering = base.clone();
+        discovering.discovery = Some(crate::spec::DiscoverySpec {
+            include: vec!["sales.*".into()],
+            exclude: Vec::new(),
+        });
+        assert_eq!(source_spec_hash(&discovering), source_spec_hash(&base));
+    }
 
     #[test]
     fn only_what_the_engine_reads_changes_the_hash() {

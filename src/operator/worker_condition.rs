@@ -7,11 +7,12 @@
 //! error, when it reported one, gives the reason and leads the message.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::children::BuildError;
 use super::conditions::{Judged, WORKER_RUNNING, judged};
-use super::failure::WORKER_FORBIDDEN;
+use super::failure::{VOLUME_NOT_WRITABLE, WORKER_FORBIDDEN};
 use crate::spec::{Phase, WorkerState, WorkerStatus};
 
 /// Waiting reasons that mean the container will not run as it is.
@@ -68,6 +69,57 @@ impl WorkloadFault {
     }
 }
 
+impl WorkloadFault {
+    /// Whether a CronJob's last run may have failed: it was scheduled
+    /// after its last success (or never succeeded) and no run is active.
+    /// Only then are its Jobs worth reading.
+    pub fn last_run_unsuccessful(cron_job: &CronJob) -> bool {
+        let Some(status) = cron_job.status.as_ref() else {
+            return false;
+        };
+        let active = status.active.as_ref().is_some_and(|a| !a.is_empty());
+        match (&status.last_schedule_time, &status.last_successful_time) {
+            (Some(scheduled), Some(succeeded)) => !active && scheduled.0 > succeeded.0,
+            (Some(_), None) => !active,
+            (None, _) => false,
+        }
+    }
+
+    /// The fault of a CronJob's newest Job (of `jobs`, those it owns),
+    /// when that Job failed: `BackoffLimitExceeded`, `DeadlineExceeded`
+    /// and the like, in the Job controller's words.
+    pub fn of_jobs(cron_job: &CronJob, jobs: &[Job]) -> Option<Self> {
+        let uid = cron_job.metadata.uid.as_deref()?;
+        let newest = jobs
+            .iter()
+            .filter(|job| {
+                job.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|owner| owner.uid == uid)
+            })
+            .max_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+        let failed = newest
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "Failed" && c.status == "True")?;
+        let name = newest.metadata.name.as_deref().unwrap_or("(unnamed)");
+        let reason = failed.reason.clone().unwrap_or_else(|| "JobFailed".into());
+        let said = failed.message.as_deref().unwrap_or("the Job failed");
+        Some(WorkloadFault {
+            message: format!(
+                "the last run (Job {name}) failed: {reason}: {said}; the next run starts on \
+                 schedule (kubectl describe job {name} and its pods' logs say why)"
+            ),
+            reason,
+        })
+    }
+}
+
 /// The WorkerRunning condition.
 pub(super) fn worker_running(
     pods: &[Pod],
@@ -107,7 +159,13 @@ pub(super) fn worker_running(
                 fault.message
             )
         } else {
-            fault.message.clone()
+            match failed {
+                Some(w) => format!(
+                    "{}; the worker said {}: {}",
+                    fault.message, w.reason, w.message
+                ),
+                None => fault.message.clone(),
+            }
         };
         return judged(WORKER_RUNNING, "False", fault.reason.clone(), message);
     }
@@ -256,11 +314,17 @@ fn worker_said(termination: &str) -> Option<(&str, &str)> {
 
 /// `message`, with what only the operator knows added: for a worker that
 /// may not read its stream, the ServiceAccount and namespace to bind the
-/// chart's worker Role to.
+/// chart's worker Role to; for one that may not write a local path, the
+/// volume of the pod the path is on.
 fn with_fix(reason: &str, message: &str, pod: &Pod) -> String {
-    if reason != WORKER_FORBIDDEN {
-        return message.to_string();
+    match reason {
+        WORKER_FORBIDDEN => forbidden_fix(message, pod),
+        VOLUME_NOT_WRITABLE => volume_fix(message, pod),
+        _ => message.to_string(),
     }
+}
+
+fn forbidden_fix(message: &str, pod: &Pod) -> String {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let account = pod
         .spec
@@ -271,6 +335,54 @@ fn with_fix(reason: &str, message: &str, pod: &Pod) -> String {
         "{message}; fix: bind a Role with get on cdcstreams and patch on cdcstreams/status to \
          ServiceAccount {account} in namespace {namespace} (helm upgrade with {namespace} added \
          to worker.namespaces does it)"
+    )
+}
+
+/// The worker said `cannot write PATH: ...`: which volume mount of its
+/// container holds PATH (the deepest), and what makes it writable.
+fn volume_fix(message: &str, pod: &Pod) -> String {
+    let Some(path) = message
+        .strip_prefix("cannot write ")
+        .and_then(|rest| rest.split(": ").next())
+    else {
+        return message.to_string();
+    };
+    let spec = pod.spec.as_ref();
+    let mounts = spec
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.volume_mounts.as_deref())
+        .unwrap_or_default();
+    let mount = mounts
+        .iter()
+        .filter(|m| std::path::Path::new(path).starts_with(&m.mount_path))
+        .max_by_key(|m| m.mount_path.len());
+    let Some(mount) = mount else {
+        return format!(
+            "{message}; {path} is on no volume of the pod, and the worker's root filesystem is \
+             read-only: mount a volume there (spec.worker.volumes and volumeMounts)"
+        );
+    };
+    let claim = spec
+        .and_then(|s| s.volumes.as_deref())
+        .and_then(|volumes| volumes.iter().find(|v| v.name == mount.name))
+        .and_then(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| format!(" (PersistentVolumeClaim {})", c.claim_name))
+        .unwrap_or_default();
+    let group = spec
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|c| c.fs_group)
+        .map_or_else(
+            || "the worker's group".to_string(),
+            |g| format!("group {g}"),
+        );
+    format!(
+        "{message}; volume {volume}{claim} at {at} is not writable by the worker: its storage \
+         does not apply the pod's fsGroup (hostPath and many NFS or file-share drivers do not), \
+         or spec.worker.podSecurityContext changed it; fix: make the volume's root writable by \
+         {group} (chgrp and chmod g+rwx on the export or disk), or use a StorageClass whose \
+         driver applies fsGroup",
+        volume = mount.name,
+        at = mount.mount_path,
     )
 }
 

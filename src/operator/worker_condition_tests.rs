@@ -178,3 +178,125 @@ fn pods_the_api_server_refuses_are_named_with_its_words() {
     .expect("a deployment");
     assert_eq!(WorkloadFault::of_deployment(&healthy), None);
 }
+
+#[test]
+fn a_worker_that_may_not_write_its_lake_names_the_volume_and_the_fix() {
+    let said = "VolumeNotWritable: cannot write /lake/_checkpoints/orders: /lake is owned by 0:0 \
+                with mode 0755 (Permission denied (os error 13)); the worker runs as uid 65532, \
+                gid 65532, groups 65532";
+    let crashing = |mounts: serde_json::Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "orders-abc", "namespace": "shop"},
+            "spec": {
+                "securityContext": {"fsGroup": 65532},
+                "volumes": [
+                    {"name": "lake", "persistentVolumeClaim": {"claimName": "orders-lake"}},
+                    {"name": "tmp", "emptyDir": {}}
+                ],
+                "containers": [{"name": "worker", "volumeMounts": mounts}]
+            },
+            "status": {"containerStatuses": [{
+                "name": "worker", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": said}}
+            }]}
+        }))
+        .expect("a pod")
+    };
+    let on_claim = crashing(json!([
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "lake", "mountPath": "/lake"}
+    ]));
+    let got = worker_running(&[on_claim], None, Phase::Pending, None, None);
+    assert_eq!(
+        (got.status, got.reason.as_str()),
+        ("False", VOLUME_NOT_WRITABLE)
+    );
+    for part in [
+        "volume lake (PersistentVolumeClaim orders-lake) at /lake",
+        "group 65532",
+        "fsGroup",
+        "owned by 0:0 with mode 0755",
+    ] {
+        assert!(got.message.contains(part), "{part}: {}", got.message);
+    }
+    // No volume holds the path: the read-only root is to blame.
+    let no_volume = crashing(json!([{"name": "tmp", "mountPath": "/tmp"}]));
+    let got = worker_running(&[no_volume], None, Phase::Pending, None, None);
+    assert_eq!(got.reason, VOLUME_NOT_WRITABLE);
+    assert!(
+        got.message.contains("on no volume of the pod"),
+        "{}",
+        got.message
+    );
+}
+
+#[test]
+fn a_scheduled_run_that_failed_says_so_with_the_job_controllers_words() {
+    let cron_job: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "customers", "uid": "cron-1"},
+        "spec": {"schedule": "0 * * * *", "jobTemplate": {}},
+        "status": {
+            "lastScheduleTime": "2026-12-06T10:00:00Z",
+            "lastSuccessfulTime": "2026-12-06T09:01:00Z"
+        }
+    }))
+    .expect("a CronJob");
+    assert!(WorkloadFault::last_run_unsuccessful(&cron_job));
+    let job = |name: &str, created: &str, condition: serde_json::Value| -> Job {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "creationTimestamp": created,
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
+                    "name": "customers", "uid": "cron-1"}]},
+            "status": {"conditions": [condition]}
+        }))
+        .expect("a Job")
+    };
+    let failed = json!({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+        "message": "Job has reached the specified backoff limit"});
+    let complete = json!({"type": "Complete", "status": "True"});
+    let jobs = [
+        job("customers-1", "2026-12-06T09:00:00Z", complete.clone()),
+        job("customers-2", "2026-12-06T10:00:00Z", failed),
+    ];
+    let fault = WorkloadFault::of_jobs(&cron_job, &jobs).expect("the last run failed");
+    assert_eq!(fault.reason, "BackoffLimitExceeded");
+    assert!(
+        fault.message.contains("Job customers-2"),
+        "{}",
+        fault.message
+    );
+    // Its pods are gone: the fault is all there is, with the worker's word.
+    let worker = failed_report();
+    let got = worker_running(&[], Some(&worker), Phase::Streaming, None, Some(&fault));
+    assert_eq!(
+        (got.status, got.reason.as_str()),
+        ("False", "BackoffLimitExceeded")
+    );
+    assert!(got.message.contains("backoff limit"), "{}", got.message);
+    assert!(got.message.contains("LoginFailed"), "{}", got.message);
+
+    // A later run that completed, or one still running, is no fault.
+    let recovered = [
+        job(
+            "customers-2",
+            "2026-12-06T10:00:00Z",
+            json!({"type": "Failed", "status": "True"}),
+        ),
+        job("customers-3", "2026-12-06T11:00:00Z", complete),
+    ];
+    assert_eq!(WorkloadFault::of_jobs(&cron_job, &recovered), None);
+    let mut running = cron_job.clone();
+    if let Some(status) = running.status.as_mut() {
+        status.active = Some(vec![Default::default()]);
+    }
+    assert!(!WorkloadFault::last_run_unsuccessful(&running));
+    let mut succeeded = cron_job;
+    if let Some(status) = succeeded.status.as_mut() {
+        status.last_successful_time = status.last_schedule_time.clone();
+    }
+    assert!(!WorkloadFault::last_run_unsuccessful(&succeeded));
+}
+
+fn failed_report() -> WorkerStatus {
+    failed("LoginFailed", "SQL Server refused login reader")
+}

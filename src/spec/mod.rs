@@ -5,7 +5,8 @@
 //! `CdcSource` of a database whose tables one worker streams); `load` reads YAML and
 //! refuses unknown fields; `validate` turns a manifest into a trusted
 //! [`StreamConfig`] or errors that name the field and the value;
-//! `alerts` holds the health limits; `credentials` resolves the password
+//! `alerts` holds the health limits; `discovery` which captured tables no
+//! stream covers; `credentials` resolves the password
 //! without ever showing it; `schedule` checks a cron schedule as a
 //! CronJob takes it; `status` is what a stream reports back and
 //! `worker` how the operator runs its pod (`worker_schema`: the closed
@@ -13,6 +14,7 @@
 
 mod alerts;
 mod credentials;
+mod discovery;
 mod load;
 mod schedule;
 mod source;
@@ -24,6 +26,10 @@ mod worker_schema;
 
 pub use alerts::{AlertLimits, AlertsSpec, DEFAULT_LIVE_CAPTURE_LAG};
 pub use credentials::{CredentialError, PasswordSource, resolve_password};
+pub use discovery::{
+    DiscoverySpec, DiscoveryStatus, MAX_DISCOVERED_NAMES, PatternError, TableFilter,
+    connection_config as source_connection_config, uncovered,
+};
 pub use load::{
     LoadError, Manifests, UnknownField, UnknownFields, load_documents, load_source_yaml, load_yaml,
 };

@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::alerts::{AlertsSpec, parse_duration};
+use super::discovery::{DiscoverySpec, DiscoveryStatus};
 use super::types::{
     CdcStreamSpec, CredentialsSpec, Encrypt, FinalizationSpec, HeartbeatSpec, MonitoringSpec,
     OnDataLoss, SnapshotSpec, TableSpec, TriggerSpec,
@@ -44,6 +45,7 @@ pub const SOURCE_KIND: &str = "CdcSource";
     printcolumn = r#"{"name":"Max lag","type":"integer","jsonPath":".status.maxIngestionLagSeconds","description":"Whole seconds the most lagging table's last batch trailed the source."}"#,
     printcolumn = r#"{"name":"Min headroom","type":"integer","jsonPath":".status.minHeadroomHours","description":"Whole hours before CDC cleanup reaches the table it is closest to."}"#,
     printcolumn = r#"{"name":"Finalized","type":"string","jsonPath":".status.finalizedUntil","description":"Every table is complete up to this instant."}"#,
+    printcolumn = r#"{"name":"Uncovered","type":"integer","priority":1,"jsonPath":".status.discovery.count","description":"Captured tables spec.discovery matches that no CdcStream covers yet."}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -84,6 +86,11 @@ pub struct CdcSourceSpec {
     /// Per-table fields a stream of this source takes when it leaves them out.
     #[serde(default)]
     pub defaults: StreamDefaults,
+    /// Report only: the worker counts the captured tables these patterns
+    /// match that no CdcStream covers yet in `status.discovery` (it never
+    /// streams them; `mssql-cdc generate-streams` writes their streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<DiscoverySpec>,
 }
 
 /// What `CdcStream.spec.source` holds today, less the table's own fields.
@@ -258,6 +265,10 @@ pub struct CdcSourceStatus {
     /// source (the worker writes it, with `spec.connection.monitoring`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<super::status::CaptureStatus>,
+    /// Captured tables `spec.discovery` matches that no CdcStream covers,
+    /// written by the source's worker under its own field manager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<DiscoveryStatus>,
     /// SourceConnected, CaptureHealthy, TablesDegraded and Ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]

@@ -38,6 +38,7 @@ mod operator_controller;
 mod operator_crd;
 mod operator_e2e;
 mod operator_examples;
+mod operator_generate_streams;
 mod operator_helm;
 mod operator_leader;
 mod operator_network;

@@ -29,7 +29,14 @@
 //!   existing source reports `SourceNotFound`;
 //! - the continuous example as it was before volumes (the lake on the
 //!   read-only root) crash-loops, its pod's terminated message says why,
-//!   and the stream is not Ready.
+//!   and the stream is not Ready;
+//! - the continuous example with its claim bound to a `hostPath` volume
+//!   (storage that ignores `fsGroup`, as NFS does), root's with mode 0755:
+//!   the stream says `VolumeNotWritable`, naming the volume, its claim and
+//!   the fix, in its conditions and in `kubectl get cdcs`;
+//! - docs/kubernetes.md's walk-through, every command of it in order as a
+//!   user pastes it (`helm` is Helm's SDK behind its command line), ends
+//!   with the PVC example's stream Ready.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -733,4 +740,205 @@ async fn a_lake_on_the_read_only_root_crash_loops_and_says_why() {
         "{:?}",
         status.progress
     );
+}
+
+#[tokio::test]
+async fn a_claim_whose_storage_ignores_fs_group_names_the_volume_in_the_status() {
+    if !mssql_cdc_test_apiserver::kubelet::isolation_available() {
+        eprintln!("skipped: mount namespaces are unavailable, so the worker runs as root");
+        return;
+    }
+    let example = Example::load("orders-continuous.yaml").with_claims_bound_to("orders-share");
+    let Some(cluster) = Cluster::start(&example, &ORDERS, Values::default()).await else {
+        return;
+    };
+    let kube = &cluster.kube;
+    // An administrator's volume on a share: root's, 0755, and the kubelet
+    // does not give a hostPath volume to the pod's fsGroup.
+    let share = tempfile::tempdir().expect("a directory for the share");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(share.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod 0755");
+    let volume = format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: orders-share}}\nspec:\n  \
+         capacity: {{storage: 5Gi}}\n  accessModes: [ReadWriteOnce]\n  \
+         persistentVolumeReclaimPolicy: Retain\n  hostPath: {{path: {}, type: Directory}}\n",
+        share.path().display()
+    );
+    let file = kube.write("orders-share.yaml", &volume);
+    kube.kubectl_ok(&["apply", "-f", &file]).await;
+    let name = example.stream_name();
+    cluster.apply(example).await;
+
+    let streams = cluster.streams().await;
+    let said = tokio::time::timeout(
+        READY_WITHIN,
+        poll(|| async {
+            let status = streams.get(&name).await.ok()?.status?;
+            let running = condition(&status, "WorkerRunning")?;
+            (running.reason == "VolumeNotWritable").then_some(status)
+        }),
+    )
+    .await;
+    let Ok(status) = said else {
+        panic!(
+            "{name} does not say VolumeNotWritable:\n{}",
+            cluster.explain(&name).await
+        );
+    };
+    let running = condition(&status, "WorkerRunning").expect("WorkerRunning");
+    assert_eq!(running.status, "False");
+    for part in [
+        "volume lake (PersistentVolumeClaim orders-lake) at /lake",
+        "owned by 0:0 with mode 0755",
+        "uid 65532",
+        "group 65532",
+    ] {
+        assert!(
+            running.message.contains(part),
+            "{part}: {}",
+            running.message
+        );
+    }
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "VolumeNotWritable")
+    );
+    let table = kube
+        .kubectl_ok(&["get", "-n", &kube.namespace, "cdcs", &name])
+        .await;
+    assert!(table.contains("VolumeNotWritable"), "{table}");
+    // Nothing was written on the share.
+    let written = std::fs::read_dir(share.path()).expect("the share").count();
+    assert_eq!(written, 0, "the worker wrote nothing");
+}
+
+/// The title of docs/kubernetes.md's walk-through.
+const WALK_THROUGH: &str = "## From `helm install` to a Ready stream";
+
+/// Every command of the walk-through's shell blocks, in order, each on
+/// one line (a trailing `\` joins the next).
+fn walk_through_commands() -> Vec<String> {
+    let doc = std::fs::read_to_string(crate::support::kube::repo_file("docs/kubernetes.md"))
+        .expect("docs/kubernetes.md");
+    let start = doc.find(WALK_THROUGH).expect("the walk-through section");
+    let section = &doc[start + WALK_THROUGH.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let (mut commands, mut in_block, mut pending) = (Vec::new(), false, String::new());
+    for line in section.lines().map(str::trim) {
+        if line.starts_with("```") {
+            in_block = line == "```sh";
+            continue;
+        }
+        if !in_block || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => pending.push_str(part),
+            None => {
+                pending.push_str(line);
+                commands.push(std::mem::take(&mut pending));
+            }
+        }
+    }
+    commands
+}
+
+#[tokio::test]
+async fn the_docs_walk_through_runs_as_written_to_a_ready_stream() {
+    let commands = walk_through_commands();
+    for needed in [
+        "kubectl create namespace shop",
+        "helm install cdc charts/mssql-cdc-operator",
+        "kubectl apply -n shop -f examples/kubernetes/orders-continuous.yaml",
+        "kubectl -n shop wait --for=condition=Ready cdcs/orders",
+    ] {
+        assert!(
+            commands.iter().any(|c| c.starts_with(needed)),
+            "the walk-through lost {needed:?}: {commands:#?}"
+        );
+    }
+    let Some(python) = crate::support::tools::PYTHON.find() else {
+        return;
+    };
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mssql-cdc"));
+    let kube = KubeEnv::with_pod_network(binary).await;
+    // Step 3: the database, with the examples' statements and two days of
+    // captured history behind it.
+    let example = Example::load("orders-continuous.yaml");
+    let script = SHOP.replace(SHOP_PASSWORD, &example.sql_password());
+    let sql = TestServer::sandbox_with_script(script).await;
+    changes_with_history(&mut sql.connect_to("shop").await, &[&ORDERS]).await;
+    // Step 4's edit: the SQL Server's host, whose test certificate the
+    // stream is told to trust, as the step says for a test server.
+    let edited = example.at_sql_server(&kube.for_pods(sql.endpoint()));
+    let file = kube.write("orders-continuous.yaml", &edited.to_yaml());
+    // `helm` is Helm's SDK behind the command line the docs use.
+    let shim = kube.write(
+        "helm",
+        &format!(
+            "#!/bin/sh\nexec '{}' '{}' \"$@\"\n",
+            python.display(),
+            crate::support::kube::repo_file("tests/it/support/py/helm_cli.py")
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let shim_dir = std::path::Path::new(&shim).parent().expect("scratch dir");
+    let path = format!(
+        "{}:{}",
+        shim_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    for command in &commands {
+        let pasted = command.replace("examples/kubernetes/orders-continuous.yaml", &file);
+        let mut shell = tokio::process::Command::new("bash");
+        shell
+            .args(["-c", &pasted])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("KUBECONFIG", &kube.kubeconfig)
+            .env("PATH", &path)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        // A watch (`-w`) runs until the user stops it: its first lines are
+        // what the step shows.
+        let watch = pasted.ends_with(" -w");
+        let limit = if watch {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(600)
+        };
+        let out = tokio::time::timeout(limit, shell.output()).await;
+        match (watch, out) {
+            (true, Err(_)) => {}
+            (false, Err(_)) => panic!("`{command}` ran over {limit:?}"),
+            (_, Ok(out)) => {
+                let out = out.expect("bash starts");
+                let (stdout, stderr) = (
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr),
+                );
+                if !out.status.success() {
+                    let cluster = kube
+                        .kubectl(&["get", "-A", "pods,deploy,cdcs,pvc", "-o", "wide"])
+                        .await;
+                    panic!(
+                        "`{command}` failed:\n{stdout}\n{stderr}\n{}",
+                        String::from_utf8_lossy(&cluster.stdout)
+                    );
+                }
+            }
+        }
+    }
+    // The last step's table shows the stream Ready.
+    let streams: Api<CdcStream> = Api::namespaced(kube.client().await, "shop");
+    let status = streams
+        .get("orders")
+        .await
+        .expect("the stream")
+        .status
+        .expect("a status");
+    assert!(has_condition(&status, "Ready", "True"), "{status:?}");
 }

@@ -241,6 +241,7 @@ async fn worker_namespaces_make_the_operator_watch_only_them_with_roles() {
         "cdcsources/status",
         "deployments",
         "cronjobs",
+        "jobs",
         "pods",
         "events",
         "secrets",

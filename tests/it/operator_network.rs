@@ -2,8 +2,9 @@
 //! (with the whole chart installed and the operator in its own pod, as the
 //! e2e does) give three worker pods
 //! that all listen on the worker's default metrics port, each at its own
-//! pod IP, and all three streams reach Ready. When the harness's pods
-//! shared the host's network, two of them failed with `ListenFailed`.
+//! pod IP, and all three streams reach Ready, and `kubectl get events`
+//! lists the operator's Events of each. When the harness's pods shared the
+//! host's network, two of them failed with `ListenFailed`.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -38,6 +39,29 @@ async fn three_streams_applied_at_once_all_reach_ready() {
             Some("True"),
             "{name}"
         );
+    }
+    // The operator's Events (recorded through events.k8s.io) are what
+    // `kubectl get events` lists, one or more for each stream.
+    let ns = e.kube.namespace.clone();
+    let events = e
+        .kube
+        .kubectl_ok(&["get", "events", "-n", &ns, "-o", "json"])
+        .await;
+    let events: serde_json::Value = serde_json::from_str(&events).expect("kubectl's JSON");
+    for name in ["orders", "orders-b", "orders-c"] {
+        let about = events["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| {
+                e["involvedObject"]["kind"] == "CdcStream" && e["involvedObject"]["name"] == name
+            })
+            .count();
+        assert!(about > 0, "no Event of CdcStream {name}: {events}");
+    }
+    let table = e.kube.kubectl_ok(&["get", "events", "-n", &ns]).await;
+    for part in ["REASON", "OBJECT", "MESSAGE", "cdcstream/orders-b"] {
+        assert!(table.contains(part), "{part}: {table}");
     }
     if e.kube.server().is_none() {
         return;

@@ -14,7 +14,7 @@ use mssql_cdc::operator::source_conditions::SOURCE_CONNECTED;
 use mssql_cdc::operator::source_status::{SourceObserved, condition, source_status};
 use mssql_cdc::spec::{CdcSource, CdcStream, Phase, WorkerState};
 
-use crate::operator_worker::{source_manifests, spawn_source_worker};
+use crate::operator_worker::{running_source_worker, source_manifests};
 use crate::support::kube::{KubeEnv, eventually};
 use crate::support::proxy::CuttableProxy;
 use crate::support::server::{TestServer, run};
@@ -123,7 +123,7 @@ async fn a_source_whose_server_is_down_waits_as_one_and_every_table_says_why() {
     let file = kube.write("sales.yaml", &manifests);
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
         .await;
-    let worker = spawn_source_worker(&kube, &fixture.password);
+    let worker = running_source_worker(&kube, &fixture.password);
     let client_api = kube.client().await;
     let streams: Api<CdcStream> = Api::namespaced(client_api.clone(), "default");
     let sources: Api<CdcSource> = Api::namespaced(client_api, "default");

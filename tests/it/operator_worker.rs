@@ -1,12 +1,16 @@
 //! `mssql-cdc worker` against the test API server and the sandbox: it reads
 //! its CdcStream (password from the variable the operator fills from the
 //! Secret), streams into Delta, and applies `status.progress` and
-//! `status.finalization` under its own field manager.
+//! `status.finalization` under its own field manager; a source's worker
+//! also reports the captured tables no stream covers (`status.discovery`).
 
 use std::time::Duration;
 
 use kube::Api;
-use mssql_cdc::spec::CdcStream;
+use kube::api::{Patch, PatchParams};
+use mssql_cdc::operator::source_status::source_status_patch;
+use mssql_cdc::operator::status::OPERATOR_FIELD_MANAGER;
+use mssql_cdc::spec::{CdcSource, CdcSourceStatus, CdcStream};
 
 use crate::support::kube::{KubeEnv, cells, eventually};
 use crate::support::operator::{cluster_manifest, orders_with_changes};
@@ -100,17 +104,7 @@ async fn worker_streams_and_reports_progress_into_status() {
         "status.finalization is the control table's row"
     );
     assert_eq!(finalization.open_snapshot_lsn, None);
-    let managers: Vec<(String, Option<String>)> = stream
-        .metadata
-        .managed_fields
-        .unwrap_or_default()
-        .into_iter()
-        .map(|m| (m.manager.unwrap_or_default(), m.subresource))
-        .collect();
-    assert!(
-        managers.contains(&("mssql-cdc-worker".to_string(), Some("status".to_string()))),
-        "{managers:?}"
-    );
+    assert_status_manager(&stream.metadata, "mssql-cdc-worker");
 
     let table = kube.kubectl_ok(&["get", "cdcstreams"]).await;
     println!("{table}");
@@ -118,11 +112,9 @@ async fn worker_streams_and_reports_progress_into_status() {
     assert_eq!(cells(row)[0], "orders", "{table}");
 }
 
-/// The status of the stream `name`, which must have one.
-/// `mssql-cdc worker --source default/sales` running on (a
-/// processingTime source), writing its status every second; killed when
-/// dropped.
-pub(crate) fn spawn_source_worker(kube: &KubeEnv, password: &str) -> tokio::process::Child {
+/// `mssql-cdc worker --source default/sales` running on (a processingTime
+/// source), reporting every second; killed when dropped.
+pub(crate) fn running_source_worker(kube: &KubeEnv, password: &str) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
         .args([
             "worker",
@@ -141,6 +133,29 @@ pub(crate) fn spawn_source_worker(kube: &KubeEnv, password: &str) -> tokio::proc
         .expect("the worker starts")
 }
 
+/// Asserts that `manager` applied fields of the object's status.
+fn assert_status_manager(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    manager: &str,
+) {
+    let managers: Vec<(&str, Option<&str>)> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| {
+            (
+                m.manager.as_deref().unwrap_or_default(),
+                m.subresource.as_deref(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&(manager, Some("status"))),
+        "{managers:?}"
+    );
+}
+
+/// The status of the stream `name`, which must have one.
 async fn status_of(api: &Api<CdcStream>, name: &str) -> mssql_cdc::spec::CdcStreamStatus {
     api.get(name)
         .await
@@ -152,7 +167,7 @@ async fn status_of(api: &Api<CdcStream>, name: &str) -> mssql_cdc::spec::CdcStre
 /// A CdcSource of `db` (password from a Secret, as the CRD allows) and its
 /// streams of `tables` (name, table), read as `user` with `trigger`, lakes
 /// in `lake`.
-pub(crate) fn source_manifests(
+pub fn source_manifests(
     server: &TestServer,
     db: &str,
     lake: &std::path::Path,
@@ -318,7 +333,7 @@ async fn a_table_stopped_by_its_own_error_is_still_measured_while_the_others_str
     let file = kube.write("on.yaml", &on);
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
         .await;
-    let worker = spawn_source_worker(&kube, &fixture.password);
+    let worker = running_source_worker(&kube, &fixture.password);
     let api: Api<CdcStream> = Api::namespaced(kube.client().await, "default");
     let stopped = eventually("items stopped by its own error", || async {
         let status = api.get("items").await.ok()?.status?;
@@ -365,4 +380,114 @@ async fn a_table_stopped_by_its_own_error_is_still_measured_while_the_others_str
         "measured, it is still the stopped table: {measured:?}"
     );
     drop(worker);
+}
+
+/// The discovery of source `sales` as its status shows it: (count, names).
+async fn discovery_of(api: &Api<CdcSource>) -> Option<(u32, Vec<String>)> {
+    let discovery = api.get("sales").await.ok()?.status?.discovery?;
+    Some((discovery.count, discovery.tables))
+}
+
+#[tokio::test]
+async fn a_source_worker_counts_the_captured_tables_no_stream_covers() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    for table in ["orders", "items", "extra", "skipped"] {
+        crate::engine_source::seeded_capture(&mut client, table, 1).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let discovering = |tables: &[(&str, &str)]| {
+        source_manifests(&server, &db, lake, tables, ("", "{processingTime: 1s}")).replacen(
+            "  idleCommitInterval: 2s\n",
+            "  idleCommitInterval: 2s\n  discovery: {include: [\"DBO.*\"], exclude: [\"dbo.skip*\"]}\n",
+            1,
+        )
+    };
+    let file = kube.write("sales.yaml", &discovering(&[("orders", "dbo.orders")]));
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    let _worker = running_source_worker(&kube, &fixture.password);
+    let sources: Api<CdcSource> = Api::namespaced(kube.client().await, "default");
+    let wanted = (2, vec!["dbo.extra".to_string(), "dbo.items".to_string()]);
+    eventually("the uncovered tables counted and named", || async {
+        discovery_of(&sources).await.filter(|d| *d == wanted)
+    })
+    .await;
+    let wide = kube
+        .kubectl_ok(&["get", "cdcsrc", "sales", "-n", "default", "-o", "wide"])
+        .await;
+    // Columns are aligned; some cells are empty, so read by offset.
+    let mut lines = wide.lines();
+    let (header, row) = (
+        lines.next().unwrap_or_default(),
+        lines.next().unwrap_or_default(),
+    );
+    let cell = header
+        .find("UNCOVERED")
+        .and_then(|at| row.get(at..))
+        .and_then(|rest| rest.split_whitespace().next());
+    assert_eq!(
+        cell,
+        Some("2"),
+        "kubectl get -o wide shows the count: {wide}"
+    );
+
+    // The operator's apply of the rolled-up status leaves the worker's
+    // field alone: each has its own field manager.
+    let rolled_up = CdcSourceStatus {
+        tables_ready: Some("0/1".into()),
+        ..CdcSourceStatus::default()
+    };
+    sources
+        .patch_status(
+            "sales",
+            &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(),
+            &Patch::Apply(source_status_patch("sales", &rolled_up)),
+        )
+        .await
+        .expect("the operator's status apply");
+    let source = sources.get("sales").await.expect("the source");
+    let status = source.status.clone().expect("a status");
+    assert_eq!(status.tables_ready.as_deref(), Some("0/1"));
+    assert_eq!(
+        status.discovery.map(|d| (d.count, d.tables)),
+        Some(wanted),
+        "still there after the operator's apply"
+    );
+    assert_status_manager(&source.metadata, "mssql-cdc-source-discovery");
+
+    // A stream added for items: the worker takes it up and counts again.
+    let file = kube.write(
+        "sales.yaml",
+        &discovering(&[("orders", "dbo.orders"), ("items", "dbo.items")]),
+    );
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    eventually("items no longer counted", || async {
+        discovery_of(&sources)
+            .await
+            .filter(|d| *d == (1, vec!["dbo.extra".to_string()]))
+    })
+    .await;
+
+    // Without spec.discovery the worker removes its report.
+    kube.kubectl_ok(&[
+        "patch",
+        "cdcsources",
+        "sales",
+        "-n",
+        "default",
+        "--type=json",
+        "-p",
+        r#"[{"op": "remove", "path": "/spec/discovery"}]"#,
+    ])
+    .await;
+    eventually("status.discovery removed", || async {
+        let status = sources.get("sales").await.ok()?.status?;
+        (status.discovery.is_none() && status.tables_ready.is_some()).then_some(())
+    })
+    .await;
 }

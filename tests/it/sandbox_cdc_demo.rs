@@ -80,8 +80,10 @@ async fn the_demo_keeps_changing_cdc_enabled_tables() {
         .expect("the sandbox stops with its demo");
 }
 
-/// `mssql-cdc demo` as the README runs it, for a fixed time: the lake it
-/// leaves holds, read by DuckDB, exactly the rows its closing line counts,
+/// `mssql-cdc demo` as the README runs it, for a fixed time: both demo
+/// tables stream through one source, one line per batch naming its table;
+/// the lake it leaves holds, read by DuckDB, exactly the rows its closing
+/// lines count, table by table,
 /// and its log warns neither about its own sandbox's certificate nor about
 /// a permission its own reader lacks.
 #[tokio::test]
@@ -119,43 +121,71 @@ async fn the_demo_command_leaves_a_lake_duckdb_reads_with_every_row_it_counted()
         !stderr.contains("network_wait_ms is NULL"),
         "the demo's reader may read its own session's waits: {stderr}"
     );
-    // "demo stopped: B batches, C change rows, S snapshot rows. ..."
-    let counts: Vec<u64> = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("demo stopped: "))
-        .unwrap_or_else(|| panic!("no closing line: {stdout}"))
-        .split(", ")
-        .take(3)
-        .map(|part| {
-            part.split(' ')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("not a count: {part:?}"))
-        })
-        .collect();
-    let [_, changes, snapshot] = counts[..] else {
-        panic!("three counts: {counts:?}");
+    // "bronze.orders stopped: B batches, C change rows, S snapshot rows", one line
+    // per table, then "demo stopped: ..." with the sums.
+    let counts_of = |prefix: &str| -> [u64; 3] {
+        let counts: Vec<u64> = stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?}: {stdout}"))
+            .split(", ")
+            .take(3)
+            .map(|part| {
+                part.split(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("not a count: {part:?}"))
+            })
+            .collect();
+        counts
+            .try_into()
+            .unwrap_or_else(|c| panic!("three counts: {c:?}"))
     };
-    assert!(changes + snapshot > 0, "the demo moved rows: {stdout}");
+    let total = counts_of("demo stopped: ");
+    let tables = ["orders", "customers"];
+    let mut summed = [0u64; 3];
+    for table in tables {
+        let [batches, changes, snapshot] = counts_of(&format!("bronze.{table} stopped: "));
+        assert!(
+            changes + snapshot > 0,
+            "the demo moved rows of {table}: {stdout}"
+        );
+        for (sum, n) in summed.iter_mut().zip([batches, changes, snapshot]) {
+            *sum += n;
+        }
+        assert!(
+            stdout.contains(&format!("bronze.{table}: batch ")),
+            "one line per batch, named after its table: {stdout}"
+        );
+    }
+    assert_eq!(summed, total, "the closing line sums the tables: {stdout}");
 
-    let Some(bronze) = read_delta(&lake.path().join("bronze/orders"), None).await else {
-        return;
-    };
-    assert_eq!(bronze.rows, changes + snapshot, "{stdout}");
-    let Some(facts) = read_delta(
-        &lake.path().join("ops/ingestion_facts"),
-        Some(
+    for table in tables {
+        let [_, changes, snapshot] = counts_of(&format!("bronze.{table} stopped: "));
+        let Some(bronze) = read_delta(&lake.path().join(format!("bronze/{table}")), None).await
+        else {
+            return;
+        };
+        assert_eq!(bronze.rows, changes + snapshot, "bronze.{table}: {stdout}");
+        let sql = format!(
             "SELECT CAST(coalesce(sum(rows) FILTER (WHERE event IS NULL), 0) AS BIGINT), \
-             CAST(coalesce(sum(rows) FILTER (WHERE event = 'bootstrap'), 0) AS BIGINT) FROM t",
-        ),
-    )
-    .await
-    else {
-        return;
-    };
-    assert_eq!(
-        facts.query,
-        [[serde_json::json!(changes), serde_json::json!(snapshot)]],
-        "the facts table counts the same change and snapshot rows"
-    );
+             CAST(coalesce(sum(rows) FILTER (WHERE event = 'bootstrap'), 0) AS BIGINT), \
+             count(DISTINCT source) FILTER (WHERE source = 'shop') \
+             FROM t WHERE target = 'bronze.{table}'"
+        );
+        let Some(facts) = read_delta(&lake.path().join("ops/ingestion_facts"), Some(&sql)).await
+        else {
+            return;
+        };
+        assert_eq!(
+            facts.query,
+            [[
+                serde_json::json!(changes),
+                serde_json::json!(snapshot),
+                serde_json::json!(1)
+            ]],
+            "the facts table counts the same change and snapshot rows of {table}, \
+             written as a table of the source shop"
+        );
+    }
 }

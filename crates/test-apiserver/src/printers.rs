@@ -256,6 +256,69 @@ const SECRET: &[Column] = &[
     col("Data", "integer", 0, |o, _| json!(map_len(o, "/data"))),
 ];
 
+fn event_last_seen(o: &Value, now: DateTime<Utc>) -> Value {
+    let t = [
+        "/series/lastObservedTime",
+        "/lastTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .into_iter()
+    .map(|p| text(o, p))
+    .find(|t| !t.is_empty());
+    json!(t.map_or_else(|| "<unknown>".into(), |t| age(&t, now)))
+}
+
+fn event_first_seen(o: &Value, now: DateTime<Utc>) -> Value {
+    let t = [
+        "/firstTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .into_iter()
+    .map(|p| text(o, p))
+    .find(|t| !t.is_empty());
+    json!(t.map_or_else(|| "<unknown>".into(), |t| age(&t, now)))
+}
+
+/// kube-apiserver's Event columns, Name last (a wide column), not first.
+const EVENT: &[Column] = &[
+    col("Last Seen", "string", 0, event_last_seen),
+    col("Type", "string", 0, |o, _| json!(text(o, "/type"))),
+    col("Reason", "string", 0, |o, _| json!(text(o, "/reason"))),
+    col("Object", "string", 0, |o, _| {
+        json!(format!(
+            "{}/{}",
+            text(o, "/involvedObject/kind").to_lowercase(),
+            text(o, "/involvedObject/name")
+        ))
+    }),
+    col("Subobject", "string", 1, |o, _| {
+        json!(text(o, "/involvedObject/fieldPath"))
+    }),
+    col("Source", "string", 1, |o, _| {
+        let component = text(o, "/source/component");
+        json!(if component.is_empty() {
+            text(o, "/reportingComponent")
+        } else {
+            component
+        })
+    }),
+    col("Message", "string", 0, |o, _| json!(text(o, "/message"))),
+    col("First Seen", "string", 1, event_first_seen),
+    col("Count", "integer", 1, |o, _| json!(int(o, "/count"))),
+    col("Name", "string", 1, |o, _| json!(text(o, "/metadata/name"))),
+];
+
+/// The columns of a built-in kind whose table does not start with Name
+/// and end with Age (an Event's), all of them.
+pub fn builtin_table(group: &str, kind: &str) -> Option<&'static [Column]> {
+    match (group, kind) {
+        ("", "Event") => Some(EVENT),
+        _ => None,
+    }
+}
+
 /// The columns the real server prints for a built-in kind, if it has more
 /// than Name and Age.
 pub fn builtin_columns(group: &str, kind: &str) -> Option<&'static [Column]> {

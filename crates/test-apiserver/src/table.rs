@@ -4,7 +4,7 @@
 //! (see `printers`).
 
 use crate::clock::parse_time;
-use crate::printers::{CellFn, builtin_columns};
+use crate::printers::{CellFn, builtin_columns, builtin_table};
 use crate::resources::ResourceType;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -248,6 +248,24 @@ fn age_col() -> Col {
 }
 
 fn columns(rt: &ResourceType, version: &str) -> Vec<Col> {
+    if !rt.is_crd
+        && let Some(table) = builtin_table(&rt.group, &rt.kind)
+    {
+        return table
+            .iter()
+            .map(|c| Col {
+                name: c.name.into(),
+                ty: c.ty.into(),
+                format: if c.name == "Name" {
+                    "name".into()
+                } else {
+                    String::new()
+                },
+                priority: c.priority,
+                source: Source::Computed(c.cell),
+            })
+            .collect();
+    }
     let mut cols = vec![path_col("Name", "string", ".metadata.name", "name", 0)];
     if !rt.is_crd
         && let Some(builtin) = builtin_columns(&rt.group, &rt.kind)

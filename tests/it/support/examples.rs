@@ -184,6 +184,24 @@ impl Example {
         self
     }
 
+    /// The example's claims bound to the PersistentVolume `volume` (one an
+    /// administrator made), not provisioned from the default class.
+    pub fn with_claims_bound_to(mut self, volume: &str) -> Self {
+        for claim in self
+            .docs
+            .iter_mut()
+            .filter(|d| d["kind"] == "PersistentVolumeClaim")
+        {
+            let spec = claim
+                .get_mut("spec")
+                .and_then(Value::as_mapping_mut)
+                .expect("the claim's spec");
+            spec.insert("storageClassName".into(), "".into());
+            spec.insert("volumeName".into(), volume.into());
+        }
+        self
+    }
+
     /// The documents as one YAML file.
     pub fn to_yaml(&self) -> String {
         self.docs

@@ -1,7 +1,8 @@
 //! Storage as a cluster with a local-path provisioner has it: the default
 //! StorageClass `standard`, a provisioner that gives each claim of that
-//! class a PersistentVolume backed by a directory of its own (`hostPath`,
-//! deleted with the volume when its claim goes), and the binder that binds
+//! class a PersistentVolume backed by a directory of its own (a `local`
+//! volume, as a disk is: the kubelet gives its root to the pod's
+//! `fsGroup`; deleted with the volume when its claim goes), and the binder that binds
 //! claims to matching PersistentVolumes (static ones included) and marks
 //! volumes of deleted claims Released.
 
@@ -75,7 +76,10 @@ fn fits(pv: &Value, pvc: &Value) -> bool {
     let capacity = quantity(s(pv, "/spec/capacity/storage")).unwrap_or(0);
     let wanted = modes(pvc, "/spec/accessModes");
     let offered = modes(pv, "/spec/accessModes");
+    // A claim that names its volume binds that one alone.
+    let named = s(pvc, "/spec/volumeName");
     s(pv, "/status/phase") == "Available"
+        && (named.is_empty() || named == meta(pv, "name"))
         && !reserved_for_other
         && s(pv, "/spec/storageClassName") == s(pvc, "/spec/storageClassName")
         && capacity >= requested
@@ -153,7 +157,9 @@ fn provision(st: &State, data_dir: &Path, pvc: &Value, class: &Value) -> Option<
             "accessModes": pvc.pointer("/spec/accessModes").cloned().unwrap_or(json!(["ReadWriteOnce"])),
             "persistentVolumeReclaimPolicy": class.get("reclaimPolicy").cloned().unwrap_or(json!("Delete")),
             "storageClassName": meta(class, "name"),
-            "hostPath": { "path": dir.display().to_string(), "type": "Directory" },
+            "local": { "path": dir.display().to_string() },
+            "nodeAffinity": { "required": { "nodeSelectorTerms": [{ "matchExpressions": [{
+                "key": "kubernetes.io/hostname", "operator": "In", "values": ["localhost"] }] }] } },
             "claimRef": { "kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": meta(pvc, "namespace"),
                 "name": meta(pvc, "name"), "uid": meta(pvc, "uid") },
         },
@@ -205,7 +211,7 @@ pub fn reconcile(st: &State, data_dir: &Path) {
             "/metadata/annotations/pv.kubernetes.io~1provisioned-by",
         ) == PROVISIONER;
         if s(&pv, "/spec/persistentVolumeReclaimPolicy") == "Delete" && ours {
-            let _ = std::fs::remove_dir_all(s(&pv, "/spec/hostPath/path"));
+            let _ = std::fs::remove_dir_all(s(&pv, "/spec/local/path"));
             if let Some(t) = target(st, "", "PersistentVolume", "", meta(&pv, "name")) {
                 let _ = ops::delete(st, &t, &DeleteOpts::default());
             }

@@ -78,13 +78,17 @@ pub fn prepare(st: &State, data_dir: &Path, pod: &Value) -> Result<Vec<Prepared>
                 writable_source: true,
             }
         } else if let Some(claim) = v.get("persistentVolumeClaim") {
-            let path =
+            let (path, plugin) =
                 claim_path(st, meta(pod, "namespace"), s(claim, "/claimName")).map_err(fail)?;
             let ro = claim
                 .get("readOnly")
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
-            owned(&path, true, ro).map_err(fail)?;
+            // As the kubelet's volume plugins do: a `local` volume's root
+            // goes to the fsGroup, a `hostPath` one is left as it is.
+            if plugin == VolumePlugin::Local {
+                owned(&path, true, ro).map_err(fail)?;
+            }
             Prepared {
                 name: name.clone(),
                 host_path: path,
@@ -163,8 +167,20 @@ fn make_dir(path: &Path, mode: u32) -> Result<(), String> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())
 }
 
-/// The directory of the PersistentVolume bound to claim `name`.
-fn claim_path(st: &State, ns: &str, name: &str) -> Result<PathBuf, String> {
+/// Which kind of PersistentVolume a claim is bound to: it decides whether
+/// the kubelet applies the pod's `fsGroup` to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VolumePlugin {
+    /// `spec.local`: a disk the kubelet manages the ownership of.
+    Local,
+    /// `spec.hostPath`: a node directory whose ownership the kubelet never
+    /// changes (as with NFS and other shares that ignore `fsGroup`).
+    HostPath,
+}
+
+/// The directory of the PersistentVolume bound to claim `name`, and its
+/// plugin.
+fn claim_path(st: &State, ns: &str, name: &str) -> Result<(PathBuf, VolumePlugin), String> {
     let pvc = st
         .store
         .get(&Gr::new("", "persistentvolumeclaims"), ns, name)
@@ -175,19 +191,22 @@ fn claim_path(st: &State, ns: &str, name: &str) -> Result<PathBuf, String> {
         .get(&Gr::new("", "persistentvolumes"), "", pv_name)
         .filter(|_| s(&pvc, "/status/phase") == "Bound")
         .ok_or_else(|| format!("persistentvolumeclaim \"{name}\" is not bound"))?;
-    let path = [s(&pv, "/spec/hostPath/path"), s(&pv, "/spec/local/path")]
-        .into_iter()
-        .find(|p| !p.is_empty())
-        .ok_or_else(|| format!("persistentvolume \"{pv_name}\" has no hostPath or local path"))?;
+    let (path, plugin) = [
+        (s(&pv, "/spec/hostPath/path"), VolumePlugin::HostPath),
+        (s(&pv, "/spec/local/path"), VolumePlugin::Local),
+    ]
+    .into_iter()
+    .find(|(p, _)| !p.is_empty())
+    .ok_or_else(|| format!("persistentvolume \"{pv_name}\" has no hostPath or local path"))?;
     // The volume's root is as its filesystem has it (the provisioner makes
     // it root's, 0755, as a fresh disk is): the kubelet only changes it
-    // for an fsGroup.
+    // for an fsGroup, and only on a `local` volume.
     if !Path::new(path).is_dir() {
         return Err(format!(
             "persistentvolume \"{pv_name}\": {path} is not a directory"
         ));
     }
-    Ok(PathBuf::from(path))
+    Ok((PathBuf::from(path), plugin))
 }
 
 /// Makes the missing directories of `sub` in volume `root`, each with the

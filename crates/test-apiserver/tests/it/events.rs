@@ -90,16 +90,25 @@ async fn a_recorders_event_is_a_core_event_for_kubectl() {
     assert!(line.contains("cdc-controller"), "the From column: {line}");
     assert!(line.contains("port 9100 is taken"), "{line}");
 
+    // kube-apiserver's Event columns: the object and the reason, the
+    // Event's own name only in the wide output.
     let listed = ok(&env, &["get", "events", "-n", "default"]).await;
+    let header = listed.lines().next().unwrap_or_default();
     assert!(
-        listed.contains(
-            &got[0]["metadata"]["name"]
-                .as_str()
-                .unwrap_or("?")
-                .to_string()
-        ),
+        header.starts_with("LAST SEEN") && header.contains("REASON"),
         "{listed}"
     );
+    let row = listed
+        .lines()
+        .find(|l| l.contains("configmap/watched"))
+        .unwrap_or_else(|| panic!("no row for the ConfigMap: {listed}"));
+    for part in ["Warning", "ListenFailed", "port 9100 is taken"] {
+        assert!(row.contains(part), "{part}: {row}");
+    }
+    let name = got[0]["metadata"]["name"].as_str().unwrap_or("?");
+    assert!(!listed.contains(name), "{listed}");
+    let wide = ok(&env, &["get", "events", "-n", "default", "-o", "wide"]).await;
+    assert!(wide.contains(name), "{wide}");
 }
 
 #[tokio::test]
