@@ -306,19 +306,6 @@ impl SourceOutage {
             }
         }
     }
-
-    /// Parses [`SourceOutage::reason`] back (what the worker wrote).
-    pub fn from_reason(reason: &str) -> Option<Self> {
-        [
-            SourceOutage::Unreachable,
-            SourceOutage::Tls,
-            SourceOutage::LoginFailed,
-            SourceOutage::DatabaseUnavailable,
-            SourceOutage::NoMaxLsn,
-        ]
-        .into_iter()
-        .find(|o| o.reason() == reason)
-    }
 }
 
 /// `Invalid object name '...'`: a table the statement names does not
@@ -458,9 +445,6 @@ mod tests {
         }
         for (error, outage) in cases {
             assert_eq!(error.outage(), outage, "{error}");
-            if let Some(outage) = outage {
-                assert_eq!(SourceOutage::from_reason(outage.reason()), Some(outage));
-            }
         }
     }
 
