@@ -79,6 +79,7 @@ fn plan(batch: BatchId) -> anyhow::Result<PlannedBatch> {
         planned_at: Utc::now(),
         events: Vec::new(),
         parts: Vec::new(),
+        columns: Vec::new(),
     })
 }
 

@@ -39,10 +39,21 @@ pub trait ChangeSource: Send + Sync {
     /// The instance and columns of `instance` (not made the one read).
     async fn discover(&mut self, instance: &CaptureInstance) -> Result<CaptureInfo, EngineError>;
 
-    /// Makes `instance` the one read (a plan or snapshot names it).
+    /// Makes `instance` the one read (a plan or snapshot names it). One
+    /// the table no longer has (disabled) is read as gone: planning then
+    /// moves on from it.
     async fn use_instance(&mut self, instance: &CaptureInstance) -> Result<(), EngineError> {
         if &self.info().instance != instance {
-            let info = self.discover(instance).await?;
+            let listed = self
+                .capture_instances()
+                .await?
+                .iter()
+                .any(|entry| &entry.name == instance);
+            let info = if listed {
+                self.discover(instance).await?
+            } else {
+                CaptureInfo::gone(instance.clone())
+            };
             self.read_instance(info);
         }
         Ok(())

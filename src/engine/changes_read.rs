@@ -310,6 +310,7 @@ mod tests {
                     end: lsn(90),
                 },
             ],
+            columns: Vec::new(),
         };
         let ends = |from: u8| -> Vec<(Lsn, Lsn)> {
             ranges_from(&plan, lsn(from))

@@ -107,6 +107,7 @@ mod tests {
             precision,
             scale,
             nullable: true,
+            column_id: None,
         }
     }
 

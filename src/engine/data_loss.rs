@@ -195,6 +195,7 @@ mod tests {
             planned_at: Utc.timestamp_opt(1_790_000_000, 0).single().unwrap(),
             events,
             parts: Vec::new(),
+            columns: Vec::new(),
         }
     }
 

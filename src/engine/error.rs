@@ -16,16 +16,12 @@ use crate::retry::classify::{chain_transient, delta_transient, store_transient};
 use crate::source::SourceError;
 use crate::spec::CredentialError;
 
-/// Changes the stream had not read were purged by CDC cleanup.
+/// Changes the stream had not read are in no change table any more:
+/// purged by CDC cleanup, or gone with a capture instance that was
+/// disabled (docs/adr/0003-capture-instance-switch-and-data-loss.md).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(
-    "DataLossError: CDC cleanup purged changes of {capture_instance} before the stream read them: \
-     LSNs {from_lsn} to {to_lsn} (committed {from}..{to}) are gone. Nothing was written. \
-     Re-snapshot the table into a new target/checkpoint, or raise the CDC retention \
-     (sys.sp_cdc_change_job @retention) so it does not happen again."
-)]
 pub struct DataLossError {
-    /// The capture instance read.
+    /// The capture instance read (the new one, after a disabled one).
     pub capture_instance: CaptureInstance,
     /// The first LSN the stream needed.
     pub from_lsn: Lsn,
@@ -35,14 +31,57 @@ pub struct DataLossError {
     pub from_ts: Option<DateTime<Utc>>,
     /// Commit time of the lowest available LSN (UTC), if known.
     pub to_ts: Option<DateTime<Utc>>,
-    /// Rendered `from_ts`.
-    pub from: String,
-    /// Rendered `to_ts`.
-    pub to: String,
+    /// The instance read before, when it was disabled rather than cleaned
+    /// up: its unread changes went with it, and changes made before
+    /// `capture_instance` started were never captured.
+    pub disabled: Option<CaptureInstance>,
+}
+
+impl std::fmt::Display for DataLossError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |t: Option<DateTime<Utc>>| {
+            t.map_or_else(
+                || "unknown".to_string(),
+                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            )
+        };
+        let DataLossError {
+            capture_instance,
+            from_lsn,
+            to_lsn,
+            ..
+        } = self;
+        let (from, to) = (show(self.from_ts), show(self.to_ts));
+        match &self.disabled {
+            None => write!(
+                f,
+                "DataLossError: CDC cleanup purged changes of {capture_instance} before the stream \
+                 read them: LSNs {from_lsn} to {to_lsn} (committed {from}..{to}) are gone. Nothing \
+                 was written. Re-snapshot the table into a new target/checkpoint, or raise the CDC \
+                 retention (sys.sp_cdc_change_job @retention) so it does not happen again."
+            ),
+            Some(old) if old == capture_instance => write!(
+                f,
+                "DataLossError: capture instance {old} was disabled before the stream read the \
+                 batch it had planned on it: LSNs {from_lsn} to {to_lsn} are in no change table \
+                 any more. Nothing was written. A planned batch is read as planned or not at all, \
+                 so re-snapshot the table into a new target/checkpoint."
+            ),
+            Some(old) => write!(
+                f,
+                "DataLossError: capture instance {old} was disabled and {capture_instance} captures \
+                 from LSN {to_lsn} on: changes from LSN {from_lsn} up to then (committed \
+                 {from}..{to}) are in no change table, whether {old} still held unread ones or the \
+                 table changed while no instance captured it. Nothing was written. If neither \
+                 happened, set spec.onDataLoss: skip and restart (the gap is recorded); otherwise \
+                 set onDataLoss: resnapshot, or re-snapshot into a new target/checkpoint."
+            ),
+        }
+    }
 }
 
 impl DataLossError {
-    /// Builds the error, rendering the times.
+    /// Builds the error.
     pub fn new(
         capture_instance: CaptureInstance,
         from_lsn: Lsn,
@@ -50,21 +89,20 @@ impl DataLossError {
         from_ts: Option<DateTime<Utc>>,
         to_ts: Option<DateTime<Utc>>,
     ) -> Self {
-        let show = |t: Option<DateTime<Utc>>| {
-            t.map_or_else(
-                || "unknown".to_string(),
-                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-            )
-        };
         DataLossError {
             capture_instance,
             from_lsn,
             to_lsn,
-            from: show(from_ts),
-            to: show(to_ts),
             from_ts,
             to_ts,
+            disabled: None,
         }
+    }
+
+    /// The same loss, caused by `old` being disabled.
+    pub fn disabled(mut self, old: CaptureInstance) -> Self {
+        self.disabled = Some(old);
+        self
     }
 }
 
@@ -181,6 +219,19 @@ pub enum EngineError {
     /// A captured column's type changed in a way the target cannot follow.
     #[error(transparent)]
     SchemaChangeRefused(Box<SchemaChangeRefused>),
+    /// The capture instance read was disabled and the table has no other
+    /// yet: a DBA renaming a captured column is between
+    /// `sys.sp_cdc_disable_table` and `sys.sp_cdc_enable_table`. Retried,
+    /// so the stream moves on once the new instance exists.
+    #[error(
+        "capture instance {capture_instance} was disabled and its table has no other capture \
+         instance; waiting for one (sys.sp_cdc_enable_table). The stream then moves to it, and \
+         spec.onDataLoss decides about the changes in between"
+    )]
+    InstanceDisabled {
+        /// The instance read.
+        capture_instance: CaptureInstance,
+    },
     /// Silver's key does not identify one row of the source table.
     #[error(transparent)]
     SilverKeyNotUnique(Box<SilverKeyNotUnique>),
@@ -380,6 +431,7 @@ impl EngineError {
             }
             EngineError::Lease(e) => e.is_transient(),
             EngineError::Claim(e) => e.is_transient(),
+            EngineError::InstanceDisabled { .. } => true,
             _ => false,
         }
     }
@@ -405,7 +457,7 @@ impl EngineError {
     pub fn kind(&self) -> &'static str {
         match self {
             EngineError::Credentials(_) => "credentials",
-            EngineError::Source(_) => "source",
+            EngineError::Source(_) | EngineError::InstanceDisabled { .. } => "source",
             EngineError::Bronze(_) => "bronze",
             EngineError::Facts(_) => "facts",
             EngineError::Finalization(_) => "finalization",

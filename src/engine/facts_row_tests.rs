@@ -35,6 +35,7 @@ fn plan() -> PlannedBatch {
         planned_at: at(1),
         events: Vec::new(),
         parts: Vec::new(),
+        columns: Vec::new(),
     }
 }
 

@@ -79,12 +79,18 @@ pub struct DbState {
     /// oldest first: `(info, start_lsn)`. Each captures the commits from
     /// its start on, as SQL Server's second instance of a table does.
     pub newer_instances: Vec<(CaptureInfo, u64)>,
+    /// `dbo_t` was disabled (`sys.sp_cdc_disable_table`): no longer listed,
+    /// its change table gone.
+    pub first_disabled: bool,
 }
 
 impl DbState {
     /// The table's capture instances with their start, oldest first.
     fn instances(&self) -> Vec<(CaptureInfo, u64)> {
-        let mut all = vec![(table_info(), 1)];
+        let mut all = Vec::new();
+        if !self.first_disabled {
+            all.push((table_info(), 1));
+        }
         all.extend(self.newer_instances.iter().cloned());
         all
     }
@@ -164,9 +170,15 @@ impl FakeDb {
             precision: 10,
             scale: 0,
             nullable: true,
+            column_id: None,
         });
         let start = state.max_lsn + 1;
         state.newer_instances.push((info, start));
+    }
+
+    /// Disables `dbo_t`, the table's first capture instance.
+    pub fn disable_first(&self) {
+        self.state().first_disabled = true;
     }
 
     fn commits_in(&self, from: Lsn, to: Lsn) -> Vec<u64> {
@@ -189,6 +201,7 @@ pub fn table_info() -> CaptureInfo {
         precision: 0,
         scale: 0,
         nullable,
+        column_id: None,
     };
     CaptureInfo {
         instance: CaptureInstance::new("dbo_t").unwrap_or_else(|_| unreachable!()),

@@ -430,6 +430,7 @@ async fn seed(
                 planned_at: Utc::now(),
                 events: Vec::new(),
                 parts: Vec::new(),
+                columns: Vec::new(),
             })
             .await?;
         return Ok(());

@@ -12,7 +12,7 @@ use super::plan::{
 };
 use crate::domain::Lsn;
 use crate::source::SourceError;
-use crate::source::cdc::CaptureInfo;
+use crate::source::cdc::{CaptureInfo, InstanceEntry};
 
 /// The watermarks of the instance read, for a batch's facts row.
 pub async fn watermarks<S: ChangeSource>(source: &mut S) -> Result<Watermarks, EngineError> {
@@ -42,20 +42,46 @@ pub async fn marks<S: ChangeSource>(
         .checked_next()
         .ok_or(SourceError::LsnOverflow(position.lsn))?;
     let upper = plan::upper(max_lsn, options);
-    let mut min = source.min_lsn(&source.info().instance.clone()).await?;
-    // An instance's low end passing the position is cleanup, or the
-    // instance was disabled and enabled again: only then is it asked.
-    if min > next && source.enabled_again().await? {
-        min = source.min_lsn(&source.info().instance.clone()).await?;
-    }
-    let read = source.info().clone();
-    let read = instance_marks(source, &read, min, next, None, (upper, max_lsn), options).await?;
-    let newer = if source.pinned() {
-        // The manifest pins the instance.
+    // Unless the manifest pins the instance, the table's instances are
+    // asked for a newer one anyway; the one read missing among them was
+    // disabled.
+    let instances = if source.pinned() {
         None
     } else {
-        newer_instance(source, next, (upper, max_lsn), options).await?
+        Some(source.capture_instances().await?)
     };
+    let reading = source.info().instance.clone();
+    let gone = instances
+        .as_ref()
+        .is_some_and(|list| !list.iter().any(|i| i.name == reading));
+    let read = if gone {
+        InstanceMarks {
+            instance: reading.clone(),
+            min_lsn: next,
+            min_commit_ts: None,
+            commits: Vec::new(),
+            ddl: Vec::new(),
+            gone: true,
+        }
+    } else {
+        let mut min = source.min_lsn(&reading).await?;
+        // An instance's low end passing the position is cleanup, or the
+        // instance was disabled and enabled again: only then is it asked.
+        if min > next && source.enabled_again().await? {
+            min = source.min_lsn(&source.info().instance.clone()).await?;
+        }
+        let read = source.info().clone();
+        instance_marks(source, &read, min, next, None, (upper, max_lsn), options).await?
+    };
+    let newer = match instances {
+        None => None,
+        Some(list) => newer_instance(source, list, next, (upper, max_lsn), options).await?,
+    };
+    if gone && newer.is_none() {
+        return Err(EngineError::InstanceDisabled {
+            capture_instance: reading,
+        });
+    }
     Ok(SourceMarks {
         watermarks: Watermarks {
             max_lsn,
@@ -98,17 +124,19 @@ async fn instance_marks<S: ChangeSource>(
         min_commit_ts,
         commits,
         ddl,
+        gone: false,
     })
 }
 
-/// A capture instance of the table that starts after the one read.
+/// A capture instance of the table (among `instances`) that starts after
+/// the one read, or any, when the one read is not among them (disabled).
 async fn newer_instance<S: ChangeSource>(
     source: &mut S,
+    instances: Vec<InstanceEntry>,
     next: Lsn,
     (upper, max_lsn): (Lsn, Lsn),
     options: &PlanOptions,
 ) -> Result<Option<NewerInstance>, EngineError> {
-    let instances = source.capture_instances().await?;
     let current = &source.info().instance;
     let current_start = instances
         .iter()
@@ -128,7 +156,8 @@ async fn newer_instance<S: ChangeSource>(
     let min = match source.min_lsn(&entry.name).await {
         Err(EngineError::Source(SourceError::NoLsn(_))) => start_lsn,
         other => other?,
-    };
+    }
+    .max(start_lsn);
     let info = CaptureInfo {
         instance: entry.name,
         change_table_id: entry.change_table_id,

@@ -94,6 +94,9 @@ pub struct InstanceMarks {
     pub commits: Vec<Commit>,
     /// The instance's DDL in the same range, oldest first.
     pub ddl: Vec<DdlEvent>,
+    /// `cdc.change_tables` no longer lists it: it was disabled, and
+    /// nothing of it can be read any more.
+    pub gone: bool,
 }
 
 /// A newer capture instance of the table than the one read.
@@ -244,14 +247,19 @@ pub fn plan_next(
             });
         }
         Purged::Fail => {
-            return Err(DataLossError::new(
+            let error = DataLossError::new(
                 instance.instance.clone(),
                 start,
                 instance.min_lsn,
                 position.commit_ts,
                 instance.min_commit_ts,
-            )
-            .into());
+            );
+            let error = if marks.read.gone {
+                error.disabled(marks.read.instance.clone())
+            } else {
+                error
+            };
+            return Err(error.into());
         }
     }
 
@@ -308,6 +316,17 @@ fn follow_instances(
         return (&marks.read, next, upper, None);
     };
     let before = newer.start_lsn.checked_prev().unwrap_or(Lsn::ZERO);
+    if marks.read.gone {
+        if upper < newer.start_lsn {
+            // Capture has not reached the new instance's start yet.
+            return (&marks.read, next, upper.min(before), None);
+        }
+        // The instance read was disabled: what it held past the position,
+        // and what changed while no instance captured the table, is in no
+        // change table. The new instance is planned from the position, so
+        // the data-loss policy judges that gap against its low end.
+        return (&newer.marks, next, upper, Some(newer.start_lsn));
+    }
     if next <= before {
         let old_upper = upper.min(before);
         let left = first_commit(&marks.read.commits, next, old_upper).is_some();

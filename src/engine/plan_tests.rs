@@ -52,6 +52,7 @@ fn marks(min: u8, max: u8, window: &[u8]) -> SourceMarks {
             min_commit_ts: Some(at(min)),
             commits: commits(window),
             ddl: Vec::new(),
+            gone: false,
         },
         newer: None,
     }
@@ -68,8 +69,16 @@ fn with_newer(mut marks: SourceMarks, start: u8, min: u8, window: &[u8]) -> Sour
             min_commit_ts: Some(at(min)),
             commits: commits(window),
             ddl: Vec::new(),
+            gone: false,
         },
     });
+    marks
+}
+
+/// `marks` whose instance read was disabled: none of it can be read.
+fn gone(mut marks: SourceMarks) -> SourceMarks {
+    marks.read.gone = true;
+    marks.read.commits.clear();
     marks
 }
 
@@ -252,6 +261,34 @@ fn the_next_batch_in_each_situation() {
             }),
         ),
         (
+            "the instance read was disabled: the gap to the new start is skipped, then read",
+            10,
+            gone(with_newer(marks(1, 40, &[]), 20, 20, &[30])),
+            options(100, Skip),
+            Some(Shape {
+                switched_at: Some(20),
+                skipped: true,
+                ..batch("dbo_orders_v2", 20, 30, false)
+            }),
+        ),
+        (
+            "the instance read was disabled after the new one started: no gap",
+            19,
+            gone(with_newer(marks(1, 40, &[]), 20, 20, &[30])),
+            options(100, Fail),
+            Some(Shape {
+                switched_at: Some(20),
+                ..batch("dbo_orders_v2", 20, 30, false)
+            }),
+        ),
+        (
+            "the instance read was disabled, capture not yet at the new start",
+            10,
+            gone(with_newer(marks(1, 15, &[]), 20, 20, &[])),
+            options(100, Fail),
+            None,
+        ),
+        (
             "one DDL statement rides along",
             10,
             ddl_one,
@@ -280,6 +317,25 @@ fn the_next_batch_in_each_situation() {
             assert_eq!(next, Next::Idle, "{situation}");
         }
     }
+}
+
+#[test]
+fn a_disabled_instance_under_fail_is_data_loss_naming_it() {
+    let marks = gone(with_newer(marks(1, 40, &[]), 20, 20, &[30]));
+    let error = plan_next(
+        &at_position(10),
+        id(5),
+        &marks,
+        &options(100, OnDataLoss::Fail),
+    )
+    .expect_err("the gap to the new instance's start is data loss");
+    let PlanError::DataLoss(loss) = error else {
+        panic!("{error}");
+    };
+    assert_eq!(loss.disabled, Some(instance("dbo_orders")));
+    assert_eq!(loss.capture_instance, instance("dbo_orders_v2"));
+    assert_eq!((loss.from_lsn, loss.to_lsn), (lsn(11), lsn(20)));
+    assert!(loss.to_string().contains("dbo_orders was disabled"));
 }
 
 #[test]
@@ -396,6 +452,7 @@ fn planned(batch: u64, end: u8) -> PlannedBatch {
         planned_at: at(0),
         events: Vec::new(),
         parts: Vec::new(),
+        columns: Vec::new(),
     }
 }
 

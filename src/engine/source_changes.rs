@@ -18,10 +18,10 @@ use super::error::EngineError;
 use super::sink::Sink;
 use super::warnings::Warnings;
 use crate::domain::facts::EventDetail;
-use crate::domain::facts::detail::{DdlColumn, SchemaChangeDetail, SwitchDetail};
+use crate::domain::facts::detail::{DdlColumn, RenamedColumn, SchemaChangeDetail, SwitchDetail};
 use crate::domain::{CaptureInstance, FactEvent, Lsn};
 use crate::lake::bronze::bronze_schema;
-use crate::lake::checkpoint::{PlannedBatch, PlannedEvent};
+use crate::lake::checkpoint::{PlannedBatch, PlannedColumn, PlannedEvent};
 use crate::source::cdc::{CaptureInfo, DdlEvent};
 
 /// Makes `to` the instance read: bronze and silver gain the columns it
@@ -47,28 +47,81 @@ pub async fn adopt_instance<S: ChangeSource>(
     Ok(old)
 }
 
+/// The instance a switch moves from, as far as it is known.
+pub struct SwitchedFrom<'a> {
+    /// The instance read before (`CaptureInfo::gone` when this run found
+    /// it disabled and never read it).
+    pub info: &'a CaptureInfo,
+    /// Its columns as the last plan recorded them: what is known of a
+    /// disabled instance this run never read.
+    pub recorded: &'a [PlannedColumn],
+    /// Whether it was disabled (`cdc.change_tables` no longer lists it).
+    pub disabled: bool,
+}
+
+/// The columns of `info` the plan records: name and source `column_id`.
+pub fn planned_columns(info: &CaptureInfo) -> Vec<PlannedColumn> {
+    info.columns
+        .iter()
+        .filter_map(|c| {
+            Some(PlannedColumn {
+                name: c.name.clone(),
+                column_id: c.column_id?,
+            })
+        })
+        .collect()
+}
+
 /// The `capture_instance_switched` event of a move from `old` to `new` at
-/// `at` (the new instance's start).
+/// `at` (the new instance's start). A column the new instance captures
+/// under another name than the old one, with the same source `column_id`,
+/// was renamed in between (`sp_rename` keeps the id).
 pub fn switch_event(
-    old: &CaptureInfo,
+    old: &SwitchedFrom<'_>,
     new: &CaptureInfo,
     at: Lsn,
     commit_ts: Option<DateTime<Utc>>,
 ) -> PlannedEvent {
-    let names = |info: &CaptureInfo| -> Vec<String> {
-        info.columns.iter().map(|c| c.name.clone()).collect()
+    let from: Vec<(String, Option<i32>)> = if old.info.columns.is_empty() {
+        old.recorded
+            .iter()
+            .map(|c| (c.name.clone(), Some(c.column_id)))
+            .collect()
+    } else {
+        old.info
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.column_id))
+            .collect()
     };
+    let renamed_columns = new
+        .columns
+        .iter()
+        .filter_map(|c| {
+            let id = c.column_id?;
+            let (was, _) = from.iter().find(|(name, old_id)| {
+                *old_id == Some(id) && !name.eq_ignore_ascii_case(&c.name)
+            })?;
+            Some(RenamedColumn {
+                from: was.clone(),
+                to: c.name.clone(),
+                column_id: id,
+            })
+        })
+        .collect();
     PlannedEvent {
         event: FactEvent::CaptureInstanceSwitched,
         lsn: at,
         commit_ts,
         capture_instance: new.instance.clone(),
         detail: EventDetail::Switched(SwitchDetail {
-            from_capture_instance: old.instance.to_string(),
+            from_capture_instance: old.info.instance.to_string(),
             to_capture_instance: new.instance.to_string(),
-            from_columns: names(old),
-            to_columns: names(new),
+            from_columns: from.into_iter().map(|(name, _)| name).collect(),
+            to_columns: new.columns.iter().map(|c| c.name.clone()).collect(),
             start_lsn: at,
+            renamed_columns,
+            from_disabled: old.disabled,
         }),
         lost_from_ts: None,
         lost_to_ts: None,

@@ -6,18 +6,21 @@ use super::batch::run_batch;
 use super::change_source::ChangeSource;
 use super::column_types;
 use super::context::Run;
-use super::error::EngineError;
+use super::error::{DataLossError, EngineError};
 use super::facts_row::position_measures;
 use super::marks;
 use super::observer::SourceCheck;
 use super::plan::{self, AfterBatch, Draft, Next};
 use super::sink::Sink;
 use super::snapshot;
-use super::source_changes::{adopt_instance, schema_change_event, switch_event, switch_failpoint};
+use super::source_changes::{
+    SwitchedFrom, adopt_instance, planned_columns, schema_change_event, switch_event,
+    switch_failpoint,
+};
 use crate::domain::Lsn;
 use crate::domain::facts::EventDetail;
 use crate::failpoint;
-use crate::lake::checkpoint::PlannedBatch;
+use crate::lake::checkpoint::{PlannedBatch, PlannedColumn};
 use crate::lake::records::LsnRange;
 use crate::source::cdc::CaptureInfo;
 use crate::source::changed_tables::ChangeWindow;
@@ -44,6 +47,7 @@ pub async fn step<S: ChangeSource>(
     let state = sink.checkpoint.state().await?;
     if let Some(pending) = state.pending().cloned() {
         tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
+        refuse_disabled(session, &pending).await?;
         session.use_instance(&pending.capture_instance).await?;
         column_types::follow(run, session, sink, None).await?;
         let marks = marks::watermarks(session).await?;
@@ -67,6 +71,14 @@ pub async fn step<S: ChangeSource>(
     }
     let options = run.plan_options();
     let marks = marks::marks(session, &position, &options).await?;
+    // What the last plan knew of its instance's columns, for a switch away
+    // from an instance disabled before this run read it.
+    let recorded = state
+        .latest_planned
+        .as_ref()
+        .filter(|p| p.capture_instance == position.instance)
+        .map(|p| p.columns.clone())
+        .unwrap_or_default();
     if let Some(old) = session.take_replaced() {
         follow_reenabled(run, session, sink, &old).await?;
     }
@@ -100,7 +112,22 @@ pub async fn step<S: ChangeSource>(
         } => {
             if instance != session.info().instance {
                 let keys = manifest_keys(run);
-                adopt_instance(session, sink, &instance, keys, &mut run.warnings).await?;
+                let old = adopt_instance(session, sink, &instance, keys, &mut run.warnings).await?;
+                if marks.read.gone {
+                    let from = SwitchedFrom {
+                        info: &old,
+                        recorded: &recorded,
+                        disabled: true,
+                    };
+                    let start = marks.newer.as_ref().map_or(Lsn::ZERO, |n| n.start_lsn);
+                    let switch = switch_event(&from, session.info(), start, None);
+                    run.warnings.raise(format!(
+                        "capture instance {} was disabled; the new snapshot reads {}: {}",
+                        old.instance,
+                        instance,
+                        switch.detail.to_text()
+                    ));
+                }
             }
             tracing::warn!(
                 capture_instance = %instance,
@@ -113,7 +140,11 @@ pub async fn step<S: ChangeSource>(
             let caught_up = draft.caught_up;
             let ddl_ahead = marks.read.ddl.iter().map(|d| d.lsn).max();
             column_types::follow(run, session, sink, ddl_ahead).await?;
-            let plan = complete(run, session, sink, *draft).await?;
+            let from = Moved {
+                recorded: &recorded,
+                disabled: marks.read.gone,
+            };
+            let plan = complete(run, session, sink, *draft, &from).await?;
             sink.plan(&plan).await?;
             failpoint::hit("after_offsets");
             switch_failpoint(&plan, "after_offsets");
@@ -135,6 +166,38 @@ pub async fn step<S: ChangeSource>(
     }
 }
 
+/// A batch planned on an instance that was disabled since cannot be
+/// replayed: its changes went with the change table, and a plan is read as
+/// planned or not at all (docs/adr/0013-renamed-columns.md).
+async fn refuse_disabled<S: ChangeSource>(
+    session: &mut S,
+    pending: &PlannedBatch,
+) -> Result<(), EngineError> {
+    if session.pinned() {
+        return Ok(());
+    }
+    let instance = &pending.capture_instance;
+    let instances = session.capture_instances().await?;
+    if instances.iter().any(|entry| &entry.name == instance) {
+        return Ok(());
+    }
+    let loss = DataLossError::new(
+        instance.clone(),
+        pending.start_lsn,
+        pending.end_lsn,
+        None,
+        pending.end_commit_ts,
+    );
+    Err(EngineError::DataLoss(loss.disabled(instance.clone())))
+}
+
+/// What a switch knows of the instance it leaves besides the session: the
+/// columns the last plan recorded, and whether it was disabled.
+struct Moved<'a> {
+    recorded: &'a [PlannedColumn],
+    disabled: bool,
+}
+
 /// Turns a draft into the plan the checkpoint records: moves to a newer
 /// instance when the draft switches (bronze gains its columns first), and
 /// writes out the events the batch carries.
@@ -143,6 +206,7 @@ async fn complete<S: ChangeSource>(
     session: &mut S,
     sink: &mut Sink,
     draft: Draft,
+    moved: &Moved<'_>,
 ) -> Result<PlannedBatch, EngineError> {
     let mut events = Vec::new();
     if let Some(skipped) = draft.skipped {
@@ -164,7 +228,22 @@ async fn complete<S: ChangeSource>(
         )
         .await?;
         let commit_ts = session.lsn_time(at).await?;
-        events.push(switch_event(&old, session.info(), at, commit_ts));
+        let from = SwitchedFrom {
+            info: &old,
+            recorded: moved.recorded,
+            disabled: moved.disabled,
+        };
+        let event = switch_event(&from, session.info(), at, commit_ts);
+        if let EventDetail::Switched(detail) = &event.detail {
+            for renamed in &detail.renamed_columns {
+                tracing::warn!(
+                    from = %renamed.from,
+                    to = %renamed.to,
+                    "a captured column was renamed between the capture instances; bronze gains the new name, the old one stays NULL from here on"
+                );
+            }
+        }
+        events.push(event);
     }
     for ddl in &draft.ddl {
         tracing::warn!(
@@ -195,6 +274,7 @@ async fn complete<S: ChangeSource>(
         planned_at: chrono::Utc::now(),
         events,
         parts,
+        columns: planned_columns(session.info()),
     })
 }
 

@@ -431,6 +431,66 @@ async fn silver_added_later_is_filled_through_a_crash_mid_fill() {
 /// to the new one's start and from the new one after, with one
 /// `capture_instance_switched` row and the new instance's column in bronze
 /// (and silver).
+/// The instance read is disabled once the stream has read it all, and a
+/// new one enabled (a captured column renamed): under `onDataLoss: skip`
+/// the batch that moves to it records the (empty) gap and the switch, and
+/// a crash at either point of that batch replays to each change once.
+#[tokio::test]
+async fn a_crash_at_the_switch_from_a_disabled_instance_replays_to_each_change_once() {
+    for point in ["after_offsets_of_switch", "after_bronze_commit_of_switch"] {
+        let mut lake = Lake::new(1, 4, true);
+        lake.config.on_data_loss = crate::spec::OnDataLoss::Skip;
+        let db = FakeDb::with_rows(10);
+        lake.run_to_end(&db).await;
+        db.commit(&[1, 20]);
+        lake.run_to_end(&db).await;
+        db.disable_first();
+        // The disable, the rename and the enable move the database's LSN
+        // past the stream's position: a gap that holds no change.
+        db.state().max_lsn += 3;
+        db.add_instance("dbo_t_v2", 8);
+        for n in 3..6 {
+            db.commit(&[n, 20 + n]);
+        }
+        lake.run_crashing_at(&db, point).await;
+        lake.assert_exactly_once(&db, 10, point).await;
+        assert_eq!(lake.events("capture_instance_switched").await, 1, "{point}");
+        assert_eq!(lake.events("data_skipped").await, 1, "{point}");
+        assert_eq!(
+            lake.silver().await,
+            rows_of(&db),
+            "{point}: silver is the table"
+        );
+    }
+}
+
+/// A batch planned on an instance that is disabled before its replay stops
+/// the stream with a `DataLoss` naming it, instead of retrying a read that
+/// cannot succeed: its changes went with the change table.
+#[tokio::test]
+async fn a_batch_planned_on_an_instance_disabled_before_its_replay_is_data_loss() {
+    let lake = Lake::new(1, 4, false);
+    let db = FakeDb::with_rows(10);
+    lake.run_to_end(&db).await;
+    db.commit(&[1, 20]);
+    assert!(matches!(
+        lake.run(&db, Some("after_offsets")).await,
+        Ran::Crashed
+    ));
+    db.disable_first();
+    db.add_instance("dbo_t_v2", 8);
+    let Ran::Failed(error) = lake.run(&db, None).await else {
+        panic!("the replay must fail");
+    };
+    assert_eq!(error.kind(), "data_loss", "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("dbo_t was disabled before the stream read the batch"),
+        "{error}"
+    );
+}
+
 #[tokio::test]
 async fn a_crash_in_the_batch_that_switches_instance_replays_to_each_change_once() {
     // (point, readers, silver)

@@ -237,6 +237,24 @@ pub struct PlannedBatch {
     /// whole, as in plans written before parts existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<LsnRange>,
+    /// The captured columns of `capture_instance` with their source
+    /// `column_id`s. A later run needs them when that instance was
+    /// disabled meanwhile (its `cdc.captured_columns` rows went with it):
+    /// the new instance's columns are matched by `column_id`, so a column
+    /// renamed in between is recognised. Empty in plans written before
+    /// they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<PlannedColumn>,
+}
+
+/// A captured column by name and by the source table's `column_id`, which
+/// `sp_rename` keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedColumn {
+    /// Its name in the instance.
+    pub name: String,
+    /// `cdc.captured_columns.column_id`.
+    pub column_id: i32,
 }
 
 impl PlannedBatch {
@@ -838,6 +856,7 @@ mod probe_tests {
             planned_at: Utc::now(),
             events: Vec::new(),
             parts: Vec::new(),
+            columns: Vec::new(),
         };
         let outcome = checkpoint.plan(&planned).await;
         remove(&plan);

@@ -18,6 +18,7 @@ fn plan(batch: u64, start: &str, end: &str) -> PlannedBatch {
         planned_at: at(batch as i64),
         events: Vec::new(),
         parts: Vec::new(),
+        columns: Vec::new(),
     }
 }
 

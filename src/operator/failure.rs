@@ -63,6 +63,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         EngineError::TargetBehind { .. } => Failure::new("TargetBehindCheckpoint", said),
         EngineError::SilverKeyNotUnique(_) => Failure::new("SilverKeyNotUnique", said),
         EngineError::SchemaChangeRefused(_) => Failure::new("SchemaChangeRefused", said),
+        EngineError::InstanceDisabled { .. } => Failure::new("CaptureInstanceDisabled", said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
         EngineError::NotWritable(_) => Failure::new(VOLUME_NOT_WRITABLE, said),
         EngineError::Claim(claim)
@@ -277,6 +278,14 @@ mod tests {
                 })),
                 "SchemaChangeRefused",
                 "new target",
+            ),
+            (
+                EngineError::InstanceDisabled {
+                    capture_instance: crate::domain::CaptureInstance::new("dbo_orders")
+                        .expect("a valid name"),
+                },
+                "CaptureInstanceDisabled",
+                "sys.sp_cdc_enable_table",
             ),
         ];
         for (error, reason, todo) in cases {

@@ -32,6 +32,18 @@ pub struct CaptureInfo {
 }
 
 impl CaptureInfo {
+    /// An instance `cdc.change_tables` no longer lists: it was disabled,
+    /// its change table and captured columns went with it, so nothing of
+    /// it can be read or described. The stream only moves on from it.
+    pub fn gone(instance: CaptureInstance) -> Self {
+        CaptureInfo {
+            instance,
+            change_table_id: 0,
+            columns: Vec::new(),
+            key_columns: Vec::new(),
+        }
+    }
+
     /// The Arrow fields of the columns read, in capture order.
     pub fn arrow_fields(&self) -> Result<Vec<Field>, SourceError> {
         self.columns.iter().map(SqlColumn::field).collect()
@@ -243,8 +255,8 @@ pub async fn captured_columns(
     change_table_id: i32,
 ) -> Result<Vec<SqlColumn>, SourceError> {
     let context = format!("captured columns of {name}");
-    let sql = "SELECT cc.column_name, t.name, c.max_length, c.precision, c.scale, c.is_nullable \
-               FROM cdc.captured_columns AS cc \
+    let sql = "SELECT cc.column_name, t.name, c.max_length, c.precision, c.scale, c.is_nullable, \
+               cc.column_id FROM cdc.captured_columns AS cc \
                JOIN sys.columns AS c ON c.object_id = cc.object_id AND c.name = cc.column_name \
                JOIN sys.types AS t ON t.user_type_id = c.user_type_id \
                WHERE cc.object_id = @P1 ORDER BY cc.column_ordinal";
@@ -260,6 +272,7 @@ pub async fn captured_columns(
         let precision: Option<u8> = row.try_get(3).map_err(SourceError::sql(&context))?;
         let scale: Option<u8> = row.try_get(4).map_err(SourceError::sql(&context))?;
         let nullable: Option<bool> = row.try_get(5).map_err(SourceError::sql(&context))?;
+        let column_id: Option<i32> = row.try_get(6).map_err(SourceError::sql(&context))?;
         captured.push(SqlColumn {
             name: text(0)?,
             type_name: text(1)?.to_ascii_lowercase(),
@@ -267,6 +280,7 @@ pub async fn captured_columns(
             precision: precision.unwrap_or(0),
             scale: scale.unwrap_or(0),
             nullable: nullable.unwrap_or(true),
+            column_id,
         });
     }
     Ok(captured)

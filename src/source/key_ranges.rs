@@ -174,6 +174,7 @@ mod tests {
             precision: 0,
             scale: 0,
             nullable: false,
+            column_id: None,
         };
         let info = CaptureInfo {
             instance: CaptureInstance::new("dbo_t").unwrap(),

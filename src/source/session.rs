@@ -84,8 +84,19 @@ impl SourceSession {
             .capture_instance
             .as_ref()
             .or(reading.map(|info| &info.instance));
-        let found =
-            cdc::discover(&mut client, &source.table, named, source.columns.as_deref()).await?;
+        let discovered =
+            cdc::discover(&mut client, &source.table, named, source.columns.as_deref()).await;
+        let found = match (discovered, reading) {
+            // The instance read was disabled while the run went on: what is
+            // known of it is kept, and planning, finding it gone, moves on
+            // to the table's other instance.
+            (Err(SourceError::NotCaptured(_)), Some(known))
+                if source.capture_instance.is_none() =>
+            {
+                known.clone()
+            }
+            (other, _) => other?,
+        };
         let mut replaced = None;
         let info = match reading {
             // Same name, new change table: enabled again, with the columns

@@ -249,6 +249,7 @@ mod tests {
             precision: 0,
             scale: 0,
             nullable: false,
+            column_id: None,
         }
     }
 

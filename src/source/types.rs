@@ -27,6 +27,11 @@ pub struct SqlColumn {
     pub scale: u8,
     /// Whether NULL is allowed.
     pub nullable: bool,
+    /// The source table's `column_id` of a captured column
+    /// (`cdc.captured_columns.column_id`): `sp_rename` keeps it, so a
+    /// column renamed between two capture instances is known by it.
+    /// `None` where the column was not read from a capture instance.
+    pub column_id: Option<i32>,
 }
 
 /// How a column's values are turned into Arrow.
@@ -216,6 +221,7 @@ mod tests {
             precision,
             scale,
             nullable: true,
+            column_id: None,
         }
     }
 

@@ -10,7 +10,7 @@
 use serde_json::Value;
 use tiberius::ColumnData;
 
-use crate::support::cdc::{capture_table, wait_until_count};
+use crate::support::cdc::{binary, capture_table, lsn_literal, wait_until_count};
 use crate::support::duckdb::read_delta;
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::StreamFixture;
@@ -257,91 +257,58 @@ async fn widened_columns_hold_every_value_in_bronze_and_silver() {
 async fn a_dropped_column_stays_in_bronze_null_from_then_on() {
     let server = TestServer::start().await;
     let (mut client, stream) = streamed(&server).await;
-    change(
-        &mut client,
-        "INSERT INTO dbo.orders VALUES (2, 2, N'b', 2, 22)",
-        1,
-    )
-    .await;
-    ddl(&mut client, "ALTER TABLE dbo.orders DROP COLUMN x").await;
-    change(
-        &mut client,
-        "INSERT INTO dbo.orders (id, v, d, amount) VALUES (3, 3, N'c', 3)",
-        1,
-    )
-    .await;
-
+    drop_x(&mut client).await;
     stream.run_once().await.expect("streams across the drop");
+    assert_drop_followed(&mut client, &stream).await;
+}
 
-    let Some(rows) = duckdb_text(
-        &stream.path("bronze"),
-        "SELECT CAST(id AS VARCHAR), CAST(x AS VARCHAR) FROM t ORDER BY _lsn, _seqval",
+/// `v` widened to bigint and followed by the stream, with a row in it.
+async fn widened_and_streamed(client: &mut Client, stream: &StreamFixture) {
+    ddl(client, WIDENINGS[0]).await;
+    change(
+        client,
+        "INSERT INTO dbo.orders VALUES (2, 5, N'n', 2, 2)",
+        1,
     )
-    .await
-    else {
-        return;
-    };
-    let some = |s: &str| Some(s.to_string());
-    assert_eq!(
-        rows,
-        [
-            vec![some("1"), some("1")],
-            vec![some("2"), some("22")],
-            vec![some("3"), None],
-        ],
-        "x keeps its values before the drop and is NULL after it"
-    );
-    let details = schema_changes(&stream).await;
-    assert_eq!(details.len(), 1, "{details:?}");
-    assert_eq!(
-        details[0]["columns_dropped"],
-        serde_json::json!([{"column": "x", "captured": true}])
-    );
-    let silver = duckdb_text(
-        &stream.path("silver"),
-        "SELECT CAST(id AS VARCHAR), CAST(x AS VARCHAR) FROM t ORDER BY id",
-    )
-    .await
-    .expect("DuckDB read bronze, so it reads silver");
-    assert_eq!(
-        silver,
-        [
-            vec![some("1"), some("1")],
-            vec![some("2"), some("22")],
-            vec![some("3"), None],
-        ]
-    );
+    .await;
+    stream.run_once().await.expect("follows the widening");
+}
+
+/// `v` narrowed back to int, then a row. Every change row fits in int, so
+/// the change table's column narrows too (one that does not fit would
+/// keep bigint, and the stream would go on losing nothing).
+async fn narrow_v(client: &mut Client) {
+    ddl(client, "ALTER TABLE dbo.orders ALTER COLUMN v int NULL").await;
+    change(client, "INSERT INTO dbo.orders (id, v) VALUES (3, 3)", 1).await;
+}
+
+/// The remedy of a refused narrowing: a new stream into new tables, whose
+/// snapshot creates them with the new types, holds the source table.
+async fn assert_a_new_target_holds_the_table(
+    server: &TestServer,
+    client: &mut Client,
+    stream: &StreamFixture,
+) {
+    let mut remedy = with_silver(StreamFixture::new(server, &db_of(stream), ""));
+    remedy.manifest = remedy
+        .manifest
+        .replace("appId: it-orders", "appId: it-orders-v2");
+    remedy.run_once().await.expect("the new target streams");
+    assert_silver_is_the_source(client, &remedy).await;
+    if let Some(bronze) = read_delta(&remedy.path("bronze"), None).await {
+        assert_eq!(bronze.column_type("v"), "INTEGER");
+    }
 }
 
 #[tokio::test]
 async fn a_narrowed_column_stops_the_stream_and_a_new_target_loses_nothing() {
     let server = TestServer::start().await;
     let (mut client, stream) = streamed(&server).await;
-    ddl(&mut client, WIDENINGS[0]).await;
-    change(
-        &mut client,
-        "INSERT INTO dbo.orders VALUES (2, 5, N'n', 2, 2)",
-        1,
-    )
-    .await;
-    stream.run_once().await.expect("follows the widening");
+    widened_and_streamed(&mut client, &stream).await;
     change(&mut client, "DELETE FROM dbo.orders WHERE id = 2", 1).await;
     let bronze_before = stream.bronze().await;
 
-    // Every change row fits in int, so the change table's column narrows
-    // too (one that does not fit would keep bigint, and the stream would
-    // go on losing nothing).
-    ddl(
-        &mut client,
-        "ALTER TABLE dbo.orders ALTER COLUMN v int NULL",
-    )
-    .await;
-    change(
-        &mut client,
-        "INSERT INTO dbo.orders (id, v) VALUES (3, 3)",
-        1,
-    )
-    .await;
+    narrow_v(&mut client).await;
     let error = stream.run_once().await.expect_err("a narrowing is refused");
     let message = error.to_string();
     for needle in [
@@ -363,18 +330,7 @@ async fn a_narrowed_column_stops_the_stream_and_a_new_target_loses_nothing() {
         schema_changes(&stream).await.len() == 1,
         "no event row for the refused statement"
     );
-
-    // The remedy: a new stream into new tables, whose snapshot creates
-    // them with the new types.
-    let mut remedy = with_silver(StreamFixture::new(&server, &db_of(&stream), ""));
-    remedy.manifest = remedy
-        .manifest
-        .replace("appId: it-orders", "appId: it-orders-v2");
-    remedy.run_once().await.expect("the new target streams");
-    assert_silver_is_the_source(&mut client, &remedy).await;
-    if let Some(bronze) = read_delta(&remedy.path("bronze"), None).await {
-        assert_eq!(bronze.column_type("v"), "INTEGER");
-    }
+    assert_a_new_target_holds_the_table(&server, &mut client, &stream).await;
 }
 
 /// The database a fixture's manifest names.
@@ -406,4 +362,452 @@ async fn a_crash_anywhere_in_a_widening_loses_and_repeats_nothing() {
         assert_silver_is_the_source(&mut client, &stream).await;
         assert_eq!(schema_changes(&stream).await.len(), 3, "crash at {point}");
     }
+}
+
+/// The columns compared across a rename of `v` to `w`.
+const RENAMED_COLUMNS: &str = "id, v, w, d, amount, x";
+
+/// `cdc.fn_cdc_get_all_changes_<instance>` as bronze spells its rows: the
+/// operation and `columns` (which may name NULL for a column the instance
+/// lacks), in change order.
+async fn all_changes(
+    client: &mut Client,
+    instance: &str,
+    columns: &str,
+) -> Vec<Vec<Option<String>>> {
+    source_text(
+        client,
+        &format!(
+            "DECLARE @from binary(10) = sys.fn_cdc_get_min_lsn('{instance}'), \
+             @to binary(10) = sys.fn_cdc_get_max_lsn(); \
+             SELECT CASE __$operation WHEN 1 THEN N'delete' WHEN 2 THEN N'insert' \
+             WHEN 3 THEN N'update_before' ELSE N'update_after' END, {columns} \
+             FROM cdc.fn_cdc_get_all_changes_{instance}(@from, @to, N'all update old') \
+             ORDER BY __$start_lsn, __$seqval, __$operation"
+        ),
+    )
+    .await
+}
+
+/// Bronze's change rows across a rename, through DuckDB, in change order.
+async fn bronze_renamed(stream: &StreamFixture) -> Option<Vec<Vec<Option<String>>>> {
+    let columns: Vec<String> = RENAMED_COLUMNS
+        .split(", ")
+        .map(|c| format!("CAST({c} AS VARCHAR)"))
+        .collect();
+    duckdb_text(
+        &stream.path("bronze"),
+        &format!(
+            "SELECT _operation, {} FROM t WHERE _operation <> 'snapshot' \
+             ORDER BY _lsn, _seqval, _operation = 'update_after'",
+            columns.join(", ")
+        ),
+    )
+    .await
+}
+
+/// What a DBA does to rename a captured column `v` of `dbo.orders` to `w`:
+/// SQL Server refuses `sp_rename` while a capture instance captures it
+/// (error 4928), so the instance is disabled, the column renamed, and a
+/// new instance enabled; `while_off` runs while no instance captures the
+/// table. Returns the new instance's start LSN.
+async fn rename_v_to_w(client: &mut Client, while_off: &[&str]) -> Vec<u8> {
+    let refused = run(client, "EXEC sp_rename N'dbo.orders.v', N'w', N'COLUMN'")
+        .await
+        .expect_err("a captured column cannot be renamed");
+    assert!(refused.to_string().contains("REPLICATED"), "{refused}");
+    let disable = "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', \
+                   @source_name = N'orders', @capture_instance = N'dbo_orders'";
+    let rename = "EXEC sp_rename N'dbo.orders.v', N'w', N'COLUMN'";
+    let enable = "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', \
+                  @source_name = N'orders', @role_name = NULL, @capture_instance = N'dbo_orders_v2'";
+    let steps = [disable, rename]
+        .into_iter()
+        .chain(while_off.iter().copied());
+    for sql in steps.chain([enable]) {
+        run(client, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    binary(
+        client,
+        "SELECT start_lsn FROM cdc.change_tables WHERE capture_instance = N'dbo_orders_v2'",
+    )
+    .await
+    .expect("the new instance's start_lsn")
+}
+
+/// A streamed `dbo.orders` whose column `v` is renamed to `w` through a
+/// new capture instance (`rename_v_to_w`) after the stream read the old
+/// instance to its end, with changes on both sides of it. Returns the
+/// old instance's changes (read before its change table went) and the
+/// new instance's start LSN.
+async fn renamed(stream: &StreamFixture, client: &mut Client) -> (Changes, Vec<u8>) {
+    change(
+        client,
+        "INSERT INTO dbo.orders VALUES (2, 20, N'b', 2, 2)",
+        1,
+    )
+    .await;
+    change(client, "UPDATE dbo.orders SET v = 21 WHERE id = 2", 2).await;
+    stream.run_once().await.expect("reads the first instance");
+    let old_changes = all_changes(
+        client,
+        "dbo_orders",
+        "id, v, CAST(NULL AS int), d, amount, x",
+    )
+    .await;
+    let v2_start = rename_v_to_w(client, &[]).await;
+    for (sql, rows) in [
+        (
+            "INSERT INTO dbo.orders (id, w, d, amount, x) VALUES (3, 30, N'c', 3, 3)",
+            1,
+        ),
+        ("UPDATE dbo.orders SET w = 22 WHERE id = 2", 2),
+    ] {
+        crate::engine_source_changes::change(client, "dbo_orders_v2", sql, rows).await;
+    }
+    (old_changes, v2_start)
+}
+
+/// Rows of text, as both sides of a comparison are read.
+type Changes = Vec<Vec<Option<String>>>;
+
+/// After the rename: bronze holds both instances' change rows once each
+/// (`v` up to the switch, `w` from it on), and silver every row of the
+/// source, its value under the name it was last written with.
+async fn assert_rename_followed(client: &mut Client, stream: &StreamFixture, old: Changes) {
+    let Some(bronze) = bronze_renamed(stream).await else {
+        return;
+    };
+    let mut changes = old;
+    changes.extend(
+        all_changes(
+            client,
+            "dbo_orders_v2",
+            "id, CAST(NULL AS int), w, d, amount, x",
+        )
+        .await,
+    );
+    assert_eq!(bronze, changes, "bronze (DuckDB) = both change tables");
+
+    let silver = duckdb_text(
+        &stream.path("silver"),
+        "SELECT CAST(id AS VARCHAR), CAST(COALESCE(w, v) AS VARCHAR), CAST(d AS VARCHAR), \
+         CAST(amount AS VARCHAR), CAST(x AS VARCHAR) FROM t ORDER BY id",
+    )
+    .await
+    .expect("DuckDB read bronze, so it reads silver");
+    let source = source_text(
+        client,
+        "SELECT id, w, d, amount, x FROM dbo.orders ORDER BY id",
+    )
+    .await;
+    assert_eq!(silver, source, "silver (DuckDB) = the source table");
+    // A row unchanged since the rename keeps its value in v; one written
+    // after it has it in w, and v NULL.
+    let names = duckdb_text(
+        &stream.path("silver"),
+        "SELECT CAST(v AS VARCHAR), CAST(w AS VARCHAR) FROM t ORDER BY id",
+    )
+    .await
+    .expect("DuckDB reads silver");
+    let some = |s: &str| Some(s.to_string());
+    assert_eq!(
+        names,
+        [
+            vec![some("7"), None],
+            vec![None, some("22")],
+            vec![None, some("30")],
+        ]
+    );
+}
+
+/// The `capture_instance_switched` and `data_skipped` rows (event,
+/// min_lsn, capture_instance, detail), in that order.
+async fn switch_rows(stream: &StreamFixture) -> Vec<Vec<String>> {
+    stream
+        .facts_query(
+            "SELECT event, min_lsn, capture_instance, detail FROM t \
+             WHERE event IN ('capture_instance_switched', 'data_skipped') ORDER BY event",
+        )
+        .await
+}
+
+/// The rename row of issue 32: the stream reads the old instance to its
+/// end, the DBA renames `v` to `w` through a new capture instance, and the
+/// stream moves to it at its start LSN. The gap between the instances is
+/// reported through `onDataLoss` (`fail` stops, naming the disabled
+/// instance; `skip` records it), `w` is added to bronze and silver, `v`
+/// stays (NULL from then on), and the switch row's detail names the rename
+/// by `column_id`. Nothing read from either instance is lost or repeated.
+#[tokio::test]
+async fn a_column_renamed_through_a_new_capture_instance_is_followed_at_its_start() {
+    let server = TestServer::start().await;
+    let (mut client, mut stream) = streamed(&server).await;
+    let (old_changes, v2_start) = renamed(&stream, &mut client).await;
+    const ROWS: &str = "SELECT _lsn, _seqval, _operation FROM t ORDER BY _lsn, _seqval, _operation";
+    let bronze_before = stream.bronze_query(ROWS).await;
+
+    // onDataLoss: fail (the default) stops: the stream cannot tell that
+    // nothing changed while no instance captured the table.
+    let error = stream
+        .run_once()
+        .await
+        .expect_err("the gap between the instances is data loss under fail");
+    assert_eq!(error.kind(), "data_loss");
+    let message = error.to_string();
+    for needle in [
+        "dbo_orders was disabled",
+        "dbo_orders_v2",
+        "onDataLoss: skip",
+    ] {
+        assert!(message.contains(needle), "{needle} in: {message}");
+    }
+    // A run opens with the table's newest instance, so bronze may have
+    // gained its columns; no row was written.
+    assert_eq!(
+        stream.bronze_query(ROWS).await,
+        bronze_before,
+        "nothing was written"
+    );
+
+    // The DBA knows nothing changed in between: skip records the gap.
+    stream.manifest.push_str("  onDataLoss: skip\n");
+    stream.run_once().await.expect("moves to the new instance");
+
+    let events = switch_rows(&stream).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    let (switch, skipped) = (&events[0], &events[1]);
+    assert_eq!(switch[0], "capture_instance_switched");
+    assert_eq!(
+        switch[1],
+        lsn_literal(&v2_start),
+        "switched at the exact LSN"
+    );
+    assert_eq!(switch[2], "dbo_orders_v2");
+    let column_id = source_text(
+        &mut client,
+        "SELECT column_id FROM sys.columns WHERE object_id = OBJECT_ID(N'dbo.orders') \
+         AND name = N'w'",
+    )
+    .await[0][0]
+        .clone()
+        .expect("w has a column_id");
+    let detail: Value = serde_json::from_str(&switch[3]).expect("detail is JSON");
+    assert_eq!(detail["from_capture_instance"], "dbo_orders");
+    assert_eq!(
+        detail["from_columns"],
+        serde_json::json!(["id", "v", "d", "amount", "x"])
+    );
+    assert_eq!(
+        detail["to_columns"],
+        serde_json::json!(["id", "w", "d", "amount", "x"])
+    );
+    assert_eq!(
+        detail["renamed_columns"],
+        serde_json::json!([{"from": "v", "to": "w",
+            "column_id": column_id.parse::<i64>().expect("an int")}])
+    );
+    assert_eq!(detail["from_disabled"], true);
+    assert_eq!(skipped[0], "data_skipped");
+    let gap: Value = serde_json::from_str(&skipped[3]).expect("detail is JSON");
+    assert_eq!(gap["resumed_at_lsn"], lsn_literal(&v2_start));
+
+    assert_rename_followed(&mut client, &stream, old_changes).await;
+}
+
+/// DROP COLUMN x between two inserts, each waited for.
+async fn drop_x(client: &mut Client) {
+    change(
+        client,
+        "INSERT INTO dbo.orders VALUES (2, 2, N'b', 2, 22)",
+        1,
+    )
+    .await;
+    ddl(client, "ALTER TABLE dbo.orders DROP COLUMN x").await;
+    change(
+        client,
+        "INSERT INTO dbo.orders (id, v, d, amount) VALUES (3, 3, N'c', 3)",
+        1,
+    )
+    .await;
+}
+
+/// After `drop_x`: x keeps its values before the drop and is NULL after it,
+/// in bronze and silver, and one `schema_change` row lists it.
+async fn assert_drop_followed(client: &mut Client, stream: &StreamFixture) {
+    assert_bronze_is_the_change_table(client, stream).await;
+    let details = schema_changes(stream).await;
+    assert_eq!(details.len(), 1, "{details:?}");
+    assert_eq!(
+        details[0]["columns_dropped"],
+        serde_json::json!([{"column": "x", "captured": true}])
+    );
+    let some = |s: &str| Some(s.to_string());
+    let expected = [
+        vec![some("1"), some("1")],
+        vec![some("2"), some("22")],
+        vec![some("3"), None],
+    ];
+    let Some(rows) = duckdb_text(
+        &stream.path("bronze"),
+        "SELECT CAST(id AS VARCHAR), CAST(x AS VARCHAR) FROM t ORDER BY _lsn, _seqval",
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        rows, expected,
+        "x keeps its values before the drop and is NULL after it"
+    );
+    let silver = duckdb_text(
+        &stream.path("silver"),
+        "SELECT CAST(id AS VARCHAR), CAST(x AS VARCHAR) FROM t ORDER BY id",
+    )
+    .await
+    .expect("DuckDB read bronze, so it reads silver");
+    assert_eq!(silver, expected);
+}
+
+/// Each crash point of the batch that reads past a DROP COLUMN: the
+/// stream is SIGKILLed there, then run to the end; bronze and silver are
+/// as if it never crashed.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn a_crash_at_a_dropped_columns_batch_loses_and_repeats_nothing() {
+    let server = TestServer::start().await;
+    for point in [
+        "after_offsets_of_schema_change",
+        "after_bronze_commit_of_schema_change",
+    ] {
+        let (mut client, stream) = streamed(&server).await;
+        drop_x(&mut client).await;
+        crate::engine_crash::run_until_killed(&stream, point).await;
+        stream.run_once().await.expect("resumes after the crash");
+        assert_drop_followed(&mut client, &stream).await;
+    }
+}
+
+/// A batch planned before a narrowing and killed before it was written is
+/// refused on replay like any batch after it: nothing of the narrowed type
+/// is written, and the remedy (a new target) still holds the table.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn a_batch_killed_before_a_narrowing_is_not_written_in_the_narrowed_type() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = streamed(&server).await;
+    widened_and_streamed(&mut client, &stream).await;
+    let bronze_before = stream.bronze().await;
+    change(&mut client, "DELETE FROM dbo.orders WHERE id = 2", 1).await;
+    crate::engine_crash::run_until_killed(&stream, "after_offsets").await;
+
+    narrow_v(&mut client).await;
+    let error = stream
+        .run_once()
+        .await
+        .expect_err("the replayed batch is refused too");
+    assert_eq!(error.kind(), "schema_change", "{error}");
+    assert_eq!(stream.bronze().await, bronze_before, "nothing was written");
+    assert_a_new_target_holds_the_table(&server, &mut client, &stream).await;
+}
+
+/// Each crash point of the batch that moves to the renamed column's new
+/// instance: after the restart, both instances' rows are in bronze once
+/// each, and the switch and the gap are recorded once.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn a_crash_at_the_switch_after_a_rename_loses_and_repeats_nothing() {
+    let server = TestServer::start().await;
+    for point in ["after_offsets_of_switch", "after_bronze_commit_of_switch"] {
+        let (mut client, mut stream) = streamed(&server).await;
+        stream.manifest.push_str("  onDataLoss: skip\n");
+        let (old_changes, v2_start) = renamed(&stream, &mut client).await;
+        crate::engine_crash::run_until_killed(&stream, point).await;
+        stream.run_once().await.expect("resumes after the crash");
+        let events = switch_rows(&stream).await;
+        assert_eq!(events.len(), 2, "crash at {point}: {events:?}");
+        assert_eq!(events[0][1], lsn_literal(&v2_start), "crash at {point}");
+        assert_rename_followed(&mut client, &stream, old_changes).await;
+    }
+}
+
+/// Bronze committed a batch in the old type and the worker died before
+/// silver applied it; the column is widened before the restart. The replay
+/// widens both tables first, then silver applies that older bronze commit
+/// (its files still in the old type) into the widened table.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn silver_applies_a_bronze_commit_written_before_a_widening() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = streamed(&server).await;
+    change(
+        &mut client,
+        "INSERT INTO dbo.orders VALUES (2, 2147483647, N'before', 99999999.99, 2)",
+        1,
+    )
+    .await;
+    crate::engine_crash::run_until_killed(&stream, "after_bronze_commit").await;
+    for sql in WIDENINGS {
+        ddl(&mut client, sql).await;
+    }
+    change(&mut client, &wide_row(3), 1).await;
+
+    stream
+        .run_once()
+        .await
+        .expect("replays, widens, streams on");
+
+    if let Some(silver) = read_delta(&stream.path("silver"), None).await {
+        assert_eq!(silver.column_type("v"), "BIGINT");
+        assert_eq!(silver.column_type("amount"), "DECIMAL(18,2)");
+    }
+    assert_bronze_is_the_change_table(&mut client, &stream).await;
+    assert_silver_is_the_source(&mut client, &stream).await;
+}
+
+/// Under `onDataLoss: resnapshot` a change made while no instance captured
+/// the table is not lost: the stream copies the table again from the new
+/// instance, so silver holds the source exactly, `w` in every row.
+#[tokio::test]
+async fn a_change_made_while_a_rename_had_capture_off_is_recovered_by_resnapshot() {
+    let server = TestServer::start().await;
+    let (mut client, mut stream) = streamed(&server).await;
+    stream.manifest.push_str("  onDataLoss: resnapshot\n");
+    rename_v_to_w(&mut client, &["UPDATE dbo.orders SET w = 8 WHERE id = 1"]).await;
+    crate::engine_source_changes::change(
+        &mut client,
+        "dbo_orders_v2",
+        "INSERT INTO dbo.orders (id, w, d, amount, x) VALUES (3, 30, N'c', 3, 3)",
+        1,
+    )
+    .await;
+
+    stream
+        .run_once()
+        .await
+        .expect("takes a new snapshot of the new instance");
+
+    assert_eq!(
+        stream
+            .facts_query("SELECT COUNT(*) FROM t WHERE event = 'resnapshot'")
+            .await,
+        [["1"]]
+    );
+    let Some(silver) = duckdb_text(
+        &stream.path("silver"),
+        "SELECT CAST(id AS VARCHAR), CAST(w AS VARCHAR), CAST(d AS VARCHAR), \
+         CAST(amount AS VARCHAR), CAST(x AS VARCHAR) FROM t ORDER BY id",
+    )
+    .await
+    else {
+        return;
+    };
+    let source = source_text(
+        &mut client,
+        "SELECT id, w, d, amount, x FROM dbo.orders ORDER BY id",
+    )
+    .await;
+    assert_eq!(silver, source, "silver (DuckDB) = the source table");
 }

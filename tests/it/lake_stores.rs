@@ -468,6 +468,7 @@ fn plan(batch: i64) -> PlannedBatch {
         planned_at: at(batch),
         events: Vec::new(),
         parts: Vec::new(),
+        columns: Vec::new(),
     }
 }
 

@@ -73,6 +73,28 @@ pub struct SwitchDetail {
     pub to_columns: Vec<String>,
     /// Where the new instance starts.
     pub start_lsn: Lsn,
+    /// Columns the new instance captures under another name than the old
+    /// one did: the same source `column_id`, so `sp_rename` renamed them
+    /// between the two. The old name stays in bronze (NULL from the switch
+    /// on), the new one is added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renamed_columns: Vec<RenamedColumn>,
+    /// The old instance was disabled before the stream moved on: what it
+    /// held past the stream's position, and what changed while no
+    /// instance captured the table, went through `onDataLoss`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_disabled: bool,
+}
+
+/// A captured column renamed between two capture instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenamedColumn {
+    /// Its name in the old instance (and bronze's column until the switch).
+    pub from: String,
+    /// Its name in the new instance (bronze's column from the switch on).
+    pub to: String,
+    /// The source table's `column_id`, which the rename kept.
+    pub column_id: i32,
 }
 
 /// Changes purged by CDC cleanup before the stream read them, skipped
@@ -114,6 +136,12 @@ mod tests {
                 from_columns: vec!["id".into()],
                 to_columns: vec!["id".into(), "note".into()],
                 start_lsn: lsn,
+                renamed_columns: vec![RenamedColumn {
+                    from: "v".into(),
+                    to: "w".into(),
+                    column_id: 2,
+                }],
+                from_disabled: true,
             }),
             EventDetail::Skipped(SkipDetail {
                 skipped_from_lsn: lsn,
