@@ -1,13 +1,13 @@
 //! The worker's look at capture from the SQL Server side, with the
 //! monitoring login (`spec.source.monitoring`), never the reader: every
 //! trigger interval it reads the newest log scan, the capture errors and
-//! the capture job's state, and hands them to `status.capture`. Errors of
-//! its own are reported there too; they never stop the stream.
+//! the capture job's state, and hands them to `status.capture` (a
+//! stream's, or once for all of its tables a CdcSource's). Errors of its
+//! own are reported there too; they never stop the stream.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use mssql_cdc::operator::worker::StatusObserver;
 use mssql_cdc::source::capture_health::{CaptureLook, look};
 use mssql_cdc::source::{SqlClient, connect};
 use mssql_cdc::spec::{CaptureErrorStatus, CaptureStatus, SourceConfig};
@@ -18,12 +18,13 @@ const LOOK_EVERY_MIN: Duration = Duration::from_secs(1);
 /// ... and at most.
 const LOOK_EVERY_MAX: Duration = Duration::from_secs(60);
 
-/// Looks at capture every `every` (bounded) until the task is dropped.
+/// Looks at capture every `every` (bounded) until the task is dropped,
+/// handing each look to `report`.
 pub async fn watch_capture(
     source: SourceConfig,
     password: SecretString,
     every: Duration,
-    status: StatusObserver,
+    report: impl Fn(CaptureStatus) + Send + 'static,
 ) {
     let Some(login) = source.monitoring.clone() else {
         return;
@@ -45,7 +46,7 @@ pub async fn watch_capture(
                 Err(e) => Err(e.to_string()),
             },
         };
-        let report = match looked {
+        let looked_report = match looked {
             Ok(look) => {
                 let report = capture_status(&look, seen);
                 seen = look.errors.iter().map(|e| e.entry_time).max().or(seen);
@@ -63,7 +64,7 @@ pub async fn watch_capture(
                 }
             }
         };
-        status.capture_looked(report);
+        report(looked_report);
         tokio::time::sleep(every).await;
     }
 }

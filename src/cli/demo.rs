@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mssql_cdc::engine::{RunOptions, RunSummary, TableRun, run_tables};
+use mssql_cdc::engine::{RunOptions, RunSummary, Silent, TableRun, run_tables};
 use mssql_cdc::spec::{Manifests, load_documents, source_stream_config};
 use mssql_cdc_sandbox::{DemoOptions, Sandbox, SandboxOptions, TlsSource};
 
@@ -124,7 +124,7 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         }
         signal.cancel();
     });
-    let outcomes = run_tables(tables, Some(pacing)).await;
+    let outcomes = run_tables(tables, Some(pacing), Arc::new(Silent)).await;
     sandbox.stop().await.context("stopping the sandbox")?;
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let counts = |s: &RunSummary| {

@@ -22,6 +22,7 @@ pub mod progress_log;
 pub mod run;
 pub mod source_discovery;
 pub mod source_members;
+pub mod source_report;
 pub mod sql;
 pub mod worker;
 pub mod worker_source;

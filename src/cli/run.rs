@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use mssql_cdc::engine::{Fanout, Observer, RunOptions, RunSummary, TableRun, run, run_tables};
+use mssql_cdc::engine::{
+    Fanout, Observer, RunOptions, RunSummary, Silent, TableRun, run, run_tables,
+};
 use mssql_cdc::lake::lease::DEFAULT_LEASE_TTL;
 use mssql_cdc::metrics::{Metrics, MetricsServer};
 use mssql_cdc::spec::{CdcSource, CdcStream, Manifests, load_documents, source_stream_config};
@@ -141,7 +143,7 @@ async fn run_source(
         signal.cancel();
     });
     let mut failed = 0;
-    for outcome in run_tables(tables, Some(pacing)).await {
+    for outcome in run_tables(tables, Some(pacing), Arc::new(Silent)).await {
         match outcome.result {
             Ok(summary) => println!("{}: stopped: {}", outcome.target, summary_line(&summary)),
             Err(error) => {

@@ -161,11 +161,12 @@ async fn run_stream(
         Trigger::AvailableNow => Duration::from_secs(10),
     };
     let monitor = monitoring_password(&config).map(|password| {
+        let status = status.clone();
         tokio::spawn(watch_capture(
             config.source.clone(),
             password,
             interval,
-            status.clone(),
+            move |capture| status.capture_looked(capture),
         ))
     });
     let observers: Vec<Arc<dyn Observer>> = vec![
@@ -203,7 +204,9 @@ async fn run_stream(
 
 /// The monitoring login's password, when the spec names one and the pod
 /// has it; a missing one is a warning, never a failure.
-fn monitoring_password(config: &mssql_cdc::spec::StreamConfig) -> Option<secrecy::SecretString> {
+pub(super) fn monitoring_password(
+    config: &mssql_cdc::spec::StreamConfig,
+) -> Option<secrecy::SecretString> {
     let login = config.source.monitoring.as_ref()?;
     resolve_password(&login.password, |name: &str| std::env::var(name).ok())
         .map_err(|e| tracing::warn!("spec.source.monitoring: {e}; capture is not looked at"))

@@ -4,6 +4,8 @@
 //! source's rounds (`engine::run_tables`), and reports each table into its
 //! own stream's status, as a stream's own worker does: progress, snapshot,
 //! finalization, and a table's failure with its reason (the others go on).
+//! What concerns the source as a whole (SQL Server down, capture's health)
+//! goes once into the CdcSource's status (`source_report.rs`).
 //! A stream that cannot be resolved against the source says why in its
 //! status and is not run. Beside the tables, `source_discovery` reports the
 //! captured tables no stream covers.
@@ -24,6 +26,7 @@ use mssql_cdc::operator::worker::{
 use mssql_cdc::spec::{CdcSource, CdcStream, DEFAULT_IDLE_COMMIT_INTERVAL, Trigger, WorkerState};
 
 use super::progress_log::ProgressLog;
+use super::source_report::SourceReport;
 use super::worker::{FINAL_REPORT_TIMEOUT, WorkerArgs, write_termination_message};
 use super::{source_discovery, source_members};
 
@@ -83,6 +86,7 @@ pub async fn run_source_worker(
             args,
             namespace,
             name,
+            sources: &sources,
             streams: &streams,
             reports: &reports,
             metrics: &metrics,
@@ -164,6 +168,7 @@ struct Round<'a> {
     args: &'a WorkerArgs,
     namespace: &'a str,
     name: &'a str,
+    sources: &'a Api<CdcSource>,
     streams: &'a Api<CdcStream>,
     reports: &'a Arc<StatusReports>,
     metrics: &'a Arc<Metrics>,
@@ -177,6 +182,7 @@ impl Round<'_> {
             args,
             namespace,
             name,
+            sources,
             streams,
             reports,
             metrics,
@@ -233,7 +239,16 @@ impl Round<'_> {
             .first()
             .is_some_and(|t| t.config.trigger == Trigger::AvailableNow);
         let mut failed = Vec::new();
-        for outcome in run_tables(tables, Some(pacing)).await {
+        let report = SourceReport::start(
+            sources.clone(),
+            name,
+            &tables,
+            reports,
+            args.status_interval,
+        );
+        let outcomes = run_tables(tables, Some(pacing), Arc::clone(&report.observer)).await;
+        report.finish().await;
+        for outcome in outcomes {
             let Some(status) = statuses.get(&outcome.target) else {
                 continue;
             };

@@ -435,6 +435,21 @@ impl EngineError {
             _ => false,
         }
     }
+
+    /// Whether the error is the whole source's (every table of a
+    /// `CdcSource` meets it), not this table's: then the source's worker
+    /// backs off once for all of its tables instead of each on its own.
+    /// SQL Server's errors only, by type ([`SourceError::outage`]); a
+    /// lake's error is always one table's (its own target and checkpoint).
+    pub fn outage(&self) -> Option<crate::source::SourceOutage> {
+        match self {
+            EngineError::Source(e) => e.outage(),
+            EngineError::Bronze(BronzeError::Source(e)) => e
+                .downcast_ref::<SourceError>()
+                .and_then(SourceError::outage),
+            _ => None,
+        }
+    }
 }
 
 impl EngineError {

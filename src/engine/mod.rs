@@ -50,6 +50,7 @@ mod snapshot;
 mod snapshot_copy;
 mod snapshot_ranges;
 mod source_changes;
+mod source_health;
 mod sql_server;
 mod step;
 #[cfg(test)]
@@ -66,7 +67,8 @@ pub use observer::{
     Fanout, Observer, PositionMeasures, Silent, SilverFill, SnapshotProgress, SourceCheck,
 };
 pub use options::{RunOptions, RunSummary};
-pub use pacer::{Pacer, RoundOutcome, TablePace};
+pub use pacer::{Pacer, RoundOutcome, SOURCE_RETRY_MAX, TablePace};
 pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;
+pub use source_health::{SourceDown, SourceHealth};
 pub use tables::{TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};

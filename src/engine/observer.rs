@@ -12,6 +12,7 @@ use crate::domain::Lsn;
 use crate::domain::VerdictUpdate;
 
 use super::error::EngineError;
+use super::source_health::SourceHealth;
 
 /// Where a snapshot stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +102,9 @@ pub trait Observer: Send + Sync {
     fn failed(&self, _error: &EngineError) {}
     /// The run is connected and its tables are open: it runs (again).
     fn running(&self) {}
+    /// A source's rounds found the source up or down (a change of state
+    /// only); told to each of its tables and to the source's own observer.
+    fn source_health(&self, _health: &SourceHealth) {}
 }
 
 /// An observer that shows nothing (the engine still logs through `tracing`).
@@ -154,5 +158,8 @@ impl Observer for Fanout {
     }
     fn running(&self) {
         self.0.iter().for_each(|o| o.running());
+    }
+    fn source_health(&self, health: &SourceHealth) {
+        self.0.iter().for_each(|o| o.source_health(health));
     }
 }

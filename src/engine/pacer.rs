@@ -13,23 +13,45 @@
 //! whose change table SQL Server refused is woken too: its own run meets
 //! the error and reports it in its own status.
 //!
+//! The rounds' session is also the one judge of the source as a whole
+//! (`source_health.rs`). Every round reads the max LSN, so it knows; when
+//! it cannot (the server unreachable, the login refused: an error whose
+//! `outage()` says it is the source's), no table is woken, the rounds
+//! back off as one (the trigger interval doubling to
+//! [`SOURCE_RETRY_MAX`]), and a table that meets such an error itself
+//! asks the rounds to look at once, then waits for the source instead of
+//! retrying on its own: 1,000 tables cost one connection attempt per
+//! backoff, not 1,000. A session of the rounds that fails is tried once
+//! more on a new connection before the source is judged down, so one cut
+//! connection does not flip every table's status.
+//!
 //! Two semaphores bound what runs at once: `concurrency.reads` tables
 //! connect or read changes, `concurrency.snapshots` copy a snapshot (a
 //! table waiting for a snapshot slot gives its read slot back, so a
 //! bootstrap queue never stalls the others' changes).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::source_health::SourceHealth;
 use crate::domain::CaptureInstance;
+use crate::retry::{Backoff, Jitter, Policy};
 use crate::source::changed_tables::{ChangeWindow, ChangedTables, changed_tables};
 use crate::source::{SourceError, SqlClient, cdc, connect};
 use crate::spec::{SourceConfig, SourcePacing};
+
+/// The longest wait between two looks at a source that is down: long
+/// enough not to lock a login out with attempts, short enough to notice
+/// its return within minutes.
+pub const SOURCE_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
+/// The shortest wait between two looks at a source that is down.
+const SOURCE_RETRY_MIN: Duration = Duration::from_secs(1);
 
 /// The tables of one source and what they may run at once.
 pub struct Pacer {
@@ -41,6 +63,15 @@ struct Shared {
     reads: Arc<Semaphore>,
     snapshots: Arc<Semaphore>,
     idle_commit_interval: Duration,
+    /// The source as the rounds last found it.
+    health: watch::Sender<SourceHealth>,
+    /// Rounds run so far: a table that asked for a look waits for the next.
+    rounds: watch::Sender<u64>,
+    /// A table asks the rounds to look at the source now.
+    look_now: Notify,
+    /// Whether rounds run at all (not for an availableNow source): without
+    /// them a table handles every error on its own.
+    rounds_run: AtomicBool,
 }
 
 /// One table's place in the rounds.
@@ -73,6 +104,8 @@ pub struct RoundOutcome {
     pub idle_due: usize,
     /// Tables woken because their change table could not be asked.
     pub failed: usize,
+    /// The source is down: nothing was asked, no table woken.
+    pub source_down: bool,
 }
 
 impl Pacer {
@@ -90,6 +123,10 @@ impl Pacer {
                 reads: Arc::new(Semaphore::new(pacing.reads.get())),
                 snapshots: Arc::new(Semaphore::new(pacing.snapshots.get())),
                 idle_commit_interval: pacing.idle_commit_interval,
+                health: watch::Sender::new(SourceHealth::Unknown),
+                rounds: watch::Sender::new(0),
+                look_now: Notify::new(),
+                rounds_run: AtomicBool::new(false),
             }),
         }
     }
@@ -102,9 +139,15 @@ impl Pacer {
         }
     }
 
-    /// Runs a round every `interval` until `stop`: one session of its own
-    /// (`source`'s server and login), reconnected after an error; when it
-    /// cannot ask, every waiting table is woken to find out for itself.
+    /// The source's health as the rounds find it, watched.
+    pub fn health(&self) -> watch::Receiver<SourceHealth> {
+        self.shared.health.subscribe()
+    }
+
+    /// Runs a round every `interval` (or at once when a table asks) until
+    /// `stop`: one session of its own (`source`'s server and login),
+    /// reconnected after an error. While the source is down the rounds
+    /// back off, from `interval` doubling to [`SOURCE_RETRY_MAX`].
     pub async fn run_rounds(
         &self,
         source: &SourceConfig,
@@ -112,20 +155,46 @@ impl Pacer {
         interval: Duration,
         stop: &CancellationToken,
     ) {
+        self.shared.rounds_run.store(true, Ordering::SeqCst);
+        let first = interval.max(SOURCE_RETRY_MIN);
+        // Equal jitter: one process's rhythm, never much sooner than due.
+        let mut backoff = Backoff::with_policy(Policy::new(
+            first,
+            SOURCE_RETRY_MAX.max(first),
+            Jitter::Equal,
+        ));
         let mut client: Option<SqlClient> = None;
+        let mut wait = interval;
         loop {
             tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(interval) => {}
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(wait) => {}
+                () = self.shared.look_now.notified() => {}
             }
             let outcome = self.round(&mut client, source, password).await;
+            wait = if outcome.source_down {
+                let (attempt, delay) = backoff.next_delay();
+                tracing::warn!(
+                    attempt,
+                    delay_s = delay.as_secs_f64(),
+                    "the source is down: its tables wait; looking again after the delay"
+                );
+                delay
+            } else {
+                backoff.reset();
+                interval
+            };
             if outcome.changed + outcome.idle_due + outcome.failed > 0 {
                 tracing::debug!(?outcome, "round");
             }
         }
+        // Tables waiting for a look get their answer: no more rounds.
+        self.shared.rounds_run.store(false, Ordering::SeqCst);
+        self.shared.rounds.send_modify(|n| *n += 1);
     }
 
-    /// One round: which waiting tables to wake, and waking them.
+    /// One round: the source's max LSN, which waiting tables to wake, and
+    /// waking them; or, the source down, nothing but saying so.
     async fn round(
         &self,
         client: &mut Option<SqlClient>,
@@ -135,39 +204,67 @@ impl Pacer {
         let (due, asked) = self.waiting();
         let mut outcome = RoundOutcome {
             asked: asked.len(),
-            idle_due: due.len(),
             ..RoundOutcome::default()
         };
-        let mut wake: BTreeSet<usize> = due.into_iter().collect();
-        if !asked.is_empty() {
-            let windows: Vec<ChangeWindow> = asked.iter().map(|(_, w)| w.clone()).collect();
-            match ask(client, source, password, &windows).await {
-                Ok(answer) => {
-                    let changed: BTreeSet<&CaptureInstance> = answer.changed.iter().collect();
-                    let failed: BTreeSet<&CaptureInstance> =
-                        answer.failed.iter().map(|(instance, _)| instance).collect();
-                    for (slot, window) in &asked {
-                        if changed.contains(&window.instance) {
-                            outcome.changed += 1;
-                            wake.insert(*slot);
-                        } else if failed.contains(&window.instance) {
-                            outcome.failed += 1;
-                            wake.insert(*slot);
-                        }
+        let windows: Vec<ChangeWindow> = asked.iter().map(|(_, w)| w.clone()).collect();
+        let answer = ask_once_more(client, source, password, &windows).await;
+        let now = chrono::Utc::now();
+        let found = match &answer {
+            Err(error) => match error.outage() {
+                Some(outage) => Err((outage, error.to_string())),
+                None => Ok(()),
+            },
+            Ok(_) => Ok(()),
+        };
+        let down = found.is_err();
+        self.shared.health.send_if_modified(|health| {
+            let next = health.after(found, now);
+            let news = !next.same_state(health);
+            if news {
+                match next.down() {
+                    Some(down) => tracing::error!(
+                        reason = down.outage.reason(),
+                        "the source is down, every table of it waits: {}",
+                        down.message()
+                    ),
+                    None => tracing::info!("the source answers: its tables go on"),
+                }
+            }
+            *health = next;
+            news
+        });
+        let mut wake: BTreeSet<usize> = BTreeSet::new();
+        match answer {
+            _ if down => outcome.source_down = true,
+            Ok(answer) => {
+                outcome.idle_due = due.len();
+                wake.extend(due);
+                let changed: BTreeSet<&CaptureInstance> = answer.changed.iter().collect();
+                let failed: BTreeSet<&CaptureInstance> =
+                    answer.failed.iter().map(|(instance, _)| instance).collect();
+                for (slot, window) in &asked {
+                    if changed.contains(&window.instance) {
+                        outcome.changed += 1;
+                        wake.insert(*slot);
+                    } else if failed.contains(&window.instance) {
+                        outcome.failed += 1;
+                        wake.insert(*slot);
                     }
                 }
-                Err(error) => {
-                    tracing::warn!(
-                        %error,
-                        "the round cannot ask which tables changed; each waiting table checks on its own"
-                    );
-                    *client = None;
-                    outcome.failed += asked.len();
-                    wake.extend(asked.iter().map(|(slot, _)| *slot));
-                }
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "the round cannot ask which tables changed; each waiting table checks on its own"
+                );
+                outcome.idle_due = due.len();
+                wake.extend(due);
+                outcome.failed += asked.len();
+                wake.extend(asked.iter().map(|(slot, _)| *slot));
             }
         }
         self.wake(&wake);
+        self.shared.rounds.send_modify(|n| *n += 1);
         outcome
     }
 
@@ -210,6 +307,32 @@ impl Pacer {
     }
 }
 
+/// [`ask`], and once more on a new connection when the round's session
+/// failed (a session cut while idle is not the source down).
+async fn ask_once_more(
+    client: &mut Option<SqlClient>,
+    source: &SourceConfig,
+    password: &SecretString,
+    windows: &[ChangeWindow],
+) -> Result<ChangedTables, SourceError> {
+    let reused = client.is_some();
+    match ask(client, source, password, windows).await {
+        Ok(answer) => Ok(answer),
+        Err(_) if reused => {
+            *client = None;
+            let again = ask(client, source, password, windows).await;
+            if again.is_err() {
+                *client = None;
+            }
+            again
+        }
+        Err(error) => {
+            *client = None;
+            Err(error)
+        }
+    }
+}
+
 /// The max LSN, then which windows hold a change up to it, on the round's
 /// session (connecting first when it has none).
 async fn ask(
@@ -223,10 +346,59 @@ async fn ask(
         None => client.insert(connect(source, password).await?),
     };
     let max_lsn = cdc::max_lsn(session).await?;
+    if windows.is_empty() {
+        return Ok(ChangedTables::default());
+    }
     changed_tables(session, windows, max_lsn).await
 }
 
 impl TablePace {
+    /// After this table met an error that looks like the whole source's:
+    /// asks the rounds to look at the source now (unless they know it is
+    /// down), and while it is down waits until it is back (or `stop`).
+    /// `true`: the source was down and is back, so the table tries again at
+    /// once; `false`: the source answers (or no rounds run), so the error
+    /// is the table's own to handle.
+    pub async fn wait_out_source_outage(&self, stop: &CancellationToken) -> bool {
+        let shared = &self.shared;
+        if !shared.rounds_run.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut health = shared.health.subscribe();
+        if health.borrow_and_update().down().is_none() {
+            let mut rounds = shared.rounds.subscribe();
+            let seen = *rounds.borrow_and_update();
+            shared.look_now.notify_one();
+            tokio::select! {
+                () = stop.cancelled() => return false,
+                _ = rounds.wait_for(|n| *n > seen) => {}
+            }
+            if health.borrow_and_update().down().is_none() {
+                return false;
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => {}
+            _ = health.wait_for(|h| h.down().is_none()) => {}
+        }
+        true
+    }
+
+    /// Whether the rounds find the source down now.
+    pub fn source_down(&self) -> bool {
+        self.shared.health.borrow().down().is_some()
+    }
+
+    /// Waits while the rounds know the source is down (a table about to
+    /// connect does not try what the rounds are trying for it).
+    pub async fn wait_while_source_down(&self, stop: &CancellationToken) {
+        let mut health = self.shared.health.subscribe();
+        tokio::select! {
+            () = stop.cancelled() => {}
+            _ = health.wait_for(|h| h.down().is_none()) => {}
+        }
+    }
+
     /// A slot to connect or read changes in; held for one step.
     pub async fn read_permit(&self) -> Option<OwnedSemaphorePermit> {
         Arc::clone(&self.shared.reads).acquire_owned().await.ok()
@@ -357,5 +529,56 @@ mod tests {
         assert!(!waiting.is_finished());
         drop(copying);
         assert!(waiting.await.expect("gets the snapshot slot"));
+    }
+
+    /// Plays one round that found `found` (what `round` does after asking).
+    fn round_found(pacer: &Pacer, found: Result<(), (crate::source::SourceOutage, String)>) {
+        let now = chrono::Utc::now();
+        pacer
+            .shared
+            .health
+            .send_modify(|health| *health = health.after(found, now));
+        pacer.shared.rounds.send_modify(|n| *n += 1);
+    }
+
+    #[tokio::test]
+    async fn a_table_meeting_an_outage_waits_for_the_rounds_verdict_and_the_source() {
+        let pacer = Pacer::new(2, &pacing(Duration::from_secs(3600)));
+        let stop = CancellationToken::new();
+        // Without rounds (availableNow) the error is the table's own.
+        assert!(!pacer.table(0).wait_out_source_outage(&stop).await);
+
+        pacer.shared.rounds_run.store(true, Ordering::SeqCst);
+        // The rounds find the source answering: the table's own error.
+        let asking = tokio::spawn({
+            let (table, stop) = (pacer.table(0), stop.clone());
+            async move { table.wait_out_source_outage(&stop).await }
+        });
+        pacer.shared.look_now.notified().await;
+        round_found(&pacer, Ok(()));
+        assert!(!asking.await.expect("answered"));
+
+        // The rounds find it down: the table waits until it is back.
+        let waiting = tokio::spawn({
+            let (table, stop) = (pacer.table(1), stop.clone());
+            async move { table.wait_out_source_outage(&stop).await }
+        });
+        pacer.shared.look_now.notified().await;
+        let refused = (
+            crate::source::SourceOutage::LoginFailed,
+            "refused".to_string(),
+        );
+        round_found(&pacer, Err(refused.clone()));
+        assert!(pacer.table(0).source_down());
+        // Another look that finds it still down keeps the table waiting.
+        round_found(&pacer, Err(refused));
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        round_found(&pacer, Ok(()));
+        assert!(
+            waiting.await.expect("back"),
+            "the source was down and is back"
+        );
+        assert!(!pacer.table(1).source_down());
     }
 }

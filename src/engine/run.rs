@@ -126,7 +126,11 @@ async fn drive(
     let config = run.config;
     let mut backoff = run.options.backoff.clone();
     let heartbeat = config.heartbeat.as_ref();
-    // A source's table connects in one of its read slots.
+    // A source's table does not try a source its rounds find down, and
+    // connects in one of its read slots.
+    if let Some(pace) = run.options.pace.clone() {
+        pace.wait_while_source_down(&run.options.stop).await;
+    }
     run.read_permit = read_permit(run).await;
     let mut session = loop {
         let opened = open_source(run, password, heartbeat, None).await;
@@ -293,11 +297,27 @@ pub const BYPASS_LEASE: &str = "MSSQL_CDC_TEST_BYPASS_LEASE";
 
 /// After a transient error: tells the observer and waits out the backoff
 /// (less when the run is stopped meanwhile). Any other error is returned.
+/// A table of a source that meets an error of the whole source (its
+/// `outage()`) leaves it to the source's rounds: it waits, without its
+/// read slot, until they find the source back, then tries again at once;
+/// only when they find it answering is the error the table's own.
 async fn pause(
-    run: &Run<'_>,
+    run: &mut Run<'_>,
     backoff: &mut Backoff,
     error: EngineError,
 ) -> Result<(), EngineError> {
+    if let (Some(pace), Some(outage)) = (run.options.pace.clone(), error.outage()) {
+        let held = run.read_permit.take().is_some();
+        tracing::info!(%error, reason = outage.reason(), "asking the source's rounds whether the source is down");
+        let waited = pace.wait_out_source_outage(&run.options.stop).await;
+        if held {
+            run.read_permit = read_permit(run).await;
+        }
+        if waited {
+            backoff.reset();
+            return Ok(());
+        }
+    }
     if !error.is_transient() {
         return Err(error);
     }

@@ -8,6 +8,7 @@
 //! (or an availableNow trigger) a failed table is not retried; its error is returned with the others'
 //! summaries.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -15,6 +16,7 @@ use futures::future::join_all;
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
 use super::measure::measure_position;
+use super::observer::Observer;
 use super::options::{RunOptions, RunSummary};
 use super::pacer::Pacer;
 use super::run::run;
@@ -53,10 +55,13 @@ pub struct TableOutcome {
 /// Runs every table until each is caught up (`once`), or all are stopped.
 /// With `pacing` (a `CdcSource`'s), the tables share its limits and, once
 /// caught up, wait for the source's rounds instead of polling each on its
-/// own (`pacer.rs`); the rounds stop with the tables' stop token.
+/// own (`pacer.rs`); the rounds stop with the tables' stop token. The
+/// rounds' verdict on the source as a whole (up, or down and why) goes to
+/// `source_observer` and to every table's observer, on each change only.
 pub async fn run_tables(
     mut tables: Vec<TableRun>,
     pacing: Option<SourcePacing>,
+    source_observer: Arc<dyn Observer>,
 ) -> Vec<TableOutcome> {
     let (Some(pacing), Some(first)) = (pacing, tables.first()) else {
         let measure_every = FAILED_TABLE_MEASURE_EVERY;
@@ -79,6 +84,12 @@ pub async fn run_tables(
     for (slot, table) in tables.iter_mut().enumerate() {
         table.options.pace = Some(pacer.table(slot));
     }
+    let mut told: Vec<Arc<dyn Observer>> = tables
+        .iter()
+        .map(|t| Arc::clone(&t.options.observer))
+        .collect();
+    told.push(source_observer);
+    let health = pacer.health();
     let rounds = async {
         // Without a password every table fails on its own, saying why.
         let Ok(password) = password else {
@@ -96,7 +107,10 @@ pub async fn run_tables(
         if once {
             stop.cancelled().await;
         } else {
-            pacer.run_rounds(&source, &password, interval, &stop).await;
+            tokio::select! {
+                () = pacer.run_rounds(&source, &password, interval, &stop) => {}
+                () = tell_source_health(health, &told) => {}
+            }
         }
     };
     let measure_every = pacing.idle_commit_interval;
@@ -111,6 +125,21 @@ pub async fn run_tables(
         rounds
     );
     outcomes
+}
+
+/// Tells `observers` each change of the source's health, until the rounds
+/// end.
+async fn tell_source_health(
+    mut health: tokio::sync::watch::Receiver<super::source_health::SourceHealth>,
+    observers: &[Arc<dyn Observer>],
+) {
+    while health.changed().await.is_ok() {
+        let now = health.borrow_and_update().clone();
+        for observer in observers {
+            observer.source_health(&now);
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// One table, retried after a failure; its position measured every
@@ -156,7 +185,9 @@ async fn run_table(table: TableRun, measure_every: Duration) -> TableOutcome {
         // keeps moving in its status while it cannot run.
         let until = tokio::time::Instant::now() + delay;
         loop {
-            if let Err(error) = measure_position(&config, &options).await {
+            // A source that is down is not measured table by table.
+            let source_down = options.pace.as_ref().is_some_and(|p| p.source_down());
+            if !source_down && let Err(error) = measure_position(&config, &options).await {
                 tracing::warn!(target_table = %target, %error, "cannot measure the stopped table's position");
             }
             let next = until.min(tokio::time::Instant::now() + measure_every);

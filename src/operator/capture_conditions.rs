@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::conditions::{CAPTURE_CURRENT, CAPTURE_HEALTHY, Judged, judged};
 use crate::health::{CaptureFacts, assess_capture};
-use crate::spec::{AlertLimits, CdcStream, CdcStreamStatus};
+use crate::spec::{AlertLimits, CaptureStatus, CdcStream, CdcStreamStatus};
 
 /// The reason of CaptureCurrent when the live capture lag passes its limit.
 pub const CAPTURE_BEHIND: &str = "CaptureBehind";
@@ -77,12 +77,24 @@ pub(super) fn capture_healthy(
             "the worker has not read capture's health yet",
         );
     };
+    judge_capture(capture, live_capture_lag(&status), limits, now)
+}
+
+/// CaptureHealthy from what the monitoring login read (`capture`) and the
+/// live capture lag, if known: a stream's, and a CdcSource's (read once
+/// for all of its tables).
+pub(super) fn judge_capture(
+    capture: &CaptureStatus,
+    live_capture_lag_seconds: Option<f64>,
+    limits: &AlertLimits,
+    now: DateTime<Utc>,
+) -> Judged {
     let facts = CaptureFacts {
         job_running: capture.job_running,
         last_scan_at: capture.last_scan_at,
         scan_latency_seconds: capture.scan_latency_seconds,
         last_error_at: capture.last_error.as_ref().map(|e| e.entry_time),
-        live_capture_lag_seconds: live_capture_lag(&status),
+        live_capture_lag_seconds,
     };
     if let Some(problem) = assess_capture(&facts, now, limits.capture_lag) {
         let error = capture

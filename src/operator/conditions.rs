@@ -28,7 +28,7 @@ use crate::health::{
 };
 use crate::spec::{
     AlertLimits, CdcStream, CdcStreamStatus, DataLossAction, DataLossStatus, Phase, SnapshotPhase,
-    SnapshotStatus, Trigger,
+    SnapshotStatus, Trigger, WorkerState,
 };
 
 /// The stream runs and nothing fires.
@@ -307,6 +307,20 @@ fn live(
             "False",
             "Suspended",
             "spec.suspend is set, so no worker runs: unset it to resume the stream",
+        );
+    }
+    // A table of a source whose SQL Server cannot be read: the source's
+    // reason, not a stale batch's.
+    if let Some(waiting) = status
+        .worker
+        .as_ref()
+        .filter(|w| w.state == WorkerState::Waiting)
+    {
+        return judged(
+            LIVE,
+            "False",
+            waiting.reason.clone(),
+            waiting.message.clone(),
         );
     }
     let silence = limits.thresholds.silence;

@@ -565,3 +565,26 @@ fn a_running_snapshot_never_reads_as_done() {
         assert_eq!(snapshot_words(&running(rows, estimate, chunks)), expected);
     }
 }
+
+#[test]
+fn a_table_waiting_for_its_source_is_not_live_for_the_source_s_reason() {
+    let waiting = stream(
+        json!({}),
+        json!({"progress": healthy(), "worker": {"state": "Waiting",
+            "reason": "SourceUnavailable",
+            "message": "SourceUnreachable: cannot connect to SQL Server at db:1433: refused",
+            "since": ago(1), "restarts": 0}}),
+    );
+    let all = conditions(&waiting, Phase::Streaming, None, now());
+    let live = find(&all, LIVE);
+    assert_eq!(
+        (live.status.as_str(), live.reason.as_str()),
+        ("False", "SourceUnavailable")
+    );
+    assert!(
+        live.message.starts_with("SourceUnreachable"),
+        "{}",
+        live.message
+    );
+    assert_eq!(find(&all, READY).status, "False");
+}

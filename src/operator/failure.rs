@@ -103,6 +103,11 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
     .with_login_named(&source.username)
 }
 
+/// The reason of a table of a CdcSource (its `status.worker`, its Live
+/// condition) while SQL Server cannot be read at all: the source's, not
+/// the table's; the message leads with the source's own reason.
+pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+
 /// The reason of a worker that may not write a local lake or checkpoint
 /// path (the operator adds which volume of the pod it is on, and the fix).
 pub const VOLUME_NOT_WRITABLE: &str = "VolumeNotWritable";

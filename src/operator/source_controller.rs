@@ -3,8 +3,10 @@
 //! checks as a stream's: its Secrets labelled, its child's name its own),
 //! removes the other kind, or the worker when the policy refuses it, and
 //! applies the status `source_status` computes from its streams and its
-//! worker's pods when it changed. It is woken by a source's spec (not its
-//! status: its own writes do not wake it), by its worker and pods, and by
+//! worker's pods when it changed. It is woken by a source's spec and by
+//! a change of what its worker reports of SQL Server (not by its own
+//! status writes, nor the worker's moving numbers: `wake_hash`), by its
+//! worker and pods, and by
 //! a stream of it that is added, removed, or changes phase, readiness or
 //! worker state; the moving numbers (lag, headroom) are refreshed on the
 //! resync, so a table's every batch costs the source nothing.
@@ -21,7 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Patch;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
 use crate::spec::{CdcSource, CdcStream};
@@ -34,6 +36,7 @@ use super::controller::{
 };
 use super::secret_refs::source_secret_refs;
 use super::source_children::{desired_source_workload, source_child_name};
+use super::source_conditions::wake_hash;
 use super::source_status::{SourceObserved, shows, source_status, source_status_patch};
 
 /// How long a failed source reconcile waits before the next.
@@ -61,7 +64,7 @@ pub(super) fn scoped_source_controller(
     .default_backoff()
     .reflect(source_writer)
     .applied_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    .predicate_filter(wake_hash, Default::default());
     let (streams, stream_writer) = reflector::store();
     let mut seen = HashMap::new();
     let stream_changes = watcher(

@@ -1,11 +1,13 @@
 //! A CdcSource's status as a pure function of its streams' statuses, its
 //! worker's pods and the last reconcile: bounded aggregates only (counts,
 //! `ready/total`, the worst lag and headroom, the earliest finalized
-//! instant), never an entry per table, and three conditions: Ready (the
-//! worker runs and every table is Ready), WorkerRunning (judged as a
-//! stream's worker is) and TablesDegraded (True while a table is stopped
-//! by an error of its own); a message names at most [`MAX_NAMED`] tables
-//! plus a count. Each table's own health stays in its CdcStream's status.
+//! instant), never an entry per table, and five conditions: Ready (the
+//! worker runs, reads SQL Server and every table is Ready), WorkerRunning
+//! (judged as a stream's worker is), SourceConnected and CaptureHealthy
+//! (from what the worker reports of the source, `source_conditions.rs`)
+//! and TablesDegraded (True while a table is stopped by an error of its
+//! own); a message names at most [`MAX_NAMED`] tables plus a count. Each
+//! table's own health stays in its CdcStream's status.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::Pod;
@@ -13,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::children::BuildError;
 use super::conditions::{READY, RECONCILE_ERROR, judged, to_condition};
+use super::source_conditions::{operator_part, source_capture_healthy, source_connected};
 use super::status::failure_note;
 use super::worker_condition::{WorkloadFault, worker_running};
 use crate::spec::{
@@ -60,7 +63,9 @@ pub fn source_status(source: &CdcSource, observed: &SourceObserved<'_>) -> CdcSo
         observed.failure,
         observed.workload_fault,
     );
-    let ready = ready(source, observed, &tables, &worker);
+    let connected = source_connected(source, &worker);
+    let capture = source_capture_healthy(source, observed.now);
+    let ready = ready(source, observed, &tables, &worker, &connected);
     let degraded = degraded(streams);
     let old = source
         .status
@@ -88,9 +93,11 @@ pub fn source_status(source: &CdcSource, observed: &SourceObserved<'_>) -> CdcSo
             .reduce(f64::min)
             .map(|hours| (hours * 10.0).floor() / 10.0),
         finalized_until: finalized_until(streams),
+        connection: None,
+        capture: None,
         // The worker's (`source_discovery`): left out of this apply.
         discovery: None,
-        conditions: [ready, worker, degraded]
+        conditions: [ready, worker, connected, capture, degraded]
             .into_iter()
             .map(|j| to_condition(j, old, generation, observed.now))
             .collect(),
@@ -200,6 +207,7 @@ fn ready(
     observed: &SourceObserved<'_>,
     tables: &TableCounts,
     worker: &super::conditions::Judged,
+    connected: &super::conditions::Judged,
 ) -> super::conditions::Judged {
     if let Some(error) = observed.failure {
         return judged(READY, "False", error.reason(), failure_note(error));
@@ -227,6 +235,15 @@ fn ready(
             "False",
             worker.reason.clone(),
             worker.message.clone(),
+        );
+    }
+    // A source SQL Server does not let in: its reason, not 1,000 tables'.
+    if connected.status == "False" {
+        return judged(
+            READY,
+            "False",
+            connected.reason.clone(),
+            connected.message.clone(),
         );
     }
     if tables.total == 0 {
@@ -270,15 +287,11 @@ fn ready(
 }
 
 /// Whether the status the source has already shows `status`: then
-/// applying it again would change nothing and is not sent. The fields
-/// another field manager writes (`discovery`) are not compared.
+/// applying it again would change nothing and is not sent. What other
+/// field managers write (the worker's `connection`, `capture` and
+/// `discovery`) is not compared.
 pub fn shows(source: &CdcSource, status: &CdcSourceStatus) -> bool {
-    source.status.as_ref().is_some_and(|has| {
-        CdcSourceStatus {
-            discovery: status.discovery.clone(),
-            ..has.clone()
-        } == *status
-    })
+    source.status.as_ref().map(operator_part) == Some(operator_part(status))
 }
 
 /// The server-side apply body of the source's status.

@@ -1,7 +1,8 @@
 use chrono::TimeZone;
 
 use super::*;
-use crate::operator::conditions::WORKER_RUNNING;
+use crate::operator::conditions::{CAPTURE_HEALTHY, WORKER_RUNNING};
+use crate::operator::source_conditions::{SOURCE_CONNECTED, wake_hash};
 use crate::operator::test_fixtures::{source, source_stream};
 
 fn now() -> DateTime<Utc> {
@@ -38,15 +39,7 @@ fn running_pod() -> Pod {
 }
 
 fn status_of(streams: &[&CdcStream], pods: &[Pod]) -> CdcSourceStatus {
-    let observed = SourceObserved {
-        streams,
-        pods,
-        failure: None,
-        reconcile_error: None,
-        workload_fault: None,
-        now: now(),
-    };
-    source_status(&source(serde_json::json!({})), &observed)
+    status_with(&source(serde_json::json!({})), streams, pods)
 }
 
 #[test]
@@ -85,7 +78,7 @@ fn a_table_not_ready_is_named_and_the_names_are_bounded() {
     assert!(ready.message.contains("and 4 more"), "{}", ready.message);
     assert!(!ready.message.contains("t11"), "{}", ready.message);
     // Bounded: the status holds no entry per table.
-    assert_eq!(status.conditions.len(), 3);
+    assert_eq!(status.conditions.len(), 5);
     assert_eq!(condition(&status, TABLES_DEGRADED).unwrap().status, "False");
 }
 
@@ -192,6 +185,155 @@ fn a_condition_keeps_its_transition_time_while_its_status_holds() {
     };
     let again = source_status(&src, &later);
     assert!(shows(&src, &again));
+}
+
+/// The fixture source with what its worker reported of SQL Server.
+fn reported(connection: serde_json::Value, spec: serde_json::Value) -> CdcSource {
+    let mut source = source(serde_json::json!({"spec": spec}));
+    source.status = Some(
+        serde_json::from_value(serde_json::json!({"connection": connection})).expect("a status"),
+    );
+    source
+}
+
+/// The fixture source (with `spec`) whose worker reads SQL Server.
+fn connected(spec: serde_json::Value) -> CdcSource {
+    reported(
+        serde_json::json!({"connected": true, "reason": "Connected", "message": "m",
+            "since": "2026-12-04T11:00:00Z"}),
+        spec,
+    )
+}
+
+fn status_with(source: &CdcSource, streams: &[&CdcStream], pods: &[Pod]) -> CdcSourceStatus {
+    let observed = SourceObserved {
+        streams,
+        pods,
+        failure: None,
+        reconcile_error: None,
+        workload_fault: None,
+        now: now(),
+    };
+    source_status(source, &observed)
+}
+
+fn said(status: &CdcSourceStatus, type_: &str) -> (String, String) {
+    let c = condition(status, type_).unwrap_or_else(|| panic!("{type_}"));
+    (c.status.clone(), c.reason.clone())
+}
+
+#[test]
+fn a_source_sql_server_refuses_is_not_connected_and_not_ready_without_failing_a_table() {
+    let refused = reported(
+        serde_json::json!({"connected": false, "reason": "LoginFailed",
+            "message": "SQL Server: login to db:1433: Login failed for user 'reader'; check the password",
+            "since": "2026-12-04T11:50:00Z"}),
+        serde_json::json!({}),
+    );
+    let mut waiting = table("a", false, 1.0, 40.0);
+    if let Some(status) = waiting.status.as_mut() {
+        status.worker = Some(
+            serde_json::from_value(serde_json::json!({"state": "Waiting",
+                "reason": "SourceUnavailable", "message": "LoginFailed: ...",
+                "since": "2026-12-04T11:50:00Z", "restarts": 0}))
+            .unwrap(),
+        );
+    }
+    let status = status_with(&refused, &[&waiting], &[running_pod()]);
+    assert_eq!(
+        said(&status, SOURCE_CONNECTED),
+        ("False".into(), "LoginFailed".into())
+    );
+    let connected = condition(&status, SOURCE_CONNECTED).unwrap();
+    assert!(connected.message.contains("Login failed for user 'reader'"));
+    assert!(connected.message.contains("SourceUnavailable"));
+    // Ready says the source's reason, not the tables'.
+    assert_eq!(said(&status, READY), ("False".into(), "LoginFailed".into()));
+    // Waiting for the source is not a table's own failure.
+    assert_eq!(said(&status, TABLES_DEGRADED).0, "False");
+    assert_eq!(status.tables.map(|t| t.failed), Some(0));
+    // The operator's status leaves the worker's fields to the worker.
+    assert!(status.connection.is_none() && status.capture.is_none());
+}
+
+#[test]
+fn a_connected_source_with_ready_tables_is_ready() {
+    let up = connected(serde_json::json!({}));
+    let a = table("a", true, 1.0, 40.0);
+    let status = status_with(&up, &[&a], &[running_pod()]);
+    assert_eq!(
+        said(&status, SOURCE_CONNECTED),
+        ("True".into(), "Connected".into())
+    );
+    assert_eq!(said(&status, READY), ("True".into(), "Healthy".into()));
+    // Without a monitoring login capture's own health is not known.
+    assert_eq!(
+        said(&status, CAPTURE_HEALTHY),
+        ("Unknown".into(), "NotMonitored".into())
+    );
+    // What the worker reported stays out of the operator's comparison.
+    let mut applied = up.clone();
+    let mut with_worker = status.clone();
+    with_worker.connection = up.status.as_ref().and_then(|s| s.connection.clone());
+    applied.status = Some(with_worker);
+    assert!(shows(&applied, &status));
+}
+
+#[test]
+fn a_report_of_a_worker_that_does_not_run_is_not_trusted() {
+    let up = connected(serde_json::json!({}));
+    let a = table("a", true, 1.0, 40.0);
+    let status = status_with(&up, &[&a], &[]);
+    assert_eq!(
+        said(&status, SOURCE_CONNECTED),
+        ("Unknown".into(), "WorkerNotRunning".into())
+    );
+}
+
+#[test]
+fn capture_health_is_judged_once_for_the_source_from_the_monitoring_login() {
+    let mut source = connected(
+        serde_json::json!({"connection": {"monitoring": {"credentials": {"username": "monitor",
+            "passwordFrom": {"secretKeyRef": {"name": "mon", "key": "password"}}}}}}),
+    );
+    let a = table("a", true, 1.0, 40.0);
+    let status = status_with(&source, &[&a], &[running_pod()]);
+    assert_eq!(
+        said(&status, CAPTURE_HEALTHY),
+        ("Unknown".into(), "NotReported".into())
+    );
+    if let Some(status) = source.status.as_mut() {
+        status.capture = Some(crate::spec::CaptureStatus {
+            observed_at: Some(now()),
+            last_scan_at: Some(now() - chrono::Duration::seconds(10)),
+            job_running: Some(false),
+            ..Default::default()
+        });
+    }
+    let stopped = status_with(&source, &[&a], &[running_pod()]);
+    let (state, reason) = said(&stopped, CAPTURE_HEALTHY);
+    assert_eq!(state, "False", "{reason}");
+}
+
+#[test]
+fn the_operator_wakes_for_a_new_connection_state_not_for_capture_numbers() {
+    let at = |connected: bool, latency: i64| {
+        let mut source = reported(
+            serde_json::json!({"connected": connected, "reason": if connected { "Connected" } else { "SourceUnreachable" },
+                "message": "m", "since": "2026-12-04T11:00:00Z"}),
+            serde_json::json!({}),
+        );
+        if let Some(status) = source.status.as_mut() {
+            status.capture = Some(crate::spec::CaptureStatus {
+                job_running: Some(true),
+                scan_latency_seconds: Some(latency),
+                ..Default::default()
+            });
+        }
+        wake_hash(&source)
+    };
+    assert_eq!(at(true, 1), at(true, 5), "a moving number");
+    assert_ne!(at(true, 1), at(false, 1), "the source went down");
 }
 
 #[test]

@@ -22,14 +22,16 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::domain::{FactEvent, FactRow, VerdictUpdate};
-use crate::engine::{EngineError, Observer, SnapshotProgress, SourceCheck};
+use crate::engine::{
+    EngineError, Observer, SnapshotProgress, SourceCheck, SourceDown, SourceHealth,
+};
 use crate::metrics::{Exposition, Metrics};
 use crate::spec::{
     API_VERSION, CaptureStatus, CdcStream, DataLossAction, DataLossStatus, FinalizationStatus,
     KIND, Progress, SnapshotPhase, SnapshotStatus, WorkerState, WorkerStatus,
 };
 
-use super::failure::Failure;
+use super::failure::{Failure, SOURCE_UNAVAILABLE};
 use super::progress::{record_batch, record_check, record_snapshot};
 use super::spec_hash::spec_hash;
 use super::verdict::{report_allowance, reported_verdict};
@@ -99,6 +101,9 @@ pub struct StatusObserver {
     target: String,
     /// When snapshot progress was last handed on.
     snapshot_reported: Arc<Mutex<Option<Instant>>>,
+    /// What the worker said of itself before its source went down, said
+    /// again when the source is back.
+    before_outage: Arc<Mutex<Option<WorkerStatus>>>,
 }
 
 impl StatusObserver {
@@ -149,6 +154,7 @@ impl StatusObserver {
                 latest: Arc::new(sender),
                 target: stream.spec.target.name.clone(),
                 snapshot_reported: Arc::new(Mutex::new(None)),
+                before_outage: Arc::new(Mutex::new(None)),
             },
             receiver,
         )
@@ -327,6 +333,50 @@ impl Observer for StatusObserver {
         });
     }
 
+    /// The source down: the table waits for it (Waiting, reason
+    /// SourceUnavailable, the outage in the message); back: the table says
+    /// again what it said before, unless it said something new meanwhile.
+    fn source_health(&self, health: &SourceHealth) {
+        let mut before = self.before_outage.lock().unwrap_or_else(|p| p.into_inner());
+        match health {
+            SourceHealth::Down(down) => self.latest.send_modify(|report| {
+                let restarts = report.worker.as_ref().map_or(0, |w| w.restarts);
+                if let Some(w) = report.worker.take()
+                    && w.state != WorkerState::Waiting
+                {
+                    *before = Some(w);
+                }
+                report.worker = Some(WorkerStatus {
+                    state: WorkerState::Waiting,
+                    reason: SOURCE_UNAVAILABLE.into(),
+                    message: source_unavailable_message(down),
+                    since: down.since,
+                    restarts,
+                });
+            }),
+            SourceHealth::Up { .. } => {
+                let said = before.take();
+                self.latest.send_if_modified(|report| {
+                    let waiting = report
+                        .worker
+                        .as_ref()
+                        .is_some_and(|w| w.state == WorkerState::Waiting);
+                    if waiting {
+                        report.worker = Some(said.unwrap_or_else(|| WorkerStatus {
+                            state: WorkerState::Running,
+                            reason: "Running".into(),
+                            message: "the worker runs the stream".into(),
+                            since: Utc::now(),
+                            restarts: 0,
+                        }));
+                    }
+                    waiting
+                });
+            }
+            SourceHealth::Unknown => {}
+        }
+    }
+
     fn failed(&self, error: &EngineError) {
         if let EngineError::DataLoss(loss) = error {
             self.latest.send_modify(|report| {
@@ -339,6 +389,16 @@ impl Observer for StatusObserver {
             });
         }
     }
+}
+
+/// `status.worker.message` of a table waiting for its source: which
+/// outage (the source's own reason leads), what was met, what to check.
+pub fn source_unavailable_message(down: &SourceDown) -> String {
+    super::failure::one_line(&format!(
+        "{}; no table of the source can run until it is back, and this one goes on by itself \
+         then (the CdcSource's SourceConnected condition says the same)",
+        down.message()
+    ))
 }
 
 /// The server-side apply body that sets the worker's status fields.

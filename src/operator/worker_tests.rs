@@ -311,3 +311,40 @@ fn a_status_about_to_look_stale_is_not_held_back() {
         "the old batch is already past the limit with its allowance"
     );
 }
+
+#[test]
+fn a_table_waits_while_its_source_is_down_and_says_again_what_it_said_before() {
+    use crate::engine::SourceDown;
+    use crate::source::SourceOutage;
+    let (status, latest) = StatusObserver::new(&fresh());
+    let failure = Failure::new("ColumnNotCaptured", "column nope is not captured");
+    status.worker_state(WorkerState::Failed, Some(&failure));
+    let down = SourceHealth::Down(SourceDown {
+        outage: SourceOutage::LoginFailed,
+        error: "Login failed for user 'reader'".into(),
+        since: at(10),
+    });
+    status.source_health(&down);
+    let worker = latest.borrow().worker.clone().expect("reported");
+    assert_eq!(worker.state, WorkerState::Waiting);
+    assert_eq!(worker.reason, SOURCE_UNAVAILABLE);
+    assert!(
+        worker
+            .message
+            .starts_with("LoginFailed: Login failed for user 'reader'")
+    );
+    assert_eq!(worker.since, at(10));
+    // Down another way: still waiting, what it said before kept.
+    status.source_health(&SourceHealth::Down(SourceDown {
+        outage: SourceOutage::Unreachable,
+        error: "refused".into(),
+        since: at(11),
+    }));
+    status.source_health(&SourceHealth::Up { since: at(12) });
+    let worker = latest.borrow().worker.clone().expect("reported");
+    assert_eq!(
+        (worker.state, worker.reason.as_str()),
+        (WorkerState::Failed, "ColumnNotCaptured"),
+        "the table's own failure is its again"
+    );
+}

@@ -295,8 +295,7 @@ pub async fn max_lsn(client: &mut SqlClient) -> Result<Lsn, SourceError> {
         "the max LSN",
     )
     .await?;
-    lsn.filter(|l| *l != Lsn::ZERO)
-        .ok_or_else(|| SourceError::NoLsn("the database".into()))
+    lsn.filter(|l| *l != Lsn::ZERO).ok_or(SourceError::NoMaxLsn)
 }
 
 /// The lowest LSN the capture instance still holds (`sys.fn_cdc_get_min_lsn`).

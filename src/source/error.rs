@@ -112,6 +112,13 @@ pub enum SourceError {
         "SQL Server CDC has no LSN yet for {0}: is the capture job running (sys.sp_cdc_start_job)?"
     )]
     NoLsn(String),
+    /// The database has no max LSN (`sys.fn_cdc_get_max_lsn` is NULL):
+    /// capture never ran, so no table of it can be read.
+    #[error(
+        "SQL Server CDC has no max LSN for the database: capture has never run; is SQL Server \
+         Agent running, and the capture job (sys.sp_cdc_start_job)?"
+    )]
+    NoMaxLsn,
     /// Building Arrow arrays failed.
     #[error("converting rows to Arrow: {0}")]
     Arrow(#[from] deltalake::arrow::error::ArrowError),
@@ -164,7 +171,7 @@ impl SourceError {
     pub fn is_transient(&self) -> bool {
         match self {
             // The capture job has not run yet: it will.
-            SourceError::NoLsn(_) => true,
+            SourceError::NoLsn(_) | SourceError::NoMaxLsn => true,
             SourceError::Connect { .. } | SourceError::ConnectTimeout { .. } => true,
             SourceError::Sql { source, .. } => crate::retry::classify::sql_transient(source),
             SourceError::ReadFailed { transient, .. } => *transient,
@@ -198,6 +205,106 @@ impl SourceError {
     /// connection or a server error is not one: it concerns every table.
     pub fn is_object_error(&self) -> bool {
         self.server_code().is_some_and(object_error_code)
+    }
+
+    /// Whether the error concerns the whole source (every table of the
+    /// database), and which way: the server unreachable, TLS refused, the
+    /// login refused, the database closed, or no max LSN. `None`: it may
+    /// concern one table, or one session only (a deadlock, a cut read
+    /// that a new connection gets past, an object error), so the table
+    /// that met it handles it alone. Decided by variant and SQL Server
+    /// error number, never by message.
+    pub fn outage(&self) -> Option<SourceOutage> {
+        use tiberius::error::Error as E;
+        match self {
+            SourceError::Connect { .. } | SourceError::ConnectTimeout { .. } => {
+                Some(SourceOutage::Unreachable)
+            }
+            SourceError::NoMaxLsn => Some(SourceOutage::NoMaxLsn),
+            SourceError::Sql { source, .. } => match source {
+                E::Io { .. } | E::Routing { .. } => Some(SourceOutage::Unreachable),
+                E::Tls(_) => Some(SourceOutage::Tls),
+                E::Server(token) => SourceOutage::of_server_error(token.code()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+/// Why no table of a source can be read: the scope of an error that is the
+/// source's, not one table's ([`SourceError::outage`]). Its name is the
+/// reason the source's status gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SourceOutage {
+    /// The server cannot be reached: no TCP connection, a timeout, a
+    /// connection cut, a redirect loop.
+    Unreachable,
+    /// The TLS handshake failed (certificate, `encrypt`, protocol).
+    Tls,
+    /// SQL Server refused the login (wrong password, unknown, disabled,
+    /// locked or expired login).
+    LoginFailed,
+    /// The database cannot be opened: offline, restoring, failing over,
+    /// or the login has no user in it.
+    DatabaseUnavailable,
+    /// CDC has no max LSN: capture has never run (SQL Server Agent or the
+    /// capture job stopped since CDC was enabled).
+    NoMaxLsn,
+}
+
+/// Login refused: failed (18456), untrusted domain (18452), disabled
+/// (18470), locked out (18486), password expired (18487) or to change
+/// (18488).
+const LOGIN_REFUSED: [u32; 6] = [18456, 18452, 18470, 18486, 18487, 18488];
+
+/// The database cannot be opened (4060), the login has no user in it
+/// (916), or Always On / Azure SQL have it unavailable (976, 978, 983,
+/// 40613).
+const DATABASE_UNAVAILABLE: [u32; 6] = [4060, 916, 976, 978, 983, 40613];
+
+impl SourceOutage {
+    /// The outage SQL Server error `code` means, if it means one.
+    pub fn of_server_error(code: u32) -> Option<Self> {
+        if LOGIN_REFUSED.contains(&code) {
+            Some(SourceOutage::LoginFailed)
+        } else if DATABASE_UNAVAILABLE.contains(&code) {
+            Some(SourceOutage::DatabaseUnavailable)
+        } else {
+            None
+        }
+    }
+
+    /// The CamelCase name a status gives it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            SourceOutage::Unreachable => "SourceUnreachable",
+            SourceOutage::Tls => "TlsFailed",
+            SourceOutage::LoginFailed => "LoginFailed",
+            SourceOutage::DatabaseUnavailable => "DatabaseUnavailable",
+            SourceOutage::NoMaxLsn => "NoMaxLsn",
+        }
+    }
+
+    /// What to check, in a few words.
+    pub fn remedy(self) -> &'static str {
+        match self {
+            SourceOutage::Unreachable => {
+                "check that SQL Server runs, the connection's host and port, and the network path"
+            }
+            SourceOutage::Tls => {
+                "check the connection's encrypt and trustServerCertificate and the server's certificate"
+            }
+            SourceOutage::LoginFailed => {
+                "check the connection's username and the password in its Secret, and that the login is enabled"
+            }
+            SourceOutage::DatabaseUnavailable => {
+                "check that the database is online and that the login has a user in it"
+            }
+            SourceOutage::NoMaxLsn => {
+                "start SQL Server Agent and the database's capture job (sys.sp_cdc_start_job)"
+            }
+        }
     }
 }
 
@@ -267,6 +374,78 @@ mod tests {
         assert!(redirect.is_transient());
         assert!(!SourceError::Missing("x".into()).is_transient());
         assert!(!SourceError::Missing("x".into()).is_purged_range());
+    }
+
+    #[test]
+    fn errors_of_the_whole_source_are_told_from_errors_of_one_table() {
+        let io = |kind| tiberius::error::Error::Io {
+            kind,
+            message: "said".into(),
+        };
+        let sql = |source| SourceError::Sql {
+            context: "the max LSN".into(),
+            source,
+        };
+        let cases = [
+            (
+                SourceError::Connect {
+                    address: "db:1433".into(),
+                    source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+                },
+                Some(SourceOutage::Unreachable),
+            ),
+            (
+                SourceError::ConnectTimeout {
+                    address: "db:1433".into(),
+                    seconds: 30,
+                },
+                Some(SourceOutage::Unreachable),
+            ),
+            (
+                sql(io(std::io::ErrorKind::ConnectionReset)),
+                Some(SourceOutage::Unreachable),
+            ),
+            (
+                sql(tiberius::error::Error::Tls("bad certificate".into())),
+                Some(SourceOutage::Tls),
+            ),
+            (SourceError::NoMaxLsn, Some(SourceOutage::NoMaxLsn)),
+            // One table's: its change table gone or denied, its instance's
+            // own LSN, its columns and types; one session's: a deadlock.
+            (
+                SourceError::NoLsn("capture instance dbo_orders".into()),
+                None,
+            ),
+            (SourceError::NotCaptured("dbo.orders".into()), None),
+            (
+                SourceError::UnsupportedType {
+                    column: "shape".into(),
+                    sql_type: "geometry".into(),
+                    reason: "spatial".into(),
+                },
+                None,
+            ),
+        ];
+        // SQL Server's numbers: a refused login or a closed database is
+        // the source's; a missing or denied object, a deadlock, a purged
+        // range are one table's or one session's.
+        for (code, outage) in [
+            (18456, Some(SourceOutage::LoginFailed)),
+            (18470, Some(SourceOutage::LoginFailed)),
+            (18487, Some(SourceOutage::LoginFailed)),
+            (4060, Some(SourceOutage::DatabaseUnavailable)),
+            (976, Some(SourceOutage::DatabaseUnavailable)),
+            (208, None),
+            (229, None),
+            (1205, None),
+            (313, None),
+            (596, None),
+        ] {
+            assert_eq!(SourceOutage::of_server_error(code), outage, "{code}");
+        }
+        for (error, outage) in cases {
+            assert_eq!(error.outage(), outage, "{error}");
+        }
     }
 
     #[test]

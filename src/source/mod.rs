@@ -33,5 +33,5 @@ pub mod unique_keys;
 
 pub use cdc::CaptureInfo;
 pub use connection::{SqlClient, client_config, connect};
-pub use error::SourceError;
+pub use error::{SourceError, SourceOutage};
 pub use session::SourceSession;

@@ -34,7 +34,7 @@ pub use load::{
     LoadError, Manifests, UnknownField, UnknownFields, load_documents, load_source_yaml, load_yaml,
 };
 pub use source::{
-    CdcSource, CdcSourceSpec, CdcSourceStatus, ConcurrencySpec, ConnectionSpec,
+    CdcSource, CdcSourceSpec, CdcSourceStatus, ConcurrencySpec, ConnectionSpec, ConnectionStatus,
     DEFAULT_IDLE_COMMIT_INTERVAL, SOURCE_KIND, SourcePacing, SourceRefError, StreamDefaults,
     TableCounts, resolve as resolve_source_stream, stream_config as source_stream_config,
 };

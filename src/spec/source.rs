@@ -257,6 +257,14 @@ pub struct CdcSourceStatus {
     /// is complete up to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalized_until: Option<String>,
+    /// What the source's worker last found of SQL Server (the worker
+    /// writes it, under its own field manager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<ConnectionStatus>,
+    /// Capture's health as the monitoring login reads it, once for the
+    /// source (the worker writes it, with `spec.connection.monitoring`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<super::status::CaptureStatus>,
     /// Captured tables `spec.discovery` matches that no CdcStream covers,
     /// written by the source's worker under its own field manager.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -265,6 +273,23 @@ pub struct CdcSourceStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+}
+
+/// Whether the source's worker reads SQL Server: one entry for the whole
+/// source, so 1,000 tables down for one reason are one fact here.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionStatus {
+    /// True while the worker's rounds read the database's max LSN.
+    pub connected: bool,
+    /// `Connected`, or why not (`SourceUnreachable`, `TlsFailed`,
+    /// `LoginFailed`, `DatabaseUnavailable`, `NoMaxLsn`).
+    pub reason: String,
+    /// One line: what the worker met and what to check. Never a secret.
+    pub message: String,
+    /// Since when (UTC).
+    #[schemars(schema_with = "super::status::date_time")]
+    pub since: chrono::DateTime<chrono::Utc>,
 }
 
 /// The source's tables by state.

@@ -148,7 +148,8 @@ pub enum SnapshotPhase {
 #[serde(rename_all = "camelCase")]
 pub struct WorkerStatus {
     /// Running, Failed (it exits on an error retrying cannot fix), Stopped
-    /// (asked to) or Completed (an availableNow run caught up).
+    /// (asked to), Completed (an availableNow run caught up) or Waiting (a
+    /// table of a CdcSource whose SQL Server cannot be read).
     pub state: WorkerState,
     /// The kind of error when Failed (e.g. `LoginFailed`), else the state.
     pub reason: String,
@@ -172,6 +173,10 @@ pub enum WorkerState {
     Stopped,
     /// An availableNow run caught up and ended.
     Completed,
+    /// A table of a `CdcSource` waits for its source: the source's worker
+    /// runs, but SQL Server cannot be read (the reason says so); the table
+    /// goes on by itself when the source is back.
+    Waiting,
 }
 
 /// Capture's health as SQL Server reports it to the monitoring login
@@ -276,6 +281,6 @@ pub enum DataLossAction {
 }
 
 /// An RFC 3339 instant, as Kubernetes writes times.
-fn date_time(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn date_time(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "format": "date-time" })
 }

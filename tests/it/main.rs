@@ -44,6 +44,7 @@ mod operator_leader;
 mod operator_network;
 mod operator_policy;
 mod operator_scale;
+mod operator_source_outage;
 mod operator_status;
 mod operator_status_traffic;
 mod operator_worker;

@@ -424,6 +424,24 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
     })
     .await;
     println!("{table}");
+    // The worker's rounds read SQL Server: it says so in the source's
+    // status, and the operator (woken by that report) says SourceConnected.
+    let connected = "{.status.conditions[?(@.type==\"SourceConnected\")].status}";
+    eventually("the source's SourceConnected to be True", || async {
+        let said = kube
+            .kubectl_ok(&[
+                "get",
+                "cdcsrc",
+                &source,
+                "-n",
+                ns,
+                "-o",
+                &format!("jsonpath={connected}"),
+            ])
+            .await;
+        (said.trim() == "True").then_some(())
+    })
+    .await;
 
     // A fourth table named by a new stream does not restart the worker:
     // the Deployment's template does not hold the list of streams.

@@ -114,7 +114,7 @@ async fn worker_streams_and_reports_progress_into_status() {
 
 /// `mssql-cdc worker --source default/sales` running on (a processingTime
 /// source), reporting every second; killed when dropped.
-fn running_source_worker(kube: &KubeEnv, password: &str) -> tokio::process::Child {
+pub(crate) fn running_source_worker(kube: &KubeEnv, password: &str) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
         .args([
             "worker",

@@ -1,10 +1,11 @@
 //! A TCP proxy on 127.0.0.1 whose connections a test can cut, to play a
 //! network failure between the engine and SQL Server, and whose
 //! server-to-client direction a test can throttle, to play a slow link or
-//! a slow client.
+//! a slow client, and which can refuse every connection for a while, to
+//! play a server that is down.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ pub struct CuttableProxy {
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
     accept: JoinHandle<()>,
     rate: Arc<AtomicU64>,
+    refusing: Arc<AtomicBool>,
+    accepted: Arc<AtomicU64>,
 }
 
 impl CuttableProxy {
@@ -29,10 +32,19 @@ impl CuttableProxy {
         let addr = listener.local_addr().expect("proxy address");
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let rate = Arc::new(AtomicU64::new(0));
+        let refusing = Arc::new(AtomicBool::new(false));
+        let accepted_count = Arc::new(AtomicU64::new(0));
         let accepted = links.clone();
         let link_rate = rate.clone();
+        let (refuse, count) = (refusing.clone(), accepted_count.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                if refuse.load(Ordering::SeqCst) {
+                    // Closed at once, as a server that is going down does.
+                    drop(client);
+                    continue;
+                }
                 let rate = link_rate.clone();
                 let link = tokio::spawn(async move {
                     if let Ok(server) = connect(target).await {
@@ -47,7 +59,23 @@ impl CuttableProxy {
             links,
             accept,
             rate,
+            refusing,
+            accepted: accepted_count,
         }
+    }
+
+    /// While `refuse`, cuts every open connection and closes each new one
+    /// at once: the server looks down to every client.
+    pub fn refuse(&self, refuse: bool) {
+        self.refusing.store(refuse, Ordering::SeqCst);
+        if refuse {
+            self.cut();
+        }
+    }
+
+    /// Connections clients opened so far, refused ones included.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Drops every open connection (new ones are still accepted).
