@@ -332,7 +332,7 @@ async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_capture_instance_disabled_mid_run_stops_its_table_alone() {
+async fn a_capture_instance_disabled_mid_run_holds_its_table_alone() {
     let (server, mut client, db, fixture) = three_tables().await;
     let lake = fixture.lake.path();
     let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", "1h");
@@ -368,16 +368,19 @@ async fn a_capture_instance_disabled_mid_run_stops_its_table_alone() {
             .await;
         }
     }
-    let said = eventually("items' failure in the log, by name", || async {
+    // No instance is left for items: it waits for one (a DBA between
+    // disabling and enabling, as for a rename), retrying with backoff and
+    // naming its instance, and writes nothing meanwhile.
+    let said = eventually("items' wait in the log, by name", || async {
         let text = std::fs::read_to_string(&log).ok()?;
         text.lines()
-            .find(|line| line.contains("this table stopped") && line.contains("bronze.items"))
+            .find(|line| line.starts_with("bronze.items: retrying"))
             .map(str::to_string)
     })
     .await;
     assert!(
-        said.contains("dbo_items") || said.contains("dbo.items"),
-        "the error names the table or its instance: {said}"
+        said.contains("dbo_items") && said.contains("was disabled"),
+        "the wait names the instance: {said}"
     );
     assert_eq!(
         bronze_rows(lake, "items").await,
@@ -388,13 +391,10 @@ async fn a_capture_instance_disabled_mid_run_stops_its_table_alone() {
     let status = terminate(worker).await;
     let text = std::fs::read_to_string(&log).expect("the log");
     assert!(
-        !status.success(),
-        "a source with a failed table exits non-zero"
+        status.success(),
+        "a waiting table is no failure of the source: {text}"
     );
-    assert!(
-        text.contains("bronze.items: failed:") && text.contains("1 table(s) of source shop failed"),
-        "{text}"
-    );
+    assert!(!text.contains("bronze.items: failed:"), "{text}");
     assert!(
         text.contains("bronze.orders: stopped:") && text.contains("bronze.notes: stopped:"),
         "{text}"
