@@ -459,10 +459,20 @@ async fn a_table_added_later_snapshots_alone_without_holding_up_the_others() {
         (bronze_rows(lake, "orders").await == 2).then_some(())
     })
     .await;
-    eventually("the archive's snapshot", || async {
-        (bronze_rows(lake, "archive").await == 6000).then_some(())
-    })
+    // 240 chunks, each its own commit: longer than one wait on a debug
+    // build beside other tests, so bounded by the work, not by WAIT.
+    let copied = tokio::time::timeout(
+        std::time::Duration::from_secs(300),
+        crate::support::kube::poll(|| async {
+            (bronze_rows(lake, "archive").await == 6000).then_some(())
+        }),
+    )
     .await;
+    assert!(
+        copied.is_ok(),
+        "the archive's snapshot did not end: {} of 6000 rows",
+        bronze_rows(lake, "archive").await
+    );
     stop(worker).await;
 
     // Orders' batch was written while the archive was still copying.

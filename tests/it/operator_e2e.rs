@@ -344,11 +344,22 @@ async fn pods_refused_for_a_missing_service_account_say_which_account() {
     .await;
     // The Deployment's ReplicaFailure (FailedCreate) says so in the API
     // server's words; the operator, which can tell why, names the account.
-    let status = status_when(&streams, "WorkerRunning False, the account missing", |s| {
-        condition(s, "WorkerRunning")
-            .is_some_and(|c| c.status == "False" && c.reason == "WorkerServiceAccountMissing")
-    })
+    // The ReplicaSet's refused creations, the Deployment's condition and
+    // the operator's look follow one another: bounded by that chain, not
+    // by one kubectl wait.
+    let missing = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        crate::support::kube::poll(|| async {
+            let status = streams.get("orders").await.ok()?.status?;
+            condition(&status, "WorkerRunning")
+                .is_some_and(|c| c.status == "False" && c.reason == "WorkerServiceAccountMissing")
+                .then_some(status)
+        }),
+    )
     .await;
+    let Ok(status) = missing else {
+        panic!("WorkerRunning never said WorkerServiceAccountMissing");
+    };
     let running = condition(&status, "WorkerRunning").expect("WorkerRunning");
     for part in [
         format!("ServiceAccount {account} does not exist in namespace {ns}"),

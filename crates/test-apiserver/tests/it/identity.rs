@@ -173,8 +173,8 @@ async fn the_provisioner_makes_each_volume_root_owned_0755() {
         .await
         .expect("pv")
         .spec
-        .and_then(|s| s.host_path)
-        .expect("hostPath")
+        .and_then(|s| s.local)
+        .expect("a local volume, as a disk is")
         .path;
     let m = std::fs::metadata(&path).expect("the volume's directory");
     assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o755, 0, 0));
