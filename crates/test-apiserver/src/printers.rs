@@ -256,29 +256,29 @@ const SECRET: &[Column] = &[
     col("Data", "integer", 0, |o, _| json!(map_len(o, "/data"))),
 ];
 
+/// The age of the first of `paths` an Event has, as its columns show it.
+fn age_of_first(o: &Value, paths: &[&str], now: DateTime<Utc>) -> Value {
+    let t = paths.iter().map(|p| text(o, p)).find(|t| !t.is_empty());
+    json!(t.map_or_else(|| "<unknown>".into(), |t| age(&t, now)))
+}
+
 fn event_last_seen(o: &Value, now: DateTime<Utc>) -> Value {
-    let t = [
+    let paths = [
         "/series/lastObservedTime",
         "/lastTimestamp",
         "/eventTime",
         "/metadata/creationTimestamp",
-    ]
-    .into_iter()
-    .map(|p| text(o, p))
-    .find(|t| !t.is_empty());
-    json!(t.map_or_else(|| "<unknown>".into(), |t| age(&t, now)))
+    ];
+    age_of_first(o, &paths, now)
 }
 
 fn event_first_seen(o: &Value, now: DateTime<Utc>) -> Value {
-    let t = [
+    let paths = [
         "/firstTimestamp",
         "/eventTime",
         "/metadata/creationTimestamp",
-    ]
-    .into_iter()
-    .map(|p| text(o, p))
-    .find(|t| !t.is_empty());
-    json!(t.map_or_else(|| "<unknown>".into(), |t| age(&t, now)))
+    ];
+    age_of_first(o, &paths, now)
 }
 
 /// kube-apiserver's Event columns, Name last (a wide column), not first.
