@@ -163,36 +163,27 @@ fn run(
 pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResult<Value> {
     let mut t = t.clone();
     let md = body.get("metadata").cloned().unwrap_or(json!({}));
-    let mut name = md
+    let given = md
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    if name.is_empty() {
-        let prefix = md
-            .get("generateName")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if prefix.is_empty() {
-            return Err(ApiError::invalid(
-                &t.rt.group,
-                &t.qualified_kind(),
-                "",
-                vec![crate::error::Cause::new(
-                    "FieldValueRequired",
-                    "metadata.name",
-                    "Required value: name or generateName is required",
-                )],
-            ));
-        }
-        let suffix: String = uuid::Uuid::new_v4()
-            .simple()
-            .to_string()
-            .chars()
-            .take(5)
-            .collect();
-        name = format!("{prefix}{suffix}");
-        body["metadata"]["name"] = json!(name);
+    let prefix = md
+        .get("generateName")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if given.is_empty() && prefix.is_empty() {
+        return Err(ApiError::invalid(
+            &t.rt.group,
+            &t.qualified_kind(),
+            "",
+            vec![crate::error::Cause::new(
+                "FieldValueRequired",
+                "metadata.name",
+                "Required value: name or generateName is required",
+            )],
+        ));
     }
     if let Some(ns) = md.get("namespace").and_then(Value::as_str)
         && t.rt.namespaced
@@ -204,9 +195,23 @@ pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResu
                 .into(),
         ));
     }
-    t.name = name;
+    // Admission runs before a name is generated, so its refusals name the
+    // object by its prefix (`pods "web-7c5d-" is forbidden`), as
+    // kube-apiserver's do: the same refusal reads the same every time.
+    let generated = given.is_empty();
+    t.name = if generated { prefix.clone() } else { given };
     ensure_namespace(st, &t)?;
     crate::admission::admit_create(st, &t, &mut body)?;
+    if generated {
+        let suffix: String = uuid::Uuid::new_v4()
+            .simple()
+            .to_string()
+            .chars()
+            .take(5)
+            .collect();
+        t.name = format!("{prefix}{suffix}");
+        body["metadata"]["name"] = json!(t.name);
+    }
     let (rq, nm) = (t.rt.qualified(), t.name.clone());
     run(st, &t, o.dry_run, |old| {
         if old.is_some() {

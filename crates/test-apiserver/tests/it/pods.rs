@@ -328,6 +328,19 @@ async fn pods_get_in_cluster_identity_unless_they_opt_out() {
             .contains("serviceaccount \"ghost\" not found"),
         "{err}"
     );
+    // Admission runs before a name is generated: a refusal names the pod
+    // by its prefix, so a ReplicaSet's repeated refusals read the same.
+    let mut p = p;
+    p.metadata.name = None;
+    p.metadata.generate_name = Some("ghost-".into());
+    let err = Api::<Pod>::namespaced(env.client().await, "default")
+        .create(&PostParams::default(), &p)
+        .await
+        .expect_err("forbidden");
+    assert!(
+        err.to_string().contains("pods \"ghost-\" is forbidden"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
