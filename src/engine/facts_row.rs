@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::observer::PositionMeasures;
 use super::plan::Watermarks;
+use crate::domain::facts::EventDetail;
 use crate::domain::{FactEvent, FactRow, Lsn};
 use crate::lake::checkpoint::{PlannedBatch, PlannedEvent, PlannedSnapshot};
 use crate::source::reader::ReadStats;
@@ -188,6 +189,10 @@ pub fn snapshot_row(
     row.read_mb = Some(measures.read_bytes as f64 / 1_000_000.0);
     row.lost_from_ts = plan.lost_from_ts;
     row.lost_to_ts = plan.lost_to_ts;
+    row.detail = plan
+        .switched
+        .clone()
+        .map(|switch| EventDetail::Switched(switch).to_text());
     row
 }
 

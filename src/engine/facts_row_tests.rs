@@ -273,6 +273,8 @@ fn snapshot_rows_name_bootstrap_or_resnapshot() {
         lost_from_ts: lost.map(at),
         lost_to_ts: lost.map(|m| at(m + 60)),
         key_bounds: Vec::new(),
+        switched: None,
+        columns: Vec::new(),
     };
     let measured = SnapshotMeasures {
         rows: 1000,
@@ -343,6 +345,8 @@ fn every_kind_of_row_names_the_source_the_stream_runs_in() {
         lost_from_ts: None,
         lost_to_ts: None,
         key_bounds: Vec::new(),
+        switched: None,
+        columns: Vec::new(),
     };
     let measured = SnapshotMeasures {
         rows: 1,

@@ -439,6 +439,8 @@ fn snapshot(n: u64, at_lsn: u8) -> PlannedSnapshot {
         lost_from_ts: None,
         lost_to_ts: None,
         key_bounds: Vec::new(),
+        switched: None,
+        columns: Vec::new(),
     }
 }
 

@@ -21,7 +21,8 @@ use super::plan::{Position, Start};
 use super::sink::{BronzeCommit, Sink};
 use super::snapshot_copy::{SnapshotCopy, copy_ranges};
 use super::snapshot_ranges::SnapshotRanges;
-use super::source_changes::read_schema;
+use super::source_changes::{planned_columns, read_schema};
+use crate::domain::facts::detail::SwitchDetail;
 use crate::domain::{FactRow, Lsn};
 use crate::failpoint;
 use crate::lake::checkpoint::{CompletedSnapshot, PlannedSnapshot};
@@ -62,27 +63,35 @@ pub async fn position<S: ChangeSource>(
 }
 
 /// `spec.onDataLoss: resnapshot`: plans and takes a new snapshot, whose
-/// facts row records the commit times whose changes were purged.
+/// facts row records the commit times whose changes were purged, and the
+/// move to a newer capture instance when there was one (`switched`).
 pub async fn resnapshot<S: ChangeSource>(
     run: &mut Run<'_>,
     session: &mut S,
     sink: &mut Sink,
-    lost_from_ts: Option<DateTime<Utc>>,
-    lost_to_ts: Option<DateTime<Utc>>,
+    lost: Lost,
+    switched: Option<SwitchDetail>,
 ) -> Result<Position, EngineError> {
     let n = sink
         .checkpoint
         .latest_snapshot()
         .await?
         .map_or(BOOTSTRAP + 1, |n| n + 1);
-    let lost = Some((lost_from_ts, lost_to_ts));
-    let plan = plan_snapshot(session, sink, n, run.config.source.readers, lost).await?;
+    let replaced = Replaced { lost, switched };
+    let plan = plan_snapshot(session, sink, n, run.config.source.readers, Some(replaced)).await?;
     take(run, session, sink, plan).await
 }
 
 /// Commit times around the changes a re-snapshot replaces: of the last one
 /// read, of the oldest one CDC still kept.
-type Lost = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+pub type Lost = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// What a re-snapshot replaces: the changes lost, and the capture
+/// instance it moved away from, if it did.
+struct Replaced {
+    lost: Lost,
+    switched: Option<SwitchDetail>,
+}
 
 /// Fixes snapshot `n`'s LSN (the source's max LSN now) and, for `readers`
 /// above 1, the key bounds of its ranges before it reads.
@@ -91,9 +100,10 @@ async fn plan_snapshot<S: ChangeSource>(
     sink: &mut Sink,
     n: u64,
     readers: usize,
-    lost: Option<Lost>,
+    replaced: Option<Replaced>,
 ) -> Result<PlannedSnapshot, EngineError> {
-    let (lost_from_ts, lost_to_ts) = lost.unwrap_or_default();
+    let (lost, switched) = replaced.map(|r| (r.lost, r.switched)).unwrap_or_default();
+    let (lost_from_ts, lost_to_ts) = lost;
     let instance = session.info().instance.clone();
     let max = session.max_lsn().await?;
     let min = session.min_lsn(&instance).await?;
@@ -114,6 +124,8 @@ async fn plan_snapshot<S: ChangeSource>(
         lost_from_ts,
         lost_to_ts,
         key_bounds,
+        switched,
+        columns: planned_columns(&info),
     };
     sink.plan_snapshot(&plan).await?;
     Ok(plan)

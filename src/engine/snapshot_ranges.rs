@@ -183,6 +183,8 @@ mod tests {
             lost_from_ts: None,
             lost_to_ts: None,
             key_bounds: bounds.iter().map(|b| vec![json!({"int": b})]).collect(),
+            switched: None,
+            columns: Vec::new(),
         }
     }
 

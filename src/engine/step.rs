@@ -78,6 +78,12 @@ pub async fn step<S: ChangeSource>(
         .as_ref()
         .filter(|p| p.capture_instance == position.instance)
         .map(|p| p.columns.clone())
+        .or_else(|| {
+            latest_snapshot
+                .as_ref()
+                .filter(|s| s.capture_instance == position.instance)
+                .map(|s| s.columns.clone())
+        })
         .unwrap_or_default();
     if let Some(old) = session.take_replaced() {
         follow_reenabled(run, session, sink, &old).await?;
@@ -110,17 +116,20 @@ pub async fn step<S: ChangeSource>(
             lost_from_ts,
             lost_to_ts,
         } => {
+            // A move to a newer instance has no batch to record it in: the
+            // new snapshot's facts row carries it.
+            let mut switched = None;
             if instance != session.info().instance {
                 let keys = manifest_keys(run);
                 let old = adopt_instance(session, sink, &instance, keys, &mut run.warnings).await?;
+                let from = SwitchedFrom {
+                    info: &old,
+                    recorded: &recorded,
+                    disabled: marks.read.gone,
+                };
+                let start = marks.newer.as_ref().map_or(Lsn::ZERO, |n| n.start_lsn);
+                let switch = switch_event(&from, session.info(), start, None);
                 if marks.read.gone {
-                    let from = SwitchedFrom {
-                        info: &old,
-                        recorded: &recorded,
-                        disabled: true,
-                    };
-                    let start = marks.newer.as_ref().map_or(Lsn::ZERO, |n| n.start_lsn);
-                    let switch = switch_event(&from, session.info(), start, None);
                     run.warnings.raise(format!(
                         "capture instance {} was disabled; the new snapshot reads {}: {}",
                         old.instance,
@@ -128,12 +137,15 @@ pub async fn step<S: ChangeSource>(
                         switch.detail.to_text()
                     ));
                 }
+                if let EventDetail::Switched(detail) = switch.detail {
+                    switched = Some(detail);
+                }
             }
             tracing::warn!(
                 capture_instance = %instance,
                 "CDC cleanup purged changes the stream had not read; taking a new snapshot (spec.onDataLoss: resnapshot)"
             );
-            snapshot::resnapshot(run, session, sink, lost_from_ts, lost_to_ts).await?;
+            snapshot::resnapshot(run, session, sink, (lost_from_ts, lost_to_ts), switched).await?;
             Ok(Step::Progress)
         }
         Next::Batch(draft) => {

@@ -177,6 +177,17 @@ pub struct PlannedSnapshot {
     /// plans written before ranges existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_bounds: Vec<Vec<serde_json::Value>>,
+    /// On a re-snapshot that moved to a newer capture instance (the old
+    /// one disabled, or its changes purged): the move, which the snapshot's
+    /// facts row records in its `detail`, since no batch reads across it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switched: Option<crate::domain::facts::detail::SwitchDetail>,
+    /// The capture instance's columns (name and source `column_id`) when
+    /// the snapshot was planned: what a later move away from that
+    /// instance compares against when no batch was planned after the
+    /// snapshot (a rename is told by its unchanged `column_id`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<PlannedColumn>,
 }
 
 /// The marker that a snapshot is complete (its facts row is written).
