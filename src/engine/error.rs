@@ -232,6 +232,29 @@ pub enum EngineError {
         /// The instance read.
         capture_instance: CaptureInstance,
     },
+    /// The capture instance `spec.source.captureInstance` pins is no
+    /// longer enabled. Retried: enabled again under the same name, it is
+    /// read on; a pinned stream never moves to another instance alone.
+    #[error(
+        "capture instance {capture_instance}, which spec.source.captureInstance pins, is no \
+         longer enabled on its table (sys.sp_cdc_disable_table); waiting for it to be enabled \
+         again under that name. {}",
+        match others.as_slice() {
+            [] => "The table has no other capture instance".to_string(),
+            names => format!(
+                "To read the table's {} instead, set spec.source.captureInstance to it, or \
+                 remove the field to follow the newest instance; spec.onDataLoss decides about \
+                 the changes in between",
+                names.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    )]
+    PinnedInstanceDisabled {
+        /// The pinned instance.
+        capture_instance: CaptureInstance,
+        /// The table's capture instances now.
+        others: Vec<CaptureInstance>,
+    },
     /// Silver's key does not identify one row of the source table.
     #[error(transparent)]
     SilverKeyNotUnique(Box<SilverKeyNotUnique>),
@@ -431,7 +454,9 @@ impl EngineError {
             }
             EngineError::Lease(e) => e.is_transient(),
             EngineError::Claim(e) => e.is_transient(),
-            EngineError::InstanceDisabled { .. } => true,
+            EngineError::InstanceDisabled { .. } | EngineError::PinnedInstanceDisabled { .. } => {
+                true
+            }
             _ => false,
         }
     }
@@ -457,7 +482,9 @@ impl EngineError {
     pub fn kind(&self) -> &'static str {
         match self {
             EngineError::Credentials(_) => "credentials",
-            EngineError::Source(_) | EngineError::InstanceDisabled { .. } => "source",
+            EngineError::Source(_)
+            | EngineError::InstanceDisabled { .. }
+            | EngineError::PinnedInstanceDisabled { .. } => "source",
             EngineError::Bronze(_) => "bronze",
             EngineError::Facts(_) => "facts",
             EngineError::Finalization(_) => "finalization",

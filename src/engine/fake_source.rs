@@ -82,6 +82,8 @@ pub struct DbState {
     /// `dbo_t` was disabled (`sys.sp_cdc_disable_table`): no longer listed,
     /// its change table gone.
     pub first_disabled: bool,
+    /// The manifest pins the instance read (`spec.source.captureInstance`).
+    pub pinned: bool,
 }
 
 impl DbState {
@@ -277,9 +279,10 @@ impl ChangeSource for FakeSource {
     }
 
     async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, EngineError> {
+        // `sys.fn_cdc_get_min_lsn` of an instance the table lacks is 0x00.
         let min = self.db.state().instance_min(instance);
         min.map(lsn).ok_or_else(|| {
-            EngineError::Source(SourceError::Missing(format!("capture instance {instance}")))
+            EngineError::Source(SourceError::NoLsn(format!("capture instance {instance}")))
         })
     }
 
@@ -288,7 +291,7 @@ impl ChangeSource for FakeSource {
     }
 
     fn pinned(&self) -> bool {
-        false
+        self.db.state().pinned
     }
 
     async fn capture_instances(&mut self) -> Result<Vec<InstanceEntry>, EngineError> {

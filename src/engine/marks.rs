@@ -10,7 +10,7 @@ use super::error::EngineError;
 use super::plan::{
     self, InstanceMarks, NewerInstance, PlanOptions, Position, SourceMarks, Watermarks,
 };
-use crate::domain::Lsn;
+use crate::domain::{CaptureInstance, Lsn};
 use crate::source::SourceError;
 use crate::source::cdc::{CaptureInfo, InstanceEntry};
 
@@ -64,7 +64,7 @@ pub async fn marks<S: ChangeSource>(
             gone: true,
         }
     } else {
-        let mut min = source.min_lsn(&reading).await?;
+        let mut min = pinned_min_lsn(source, &reading).await?;
         // An instance's low end passing the position is cleanup, or the
         // instance was disabled and enabled again: only then is it asked.
         if min > next && source.enabled_again().await? {
@@ -92,6 +92,33 @@ pub async fn marks<S: ChangeSource>(
         },
         read,
         newer,
+    })
+}
+
+/// The low end of the instance read. A pinned instance is not looked for
+/// among the table's instances each trigger, so its low end missing is
+/// where its disabling shows: then the error says so, and names the
+/// table's instances, instead of a missing LSN.
+async fn pinned_min_lsn<S: ChangeSource>(
+    source: &mut S,
+    reading: &CaptureInstance,
+) -> Result<Lsn, EngineError> {
+    let min = source.min_lsn(reading).await;
+    if !source.pinned() || !matches!(min, Err(EngineError::Source(SourceError::NoLsn(_)))) {
+        return min;
+    }
+    let others: Vec<CaptureInstance> = source
+        .capture_instances()
+        .await?
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    if others.contains(reading) {
+        return min;
+    }
+    Err(EngineError::PinnedInstanceDisabled {
+        capture_instance: reading.clone(),
+        others,
     })
 }
 

@@ -491,6 +491,32 @@ async fn a_batch_planned_on_an_instance_disabled_before_its_replay_is_data_loss(
     );
 }
 
+/// A pinned instance disabled between two runs of a worker that kept its
+/// session says so, naming the table's other instance, and is retried
+/// (it may be enabled again under its name), instead of a missing LSN.
+#[tokio::test]
+async fn a_pinned_instance_disabled_says_so_and_names_the_others() {
+    let lake = Lake::new(1, 4, false);
+    let db = FakeDb::with_rows(10);
+    db.state().pinned = true;
+    lake.run_to_end(&db).await;
+    db.commit(&[1, 20]);
+    db.disable_first();
+    db.add_instance("dbo_t_v2", 8);
+    let Ran::Failed(error) = lake.run(&db, None).await else {
+        panic!("a disabled pinned instance cannot be read");
+    };
+    assert!(
+        matches!(error, EngineError::PinnedInstanceDisabled { .. }),
+        "{error}"
+    );
+    assert!(error.is_transient(), "{error}");
+    let said = error.to_string();
+    for part in ["dbo_t, which spec.source.captureInstance pins", "dbo_t_v2"] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+}
+
 #[tokio::test]
 async fn a_crash_in_the_batch_that_switches_instance_replays_to_each_change_once() {
     // (point, readers, silver)

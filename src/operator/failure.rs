@@ -63,7 +63,9 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         EngineError::TargetBehind { .. } => Failure::new("TargetBehindCheckpoint", said),
         EngineError::SilverKeyNotUnique(_) => Failure::new("SilverKeyNotUnique", said),
         EngineError::SchemaChangeRefused(_) => Failure::new("SchemaChangeRefused", said),
-        EngineError::InstanceDisabled { .. } => Failure::new("CaptureInstanceDisabled", said),
+        EngineError::InstanceDisabled { .. } | EngineError::PinnedInstanceDisabled { .. } => {
+            Failure::new("CaptureInstanceDisabled", said)
+        }
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
         EngineError::NotWritable(_) => Failure::new(VOLUME_NOT_WRITABLE, said),
         EngineError::Claim(claim)
