@@ -85,24 +85,10 @@ pub async fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         .iter()
         .map(|s| s.spec.source.table.as_str())
         .collect();
-    // Two tables whose names map to the same DNS label (`a_b`, `a-b`), or a
-    // stream of the file named so already, must not become one object.
-    let mut taken: HashSet<String> = streams
-        .iter()
-        .filter_map(|s| s.metadata.name.clone())
-        .collect();
+    let tables = uncovered(&captured, &covered, &filter);
     let mut printed = 0;
-    for table in uncovered(&captured, &covered, &filter) {
-        let mut stream = generated(&name, table, &args.lake, None)?;
-        if stream
-            .metadata
-            .name
-            .as_ref()
-            .is_some_and(|n| taken.contains(n))
-        {
-            stream = generated(&name, table, &args.lake, Some(&name_hash(table)))?;
-        }
-        taken.extend(stream.metadata.name.clone());
+    for stream in named_streams(&name, &tables, &args.lake, &streams)? {
+        let table = &stream.spec.source.table;
         // What is printed must run: resolve it against the source.
         let stream_name = stream.metadata.name.clone().unwrap_or_default();
         source_stream_config(&name, &source.spec, &stream_name, &stream.spec)
@@ -117,6 +103,39 @@ pub async fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         covered.len()
     );
     Ok(())
+}
+
+/// One stream per table, each with a name and a target name no other
+/// stream of the file and no other generated one has: two tables whose
+/// names map to the same DNS label (`a_b`, `a-b`) or the same target name
+/// (`dbo.a_b`, `a.b`) must not become one object or write one target, so
+/// the later one gets a suffix of its table's hash.
+fn named_streams(
+    source: &str,
+    tables: &[&TableName],
+    lake: &str,
+    existing: &[CdcStream],
+) -> anyhow::Result<Vec<CdcStream>> {
+    let mut names: HashSet<String> = existing
+        .iter()
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    let mut targets: HashSet<String> = existing
+        .iter()
+        .map(|s| s.spec.target.name.to_lowercase())
+        .collect();
+    let mut named = Vec::with_capacity(tables.len());
+    for table in tables {
+        let mut stream = generated(source, table, lake, None)?;
+        let name = stream.metadata.name.clone().unwrap_or_default();
+        if names.contains(&name) || targets.contains(&stream.spec.target.name.to_lowercase()) {
+            stream = generated(source, table, lake, Some(&name_hash(table)))?;
+        }
+        names.extend(stream.metadata.name.clone());
+        targets.insert(stream.spec.target.name.to_lowercase());
+        named.push(stream);
+    }
+    Ok(named)
 }
 
 /// The CdcSource of `text` and its CdcStreams, each checked as `run -f`
@@ -180,11 +199,14 @@ fn generated(
     }
     let lake = lake.trim_end_matches('/');
     let path = format!("{}/{}", table.schema, table.table);
-    let target = if table.schema.eq_ignore_ascii_case("dbo") {
+    let mut target = if table.schema.eq_ignore_ascii_case("dbo") {
         format!("bronze.{}", table.table)
     } else {
         format!("bronze.{}_{}", table.schema, table.table)
     };
+    if let Some(suffix) = suffix {
+        target = format!("{target}_{suffix}");
+    }
     let manifest = serde_json::json!({
         "apiVersion": "mssql-cdc.io/v1alpha1",
         "kind": "CdcStream",
@@ -235,5 +257,27 @@ mod tests {
             name.len() <= 60 && name.ends_with(&name_hash(&long)),
             "{name}"
         );
+    }
+
+    #[test]
+    fn tables_whose_names_or_targets_would_clash_get_their_own() {
+        let tables: Vec<TableName> = ["dbo.a_b", "a.b", "dbo.a-b"]
+            .iter()
+            .map(|t| TableName::parse(t).unwrap())
+            .collect();
+        let refs: Vec<&TableName> = tables.iter().collect();
+        let streams = named_streams("shop", &refs, "/lake", &[]).unwrap();
+        let names: HashSet<_> = streams.iter().map(|s| s.metadata.name.clone()).collect();
+        let targets: HashSet<_> = streams.iter().map(|s| s.spec.target.name.clone()).collect();
+        assert_eq!((names.len(), targets.len()), (3, 3), "{streams:?}");
+        // The first keeps the plain names; the later ones say whose they are.
+        assert_eq!(streams[0].spec.target.name, "bronze.a_b");
+        assert_eq!(
+            streams[1].spec.target.name,
+            format!("bronze.a_b_{}", name_hash(&tables[1]))
+        );
+        // A stream of the file already holding a target name keeps it.
+        let again = named_streams("shop", &refs[1..2], "/lake", &streams[..1]).unwrap();
+        assert_ne!(again[0].spec.target.name, "bronze.a_b");
     }
 }
