@@ -19,6 +19,7 @@ use super::facts_row::{self, BatchMeasures};
 use super::plan::{self, BronzeHolds, Resume, Watermarks};
 use super::sink::{BronzeCommit, Sink};
 use super::source_changes::switch_failpoint;
+use crate::domain::facts::EventDetail;
 use crate::domain::{FactRow, Lsn};
 use crate::failpoint;
 use crate::lake::bronze::BronzeOutcome;
@@ -186,6 +187,20 @@ async fn purged_while_reading<S: ChangeSource>(
     Ok(())
 }
 
+/// The columns a capture instance switch in `events` renamed, as
+/// (old name, new name).
+fn renamed_columns(events: &[PlannedEvent]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|event| match &event.detail {
+            EventDetail::Switched(switch) => Some(&switch.renamed_columns),
+            _ => None,
+        })
+        .flatten()
+        .map(|renamed| (renamed.from.clone(), renamed.to.clone()))
+        .collect()
+}
+
 /// Appends the batch's facts rows (its own first), moves the verdict and
 /// writes the commit marker.
 async fn record_facts(
@@ -196,6 +211,13 @@ async fn record_facts(
     made: BronzeCommit,
     rows: Vec<FactRow>,
 ) -> Result<(), EngineError> {
+    // A switch that renamed columns: silver's new columns take the old
+    // ones' values first, so that every row, not only those the batch
+    // changes, reads right under the new name (idempotent on a replay).
+    let renamed = renamed_columns(&plan.events);
+    if !renamed.is_empty() {
+        sink.silver_carry_renamed(&renamed).await?;
+    }
     // Silver applies the batch from its bronze commit (again after a
     // crash: idempotent by silver's own txn).
     sink.apply_to_silver(

@@ -474,6 +474,19 @@ impl Sink {
         Ok(())
     }
 
+    /// Silver's new names of renamed columns take the old names' values
+    /// ([`SilverTable::carry_renamed`]); nothing without silver.
+    pub async fn silver_carry_renamed(
+        &mut self,
+        renamed: &[(String, String)],
+    ) -> Result<(), EngineError> {
+        self.fence()?;
+        if let Some(table) = &mut self.silver {
+            table.carry_renamed(renamed).await?;
+        }
+        Ok(())
+    }
+
     /// After a batch or a completed snapshot: the target holds every change
     /// committed up to `end_commit_ts`, and silver has applied them up to
     /// `applied` (a batch's end LSN; `None` after a snapshot).

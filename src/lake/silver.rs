@@ -320,6 +320,51 @@ impl SilverTable {
             .map_err(|e| self.delta_error(e))
     }
 
+    /// Carries each renamed column's value (`from`, `to`) into its new name
+    /// where that is NULL and the old one is not. Run at a switch to a
+    /// capture instance that renamed columns, before the switch batch's
+    /// MERGE: silver is then the table as it was just before the switch,
+    /// whose old column holds what the rename kept, so the new column is
+    /// right in every row and not only in rows changed since (the MERGE
+    /// overwrites those). Idempotent: a row it filled, or one changed
+    /// after the switch (old column NULL), does not match again, so a
+    /// replay after a crash changes nothing twice. A pair whose columns
+    /// silver lacks, or whose types differ, is left as it is. Rewrites the
+    /// files holding such rows: once per rename.
+    pub async fn carry_renamed(&mut self, renamed: &[(String, String)]) -> Result<(), SilverError> {
+        let schema = self.arrow_schema()?;
+        let same_type =
+            |from: &str, to: &str| match (schema.field_with_name(from), schema.field_with_name(to))
+            {
+                (Ok(a), Ok(b)) => a.data_type() == b.data_type(),
+                _ => false,
+            };
+        let pairs: Vec<&(String, String)> = renamed
+            .iter()
+            .filter(|(from, to)| same_type(from, to))
+            .collect();
+        for (from, to) in pairs {
+            let predicate = Expr::Column(named(to))
+                .is_null()
+                .and(Expr::Column(named(from)).is_not_null());
+            let properties = CommitProperties::default().with_metadata([(
+                "mssql_cdc.renamed".to_string(),
+                serde_json::json!({"from": from, "to": to}),
+            )]);
+            let (table, _) = self
+                .table
+                .clone()
+                .update()
+                .with_predicate(predicate)
+                .with_update(to.as_str(), Expr::Column(named(from)))
+                .with_commit_properties(properties)
+                .await
+                .map_err(|e| self.delta_error(e))?;
+            self.table = table;
+        }
+        Ok(())
+    }
+
     /// Applies `changes` (rows of one bronze commit, with the CDC columns)
     /// as one MERGE carrying `txn` and `record`, unless silver holds `txn`.
     pub async fn apply<R: Serialize>(
