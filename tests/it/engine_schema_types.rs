@@ -750,7 +750,13 @@ async fn a_batch_killed_before_a_narrowing_is_not_written_in_the_narrowed_type()
 #[tokio::test]
 async fn a_crash_at_the_switch_after_a_rename_loses_and_repeats_nothing() {
     let server = TestServer::start().await;
-    for point in ["after_offsets_of_switch", "after_bronze_commit_of_switch"] {
+    // before_silver_commit: after silver took the renamed values, before
+    // the switch batch's MERGE.
+    for point in [
+        "after_offsets_of_switch",
+        "after_bronze_commit_of_switch",
+        "before_silver_commit",
+    ] {
         let (mut client, mut stream) = streamed(&server).await;
         stream.manifest.push_str("  onDataLoss: skip\n");
         let (old_changes, v2_start) = renamed(&stream, &mut client).await;
