@@ -255,6 +255,14 @@ pub enum EngineError {
         /// The table's capture instances now.
         others: Vec<CaptureInstance>,
     },
+    /// A source run once (availableNow) found the source down on its one
+    /// look, so this table was not run: one failed look, not one failed
+    /// connection per table.
+    #[error(
+        "the source is down, so this table was not run (the next scheduled run tries again): {}",
+        .0.message()
+    )]
+    SourceDown(super::source_health::SourceDown),
     /// Silver's key does not identify one row of the source table.
     #[error(transparent)]
     SilverKeyNotUnique(Box<SilverKeyNotUnique>),
@@ -469,6 +477,7 @@ impl EngineError {
     pub fn outage(&self) -> Option<crate::source::SourceOutage> {
         match self {
             EngineError::Source(e) => e.outage(),
+            EngineError::SourceDown(down) => Some(down.outage),
             EngineError::Bronze(BronzeError::Source(e)) => e
                 .downcast_ref::<SourceError>()
                 .and_then(SourceError::outage),
@@ -484,7 +493,8 @@ impl EngineError {
             EngineError::Credentials(_) => "credentials",
             EngineError::Source(_)
             | EngineError::InstanceDisabled { .. }
-            | EngineError::PinnedInstanceDisabled { .. } => "source",
+            | EngineError::PinnedInstanceDisabled { .. }
+            | EngineError::SourceDown(_) => "source",
             EngineError::Bronze(_) => "bronze",
             EngineError::Facts(_) => "facts",
             EngineError::Finalization(_) => "finalization",

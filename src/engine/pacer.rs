@@ -39,7 +39,7 @@ use secrecy::SecretString;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::source_health::SourceHealth;
+use super::source_health::{SourceDown, SourceHealth};
 use crate::domain::CaptureInstance;
 use crate::retry::{Backoff, Jitter, Policy};
 use crate::source::changed_tables::{ChangeWindow, ChangedTables, changed_tables};
@@ -191,6 +191,29 @@ impl Pacer {
         // Tables waiting for a look get their answer: no more rounds.
         self.shared.rounds_run.store(false, Ordering::SeqCst);
         self.shared.rounds.send_modify(|n| *n += 1);
+    }
+
+    /// One look at the source for a run without rounds (an availableNow
+    /// source's, whose tables each run once): its verdict goes to the
+    /// health watch as a round's does; the outage, when the source is down.
+    pub async fn look_once(
+        &self,
+        source: &SourceConfig,
+        password: &SecretString,
+    ) -> Option<SourceDown> {
+        let answer = ask_once_more(&mut None, source, password, &[]).await;
+        let found = match &answer {
+            Err(error) => match error.outage() {
+                Some(outage) => Err((outage, error.to_string())),
+                None => Ok(()),
+            },
+            Ok(_) => Ok(()),
+        };
+        let now = chrono::Utc::now();
+        self.shared
+            .health
+            .send_modify(|health| *health = health.after(found, now));
+        self.shared.health.borrow().down().cloned()
     }
 
     /// One round: the source's max LSN, which waiting tables to wake, and

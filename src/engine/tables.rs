@@ -89,6 +89,30 @@ pub async fn run_tables(
         .map(|t| Arc::clone(&t.options.observer))
         .collect();
     told.push(source_observer);
+    // A source run once has no rounds: one look says whether the source
+    // answers (its verdict goes to every observer, as a round's would);
+    // down, no table is run, rather than each failing on its own.
+    if once && let Ok(password) = &password {
+        let down = pacer.look_once(&source, password).await;
+        let health = pacer.health().borrow().clone();
+        for observer in &told {
+            observer.source_health(&health);
+        }
+        if let Some(down) = down {
+            tracing::error!(
+                reason = down.outage.reason(),
+                "the source is down: none of its tables is run: {}",
+                down.message()
+            );
+            return tables
+                .into_iter()
+                .map(|t| TableOutcome {
+                    target: t.config.target.name.clone(),
+                    result: Err(EngineError::SourceDown(down.clone())),
+                })
+                .collect();
+        }
+    }
     let health = pacer.health();
     let rounds = async {
         // Without a password every table fails on its own, saying why.

@@ -66,6 +66,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         EngineError::InstanceDisabled { .. } | EngineError::PinnedInstanceDisabled { .. } => {
             Failure::new("CaptureInstanceDisabled", said)
         }
+        EngineError::SourceDown(_) => Failure::new(SOURCE_UNAVAILABLE, said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
         EngineError::NotWritable(_) => Failure::new(VOLUME_NOT_WRITABLE, said),
         EngineError::Claim(claim)

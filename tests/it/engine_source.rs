@@ -113,6 +113,64 @@ async fn a_source_streams_each_table_and_a_broken_one_fails_alone() {
     );
 }
 
+/// An availableNow source whose server does not answer looks once, for
+/// all of its tables: none is run, and each says the source is down, in
+/// the source's words, instead of one failed connection per table.
+#[tokio::test]
+async fn a_source_run_once_against_a_server_down_runs_no_table() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    seeded_capture(&mut client, "orders", 2).await;
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    // A loopback port nothing listens on: every connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let file = source_doc(&server, &db, lake, "{availableNow: true}", "5m");
+    let mut file = file.replace(
+        &format!("port: {}", server.endpoint().port),
+        &format!("port: {closed}"),
+    );
+    file = file.replace(
+        &format!("host: \"{}\"", server.endpoint().host),
+        "host: \"127.0.0.1\"",
+    );
+    for name in ["orders", "items"] {
+        file.push_str(&stream_doc(name, &format!("dbo.{name}"), lake));
+    }
+    let path = lake.join("source.yaml");
+    std::fs::write(&path, file).expect("write the source file");
+
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--once", "-f"])
+        .arg(&path)
+        .env(PASSWORD_ENV, &fixture.password)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a source down fails the run");
+    for name in ["orders", "items"] {
+        assert!(
+            stderr.contains(&format!(
+                "bronze.{name}: failed: the source is down, so this table was not run"
+            )),
+            "{name}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("the source is down: none of its tables is run"),
+        "{stderr}"
+    );
+    assert!(
+        !lake.join("bronze/orders").exists(),
+        "no table was run, so none wrote anything"
+    );
+}
+
 /// The CdcSource document of `db` on `server` with `trigger` and
 /// `idleCommitInterval`, its facts table in `lake`.
 pub fn source_doc(
