@@ -31,7 +31,7 @@ pub enum Start {
     /// Stream on after this position.
     After(Position),
     /// Take (or resume, or confirm) this planned snapshot first.
-    Snapshot(PlannedSnapshot),
+    Snapshot(Box<PlannedSnapshot>),
     /// A new stream with `snapshotMode: initial`: plan the bootstrap.
     Bootstrap,
     /// A new stream with `snapshotMode: never`: stream from the oldest
@@ -54,7 +54,7 @@ pub fn start(
     });
     match (latest_snapshot, batch) {
         (Some(snapshot), Some(batch)) if batch.lsn >= snapshot.lsn => Start::After(batch),
-        (Some(snapshot), _) => Start::Snapshot(snapshot.clone()),
+        (Some(snapshot), _) => Start::Snapshot(Box::new(snapshot.clone())),
         (None, Some(batch)) => Start::After(batch),
         (None, None) => match mode {
             SnapshotMode::Initial => Start::Bootstrap,

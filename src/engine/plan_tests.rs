@@ -476,7 +476,7 @@ fn a_run_starts_where_the_checkpoint_says() {
             Some(planned(3, 30)),
             Some(snapshot(1, 40)),
             Initial,
-            Start::Snapshot(snapshot(1, 40)),
+            Start::Snapshot(Box::new(snapshot(1, 40))),
         ),
         (
             "batches only (snapshotMode never)",

@@ -44,7 +44,7 @@ pub async fn position<S: ChangeSource>(
 ) -> Result<Position, EngineError> {
     match start {
         Start::After(position) => Ok(position),
-        Start::Snapshot(plan) => take(run, session, sink, plan).await,
+        Start::Snapshot(plan) => take(run, session, sink, *plan).await,
         Start::Bootstrap => {
             let readers = run.config.source.readers;
             let plan = plan_snapshot(session, sink, BOOTSTRAP, readers, None).await?;
