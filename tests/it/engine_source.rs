@@ -67,17 +67,7 @@ async fn a_source_streams_each_table_and_a_broken_one_fails_alone() {
     ] {
         file.push_str(&stream_doc(name, table, lake));
     }
-    let path = lake.join("source.yaml");
-    std::fs::write(&path, file).expect("write the source file");
-
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args(["run", "--once", "-f"])
-        .arg(&path)
-        .env(PASSWORD_ENV, &fixture.password)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("the binary runs");
+    let output = run_once_file(lake, &file, &fixture.password).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "a failed table fails the run");
@@ -140,17 +130,7 @@ async fn a_source_run_once_against_a_server_down_runs_no_table() {
     for name in ["orders", "items"] {
         file.push_str(&stream_doc(name, &format!("dbo.{name}"), lake));
     }
-    let path = lake.join("source.yaml");
-    std::fs::write(&path, file).expect("write the source file");
-
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
-        .args(["run", "--once", "-f"])
-        .arg(&path)
-        .env(PASSWORD_ENV, &fixture.password)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("the binary runs");
+    let output = run_once_file(lake, &file, &fixture.password).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "a source down fails the run");
     for name in ["orders", "items"] {
@@ -169,6 +149,21 @@ async fn a_source_run_once_against_a_server_down_runs_no_table() {
         !lake.join("bronze/orders").exists(),
         "no table was run, so none wrote anything"
     );
+}
+
+/// `mssql-cdc run --once -f` of the multi-document `file`, written into
+/// `lake`, with the password in the environment.
+async fn run_once_file(lake: &std::path::Path, file: &str, password: &str) -> std::process::Output {
+    let path = lake.join("source.yaml");
+    std::fs::write(&path, file).expect("write the source file");
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--once", "-f"])
+        .arg(&path)
+        .env(PASSWORD_ENV, password)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the binary runs")
 }
 
 /// The CdcSource document of `db` on `server` with `trigger` and

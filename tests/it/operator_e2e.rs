@@ -324,6 +324,7 @@ async fn a_worker_that_may_not_read_its_stream_shows_worker_forbidden_with_the_f
 // investigated (stop 41's closing note), not a passing test meanwhile.
 #[tokio::test]
 async fn pods_refused_for_a_missing_service_account_say_which_account() {
+    const OPERATOR_PODS: &str = "app.kubernetes.io/name=mssql-cdc-operator";
     let Some(e) = start(|chart| chart).await else {
         return;
     };
@@ -375,23 +376,9 @@ async fn pods_refused_for_a_missing_service_account_say_which_account() {
             ],
             vec!["get", "events", "-n", &ns],
             vec!["get", "serviceaccounts", "-n", &ns],
-            vec![
-                "logs",
-                "-n",
-                &ns,
-                "-l",
-                "app.kubernetes.io/name=mssql-cdc-operator",
-                "--previous",
-                "--tail=60",
-            ],
-            vec![
-                "logs",
-                "-n",
-                &ns,
-                "-l",
-                "app.kubernetes.io/name=mssql-cdc-operator",
-                "--tail=60",
-            ],
+            // The operator's log, its last run's and this one's.
+            vec!["logs", "-n", &ns, "-l", OPERATOR_PODS, "--previous"],
+            vec!["logs", "-n", &ns, "-l", OPERATOR_PODS],
         ] {
             let out = kube.kubectl(&what).await;
             seen.push_str(&String::from_utf8_lossy(&out.stdout));

@@ -64,13 +64,7 @@ fn service_account(st: &State, t: &Target, pod: &mut Value) -> ApiResult<()> {
             .and_then(Value::as_array)
             .is_some_and(|m| m.iter().any(|m| m["mountPath"] == TOKEN_MOUNT))
     };
-    let suffix: String = uuid::Uuid::new_v4()
-        .simple()
-        .to_string()
-        .chars()
-        .take(5)
-        .collect();
-    let volume = format!("kube-api-access-{suffix}");
+    let volume = format!("kube-api-access-{}", crate::ops::random_suffix());
     let mut added = false;
     for list in ["containers", "initContainers"] {
         if let Some(Value::Array(cs)) = pod.pointer_mut(&format!("/spec/{list}")) {

@@ -159,6 +159,17 @@ fn run(
     Ok(view(t, obj))
 }
 
+/// Five random characters of `[0-9a-f]`, as the API server adds to a
+/// `generateName` (and the ServiceAccount plugin to a volume's name).
+pub(crate) fn random_suffix() -> String {
+    uuid::Uuid::new_v4()
+        .simple()
+        .to_string()
+        .chars()
+        .take(5)
+        .collect()
+}
+
 /// Creates an object (POST to a collection).
 pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResult<Value> {
     let mut t = t.clone();
@@ -203,13 +214,7 @@ pub fn create(st: &State, t: &Target, mut body: Value, o: &WriteOpts) -> ApiResu
     ensure_namespace(st, &t)?;
     crate::admission::admit_create(st, &t, &mut body)?;
     if generated {
-        let suffix: String = uuid::Uuid::new_v4()
-            .simple()
-            .to_string()
-            .chars()
-            .take(5)
-            .collect();
-        t.name = format!("{prefix}{suffix}");
+        t.name = format!("{prefix}{}", random_suffix());
         body["metadata"]["name"] = json!(t.name);
     }
     let (rq, nm) = (t.rt.qualified(), t.name.clone());
