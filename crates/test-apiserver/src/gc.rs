@@ -64,7 +64,7 @@ fn remove_finalizer(st: &State, t: &Target, o: &Value, f: &str) {
 
 /// One pass over all objects; returns whether it changed anything.
 pub fn sweep(st: &State) -> bool {
-    let all = st.store.list_all();
+    let all = st.store.list_all_metadata();
     let by_uid: HashMap<String, &Value> = all
         .iter()
         .map(|(_, o)| (meta(o, "uid").to_string(), o))

@@ -144,13 +144,37 @@ impl Store {
         (items, inner.rv)
     }
 
-    /// Lists every object of every collection (used by garbage collection).
-    pub fn list_all(&self) -> Vec<(Gr, Value)> {
+    /// Every object of every collection as `{"metadata": ...}` with only
+    /// the fields garbage collection reads (who owns what, what is being
+    /// deleted): it sweeps after every write, and copying whole objects
+    /// made each write cost as much as the store's size.
+    pub fn list_all_metadata(&self) -> Vec<(Gr, Value)> {
+        const FIELDS: [&str; 7] = [
+            "uid",
+            "name",
+            "namespace",
+            "resourceVersion",
+            "ownerReferences",
+            "deletionTimestamp",
+            "finalizers",
+        ];
         let inner = self.lock();
         inner
             .objects
             .iter()
-            .flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), v.clone())))
+            .flat_map(|(gr, m)| {
+                m.values().map(move |v| {
+                    let mut kept = serde_json::Map::new();
+                    if let Some(meta) = v.get("metadata").and_then(Value::as_object) {
+                        for field in FIELDS {
+                            if let Some(value) = meta.get(field) {
+                                kept.insert(field.to_string(), value.clone());
+                            }
+                        }
+                    }
+                    (gr.clone(), json!({ "metadata": kept }))
+                })
+            })
             .collect()
     }
 
