@@ -171,7 +171,7 @@ enum Hold {
         renewal: Renewal,
     },
     /// No lease at all: the two-writers tests (failpoints builds only).
-    #[cfg(feature = "failpoints")]
+    #[cfg(any(test, feature = "failpoints"))]
     Bypassed,
 }
 
@@ -263,7 +263,7 @@ impl CheckpointLease {
 
     /// No lease: lets tests run two engines on one checkpoint to prove the
     /// other fences hold without it.
-    #[cfg(feature = "failpoints")]
+    #[cfg(any(test, feature = "failpoints"))]
     pub fn bypassed(location: &StorageLocation) -> Self {
         CheckpointLease {
             guard: LeaseGuard {

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use mssql_cdc::engine::Observer;
+#[cfg(feature = "failpoints")]
 use mssql_cdc::engine::SilverFill;
 use mssql_cdc::engine::SnapshotProgress;
 use serde_json::Value;
@@ -20,7 +21,9 @@ use crate::support::cdc::wait_for_capture;
 use crate::support::cdc::{capture_table, lsn_literal};
 use crate::support::duckdb::read_delta;
 use crate::support::server::{Client, TestServer, run};
-use crate::support::stream::{StreamFixture, open_table, query_table};
+#[cfg(feature = "failpoints")]
+use crate::support::stream::open_table;
+use crate::support::stream::{StreamFixture, query_table};
 
 const ORDERS: &str = "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, \
                       note nvarchar(50) NULL, qty int NULL, price decimal(10,2) NULL)";
@@ -895,11 +898,13 @@ async fn a_silver_key_that_is_not_unique_is_refused_before_anything_is_written()
 
 /// Blocks the engine where it starts filling a silver table added to a
 /// running stream, until the test has looked.
+#[cfg(feature = "failpoints")]
 struct PauseInFill {
     reached: Mutex<Option<mpsc::Sender<SilverFill>>>,
     resume: Mutex<Option<mpsc::Receiver<()>>>,
 }
 
+#[cfg(feature = "failpoints")]
 impl Observer for PauseInFill {
     fn silver_filling(&self, fill: &SilverFill) {
         if let Some(reached) = self.reached.lock().ok().and_then(|mut r| r.take()) {
