@@ -202,13 +202,7 @@ impl Pacer {
         password: &SecretString,
     ) -> Option<SourceDown> {
         let answer = ask_once_more(&mut None, source, password, &[]).await;
-        let found = match &answer {
-            Err(error) => match error.outage() {
-                Some(outage) => Err((outage, error.to_string())),
-                None => Ok(()),
-            },
-            Ok(_) => Ok(()),
-        };
+        let found = outage_of(&answer);
         let now = chrono::Utc::now();
         self.shared
             .health
@@ -232,13 +226,7 @@ impl Pacer {
         let windows: Vec<ChangeWindow> = asked.iter().map(|(_, w)| w.clone()).collect();
         let answer = ask_once_more(client, source, password, &windows).await;
         let now = chrono::Utc::now();
-        let found = match &answer {
-            Err(error) => match error.outage() {
-                Some(outage) => Err((outage, error.to_string())),
-                None => Ok(()),
-            },
-            Ok(_) => Ok(()),
-        };
+        let found = outage_of(&answer);
         let down = found.is_err();
         self.shared.health.send_if_modified(|health| {
             let next = health.after(found, now);
@@ -327,6 +315,21 @@ impl Pacer {
                 slot.wake.notify_one();
             }
         }
+    }
+}
+
+/// What a look at the source found, as [`SourceHealth::after`] takes it:
+/// the outage and its words when the error is the whole source's; any
+/// other error is not the source being down.
+fn outage_of(
+    answer: &Result<ChangedTables, SourceError>,
+) -> Result<(), (crate::source::SourceOutage, String)> {
+    match answer {
+        Err(error) => match error.outage() {
+            Some(outage) => Err((outage, error.to_string())),
+            None => Ok(()),
+        },
+        Ok(_) => Ok(()),
     }
 }
 
