@@ -5,7 +5,7 @@
 use cel::{Context, Env, Program, Value as Cv};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Why a rule did not pass.
 #[derive(Debug, thiserror::Error)]
@@ -50,10 +50,25 @@ pub fn to_cel(v: &Value) -> Cv {
     }
 }
 
-fn compile(rule: &str) -> Result<Program, CelError> {
-    env()
-        .compile(rule)
-        .map_err(|e| CelError::Compile(e.to_string()))
+/// A rule compiled once per process: a CRD's rules are evaluated on every
+/// write of every object of its kind, and parsing them again each time
+/// made each write cost far more than the rest of its validation.
+fn compile(rule: &str) -> Result<Arc<Program>, CelError> {
+    static COMPILED: OnceLock<Mutex<HashMap<String, Arc<Program>>>> = OnceLock::new();
+    let compiled = COMPILED.get_or_init(Mutex::default);
+    if let Some(program) = compiled.lock().unwrap_or_else(|e| e.into_inner()).get(rule) {
+        return Ok(Arc::clone(program));
+    }
+    let program = Arc::new(
+        env()
+            .compile(rule)
+            .map_err(|e| CelError::Compile(e.to_string()))?,
+    );
+    compiled
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(rule.to_string(), Arc::clone(&program));
+    Ok(program)
 }
 
 /// Checks that a rule compiles (used when a CRD is written).

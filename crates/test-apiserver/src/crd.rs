@@ -8,6 +8,8 @@ use crate::fieldset::{ListKind, list_kind};
 use crate::resources::{ResourceType, VersionInfo};
 use regex::Regex;
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 fn s<'a>(v: &'a Value, p: &str) -> &'a str {
     v.pointer(p).and_then(Value::as_str).unwrap_or_default()
@@ -398,7 +400,7 @@ pub fn validate(
             );
         }
         if let Some(p) = schema.get("pattern").and_then(Value::as_str)
-            && Regex::new(p).is_ok_and(|re| !re.is_match(st))
+            && pattern(p).is_some_and(|re| !re.is_match(st))
         {
             invalid(causes, format!("{path} in body should match '{p}'"));
         }
@@ -416,6 +418,22 @@ pub fn validate(
     {
         validate_rule(r, v, path, old, causes);
     }
+}
+
+/// A schema's `pattern`, compiled once per process (None when it does not
+/// compile, which the schema's check reports): every write of every
+/// object validates its strings, and compiling each pattern again made a
+/// write cost more than the rest of its validation.
+fn pattern(source: &str) -> Option<Arc<Regex>> {
+    static COMPILED: OnceLock<Mutex<HashMap<String, Option<Arc<Regex>>>>> = OnceLock::new();
+    let mut compiled = COMPILED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    compiled
+        .entry(source.to_string())
+        .or_insert_with(|| Regex::new(source).ok().map(Arc::new))
+        .clone()
 }
 
 fn validate_object(

@@ -1,9 +1,11 @@
 //! Garbage collector: deletes objects whose owners are all gone (background
 //! propagation), deletes dependents of owners being deleted in the
 //! foreground and then releases them, and orphans dependents for the
-//! `orphan` finalizer. It re-sweeps after every store change.
+//! `orphan` finalizer. It re-sweeps after the store changes in a way that
+//! concerns it.
 
 use crate::state::{DeleteOpts, State, Target, WriteOpts};
+use crate::store::{Event, EventType};
 use crate::{ops, patch::PatchType};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -62,14 +64,14 @@ fn remove_finalizer(st: &State, t: &Target, o: &Value, f: &str) {
     let _ = ops::patch(st, t, PatchType::Merge, patch.to_string().as_bytes(), &wo);
 }
 
-/// One pass over all objects; returns whether it changed anything.
+/// One pass over all objects; returns whether an object is still being
+/// deleted (so that any later change may let the collector release it).
 pub fn sweep(st: &State) -> bool {
     let all = st.store.list_all_metadata();
     let by_uid: HashMap<String, &Value> = all
         .iter()
         .map(|(_, o)| (meta(o, "uid").to_string(), o))
         .collect();
-    let mut changed = false;
     for (gr, o) in &all {
         let owners = owner_uids(o);
         if owners.is_empty() || !meta(o, "deletionTimestamp").is_empty() {
@@ -105,8 +107,7 @@ pub fn sweep(st: &State) -> bool {
                 manager: "garbage-collector".into(),
                 ..Default::default()
             };
-            changed |=
-                ops::patch(st, &t, PatchType::Merge, patch.to_string().as_bytes(), &wo).is_ok();
+            let _ = ops::patch(st, &t, PatchType::Merge, patch.to_string().as_bytes(), &wo);
         } else if alive.is_empty() || foreground {
             let propagation = if foreground {
                 "Foreground"
@@ -117,7 +118,7 @@ pub fn sweep(st: &State) -> bool {
                 propagation: propagation.into(),
                 ..Default::default()
             };
-            changed |= ops::delete(st, &t, &d).is_ok();
+            let _ = ops::delete(st, &t, &d);
         }
     }
     for (gr, o) in &all {
@@ -134,25 +135,56 @@ pub fn sweep(st: &State) -> bool {
         let fins = finalizers(o);
         if !has_dependents && fins.iter().any(|f| f == "foregroundDeletion") {
             remove_finalizer(st, &t, o, "foregroundDeletion");
-            changed = true;
         } else if !has_dependents && fins.iter().any(|f| f == "orphan") {
             remove_finalizer(st, &t, o, "orphan");
-            changed = true;
         }
     }
-    changed
+    all.iter()
+        .any(|(_, o)| !meta(o, "deletionTimestamp").is_empty())
 }
 
-/// Runs the collector until the store's event stream closes.
+/// Whether a change can give the collector work: something was deleted
+/// (its dependents may be orphans now, a deleting owner may have no
+/// dependents left), an object has owners (a new dependent, or owners
+/// changed), or an object is being deleted (foreground and orphan
+/// finalizers). Any other change, a status write above all, cannot, and
+/// sweeping the whole store after each of them made every write cost as
+/// much as the store's size.
+fn concerns_collection(event: &Event) -> bool {
+    let has = |field: &str| {
+        event
+            .object
+            .pointer(&format!("/metadata/{field}"))
+            .is_some_and(|v| !v.is_null())
+    };
+    event.kind == EventType::Deleted || has("ownerReferences") || has("deletionTimestamp")
+}
+
+/// Runs the collector until the store's event stream closes: one sweep
+/// after each run of changes that concerns it, after a lag (when what was
+/// missed is unknown), and after every change while an object is being
+/// deleted (a dependent that loses its owner reference no longer names
+/// the owner that waits for it).
 pub async fn run(st: State) {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     let mut rx = st.store.subscribe();
+    let mut deleting = false;
     loop {
-        match rx.recv().await {
-            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                while rx.try_recv().is_ok() {}
-                sweep(&st);
+        let mut due = match rx.recv().await {
+            Ok(event) => deleting || concerns_collection(&event),
+            Err(RecvError::Lagged(_)) => true,
+            Err(RecvError::Closed) => return,
+        };
+        loop {
+            match rx.try_recv() {
+                Ok(event) => due |= concerns_collection(&event),
+                Err(TryRecvError::Lagged(_)) => due = true,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Closed) => return,
             }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+        if due {
+            deleting = sweep(&st);
         }
     }
 }
