@@ -82,10 +82,42 @@ pub struct BenchArgs {
     /// Empty batches, and as many busy ones, counted by `--requests`.
     #[arg(long = "requests-batches", default_value_t = 10)]
     pub requests_batches: u64,
+    /// Measure this many captured tables of one database (one hot, the
+    /// others quiet) in one CdcSource against as many single-table
+    /// streams, instead of the throughput passes (e.g. `--source-tables 200`).
+    #[arg(long = "source-tables", value_name = "TABLES")]
+    pub source_tables: Option<usize>,
+    /// Changes a second into the hot table, for `--source-tables`.
+    #[arg(long = "hot-rate", default_value_t = 1_000)]
+    pub hot_rate: u64,
+    /// The measured window of each `--source-tables` setting, after its warm-up.
+    #[arg(long = "source-tables-duration", default_value = "2m")]
+    pub source_tables_duration: humantime::Duration,
+    /// The trigger of `--source-tables` (the source's rounds, each stream's polls).
+    #[arg(long = "source-tables-trigger", default_value = "2s")]
+    pub source_tables_trigger: humantime::Duration,
+    /// The source's `idleCommitInterval` in `--source-tables`.
+    #[arg(long = "source-tables-idle-commit", default_value = "1m")]
+    pub source_tables_idle_commit: humantime::Duration,
+    /// Internal: run only this setting of `--source-tables`, against the
+    /// sandbox at `--source-tables-server` (the bench runs each so).
+    #[arg(
+        long = "source-tables-side",
+        value_enum,
+        hide = true,
+        requires = "source_tables_server"
+    )]
+    pub source_tables_side: Option<super::bench_source_tables::Side>,
+    /// Internal: the sandbox a `--source-tables-side` run uses.
+    #[arg(long = "source-tables-server", hide = true)]
+    pub source_tables_server: Option<std::net::SocketAddr>,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(tables) = args.source_tables {
+        return run_source_tables(&args, tables).await;
+    }
     if args.requests {
         let scratch = tempfile::Builder::new()
             .prefix("mssql-cdc-bench")
@@ -186,6 +218,31 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         "sandbox CPU is the sandbox process's during the end-to-end and the read-only pass (/proc/<pid>/stat, Linux); the limit of {cores} cores is the end-to-end rate they would allow if they ran nothing but the engine and the sandbox"
     );
     Ok(())
+}
+
+/// `--source-tables`: every setting in a process of its own, or (with
+/// `--source-tables-side`) one setting in this process, in the directory
+/// the bench gave it.
+async fn run_source_tables(args: &BenchArgs, tables: usize) -> anyhow::Result<()> {
+    let bench = super::bench_source_tables::TablesBench {
+        tables,
+        hot_rate: args.hot_rate,
+        duration: *args.source_tables_duration,
+        trigger: *args.source_tables_trigger,
+        idle_commit: *args.source_tables_idle_commit,
+    };
+    if let (Some(side), Some(server), Some(dir)) = (
+        args.source_tables_side,
+        args.source_tables_server,
+        args.dir.as_deref(),
+    ) {
+        return super::bench_source_tables_side::run_side(server, dir, &bench, side).await;
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("mssql-cdc-bench")
+        .tempdir_in(args.dir.clone().unwrap_or_else(std::env::temp_dir))
+        .context("cannot create the benchmark directory")?;
+    super::bench_source_tables::run(scratch.path(), &bench).await
 }
 
 /// One line of the table: the three passes of one setting.

@@ -83,7 +83,7 @@ fn per_second(rows: u64, took: Duration) -> f64 {
 }
 
 /// User plus system CPU time of this process so far.
-fn cpu_time() -> Duration {
+pub fn cpu_time() -> Duration {
     // SAFETY: getrusage writes into the zeroed struct we own.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: RUSAGE_SELF with a valid pointer.

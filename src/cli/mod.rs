@@ -9,6 +9,8 @@ pub mod bench_requests_model;
 pub mod bench_shape;
 pub mod bench_silver;
 pub mod bench_source;
+pub mod bench_source_tables;
+pub mod bench_source_tables_side;
 pub mod capture_monitor;
 pub mod console;
 pub mod demo;

@@ -12,7 +12,9 @@ impl Backend for Engine {
     type Session = Session;
 
     fn login(&self, request: &LoginRequest) -> Result<Session, SqlError> {
-        Engine::login(self, request)
+        let session = Engine::login(self, request)?;
+        self.shared.connections.count_login();
+        Ok(session)
     }
 
     /// `sandbox.sp_route_logins`.
@@ -30,7 +32,10 @@ impl BackendSession for Session {
         Session::database(self)
     }
 
+    /// Counted in `sys.dm_os_performance_counters` (a client's round trip;
+    /// scripts and the server's own jobs do not come this way).
     fn execute(&mut self, request: Request, cancel: &CancelToken) -> Vec<Output> {
+        self.engine.shared.connections.count_request();
         Session::execute(self, request, cancel)
     }
 

@@ -2,10 +2,12 @@
 //! `sys.dm_exec_sessions` and `sys.dm_exec_session_wait_stats`: what
 //! LOGIN7 said, how the session is protected and how long it waited for
 //! its client, registered at login and dropped when the session closes.
-//! `KILL` finds its target here too.
+//! `KILL` finds its target here too, and `sys.dm_os_performance_counters`
+//! the requests and logins served since the server started.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,6 +60,11 @@ pub struct ConnectionRegistry {
     kill_signals: Mutex<BTreeMap<u16, KillSignal>>,
     /// Signalled whenever a session is unregistered.
     closed: Condvar,
+    /// Requests (SQL batches, RPCs, transaction manager requests) clients
+    /// sent, since the server started: SQL Server's `Batch Requests/sec`.
+    requests: AtomicU64,
+    /// Logins admitted since the server started: `Logins/sec`.
+    logins: AtomicU64,
 }
 
 impl ConnectionRegistry {
@@ -120,6 +127,24 @@ impl ConnectionRegistry {
                 .0;
         }
         true
+    }
+
+    /// One request a client sent (one round trip).
+    pub fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One login admitted.
+    pub fn count_login(&self) {
+        self.logins.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests and logins served since the server started.
+    pub fn served(&self) -> (u64, u64) {
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.logins.load(Ordering::Relaxed),
+        )
     }
 
     /// The connections now, ordered by session id.

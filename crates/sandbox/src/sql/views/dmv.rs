@@ -5,6 +5,10 @@
 //! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-sessions-transact-sql>
 //! and
 //! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-exec-session-wait-stats-transact-sql>.
+//! `sys.dm_os_performance_counters` holds two cumulative counters of
+//! <https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-os-performance-counters-transact-sql>:
+//! the requests clients sent and the logins admitted, each counted once
+//! when the TDS server hands it to the engine.
 //! `sys.dm_exec_connections` needs VIEW SERVER STATE (error 300 without
 //! it). `sys.dm_exec_sessions` shows everyone their own session, and every
 //! session to a login with VIEW SERVER STATE (SQL Server 2019) or, from
@@ -47,6 +51,13 @@ pub fn dmv_views() -> Vec<ViewDef> {
             object_id: -502,
             columns: session_wait_stats_cols,
             rows: session_wait_stats_rows,
+        },
+        ViewDef {
+            schema: "sys",
+            name: "dm_os_performance_counters",
+            object_id: -503,
+            columns: performance_counters_cols,
+            rows: performance_counters_rows,
         },
     ]
 }
@@ -218,4 +229,40 @@ fn session_wait_stats_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<V
             ]
         })
         .collect())
+}
+
+/// SQL Server's type for a cumulative counter (PERF_COUNTER_BULK_COUNT):
+/// the value only grows; a rate is the difference of two reads.
+const PERF_COUNTER_BULK_COUNT: i32 = 272_696_576;
+
+fn performance_counters_cols() -> Vec<Column> {
+    vec![
+        col("object_name", nvarchar(128), false),
+        col("counter_name", nvarchar(128), false),
+        col("instance_name", nvarchar(128), true),
+        col("cntr_value", DataType::BigInt, false),
+        col("cntr_type", INT, false),
+    ]
+}
+
+/// `Batch Requests/sec` (every request a client sent: SQL batches, RPCs,
+/// transaction manager requests) and `Logins/sec`, since the server
+/// started. Not padded as SQL Server's nchar columns are. Needs VIEW
+/// SERVER STATE, as on SQL Server.
+fn performance_counters_rows(ctx: &Ctx<'_>, _db: &Database) -> SqlResult<Vec<Vec<Value>>> {
+    require_server_state(ctx)?;
+    let (requests, logins) = ctx.shared.connections.served();
+    let counter = |object: &str, name: &str, value: u64| {
+        vec![
+            s(object),
+            s(name),
+            s(""),
+            Value::BigInt(i64::try_from(value).unwrap_or(i64::MAX)),
+            i(PERF_COUNTER_BULK_COUNT),
+        ]
+    };
+    Ok(vec![
+        counter("SQLServer:SQL Statistics", "Batch Requests/sec", requests),
+        counter("SQLServer:General Statistics", "Logins/sec", logins),
+    ])
 }

@@ -130,3 +130,46 @@ fn sys_indexes_says_which_indexes_are_unique_and_enforced() {
     );
     assert!(rows(&mut s, &unique_keys("[dbo].[heap]")).is_empty());
 }
+
+#[test]
+fn performance_counters_count_the_requests_and_logins_clients_send() {
+    use crate::sql::request::{CancelToken, LoginRequest, Request};
+    use crate::sql::test_support::{engine, result_sets};
+    use crate::tds::{Backend, BackendSession};
+
+    let e = engine();
+    let request = LoginRequest {
+        user: "sa".into(),
+        password: "Sa_pass1".into(),
+        database: None,
+        app_name: "test".into(),
+        host_name: "host".into(),
+        encrypted: false,
+        client_addr: None,
+    };
+    let mut client = Backend::login(&e, &request).expect("sa logs in");
+    let counters =
+        "SELECT counter_name, cntr_value FROM sys.dm_os_performance_counters ORDER BY counter_name";
+    let read = |client: &mut crate::sql::Session| {
+        let out = BackendSession::execute(
+            client,
+            Request::Batch {
+                sql: counters.into(),
+            },
+            &CancelToken::default(),
+        );
+        result_sets(&out).remove(0).1
+    };
+    // The read is itself a request, counted before it runs.
+    assert_eq!(
+        read(&mut client),
+        vec![
+            vec![text("Batch Requests/sec"), Value::BigInt(1)],
+            vec![text("Logins/sec"), Value::BigInt(1)],
+        ]
+    );
+    // A script's session is not a client's: its batches are not counted.
+    let mut script = e.sa_session();
+    rows(&mut script, "SELECT 1");
+    assert_eq!(read(&mut client)[0][1], Value::BigInt(2));
+}
