@@ -588,3 +588,44 @@ fn a_table_waiting_for_its_source_is_not_live_for_the_source_s_reason() {
     );
     assert_eq!(find(&all, READY).status, "False");
 }
+
+/// A healthy stream's conditions read the same whatever the batch's age
+/// while it is well within the limits: a message that counted minutes
+/// would make the operator write the status on every look (issue 31's
+/// steady state).
+#[test]
+fn a_healthy_streams_conditions_do_not_move_with_the_clock() {
+    let at = |minutes: i64| {
+        conditions(
+            &stream(
+                json!({}),
+                json!({"progress": progress(minutes, Some(72.0), 2.0, 5.0)}),
+            ),
+            Phase::Streaming,
+            None,
+            now(),
+        )
+    };
+    let (fresh, older) = (at(0), at(4));
+    assert_eq!(find(&fresh, LIVE).status, "True");
+    // Past half the silence limit (15m) the minutes are told, still True.
+    let late = at(10);
+    assert_eq!(find(&late, LIVE).status, "True");
+    assert!(
+        find(&late, LIVE)
+            .message
+            .starts_with("last batch 10m ago, within"),
+        "{}",
+        find(&late, LIVE).message
+    );
+    assert_eq!(
+        fresh
+            .iter()
+            .map(|c| (&c.type_, &c.status, &c.reason, &c.message))
+            .collect::<Vec<_>>(),
+        older
+            .iter()
+            .map(|c| (&c.type_, &c.status, &c.reason, &c.message))
+            .collect::<Vec<_>>()
+    );
+}
