@@ -52,6 +52,17 @@ use crate::spec::{SourceConfig, SourcePacing};
 pub const SOURCE_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
 /// The shortest wait between two looks at a source that is down.
 const SOURCE_RETRY_MIN: Duration = Duration::from_secs(1);
+/// The longest a caught-up table holds its SQL Server session while it
+/// waits: a quiet table closes it, and opens one again when woken.
+const PARK_AFTER_MAX: Duration = Duration::from_secs(60);
+
+/// How long a waiting table keeps its session: a fifth of the idle commit
+/// interval, between 1 s and a minute. A table woken more often than
+/// that (a busy one) never closes it; a quiet one holds none for most of
+/// its wait and opens at most one per idle commit.
+fn park_after(idle_commit_interval: Duration) -> Duration {
+    (idle_commit_interval / 5).clamp(Duration::from_secs(1), PARK_AFTER_MAX)
+}
 
 /// The tables of one source and what they may run at once.
 pub struct Pacer {
@@ -63,6 +74,8 @@ struct Shared {
     reads: Arc<Semaphore>,
     snapshots: Arc<Semaphore>,
     idle_commit_interval: Duration,
+    /// How long a waiting table keeps its session (`park_after`).
+    park_after: Duration,
     /// The source as the rounds last found it.
     health: watch::Sender<SourceHealth>,
     /// Rounds run so far: a table that asked for a look waits for the next.
@@ -79,11 +92,24 @@ struct Slot {
     /// Set while the table is caught up and waiting for the round.
     waiting: Option<Waiting>,
     wake: Arc<Notify>,
+    /// How long the table's next wait lasts at most before its idle
+    /// commit is due: the first one a share of the interval by the
+    /// table's place, so that tables started together do not all commit
+    /// in the same round ever after; the interval after that.
+    idle_due_after: Duration,
 }
 
 struct Waiting {
     window: ChangeWindow,
     since: Instant,
+    idle_due_after: Duration,
+}
+
+/// The first idle commit of table `index` of `tables`: spread over one
+/// interval, the last table's at the whole interval.
+fn first_idle_due(index: usize, tables: usize, interval: Duration) -> Duration {
+    let share = (index as f64 + 1.0) / tables.max(1) as f64;
+    interval.mul_f64(share.min(1.0))
 }
 
 /// What a table's run holds of the pacer: its slot and the shared limits.
@@ -112,9 +138,10 @@ impl Pacer {
     /// A pacer for `tables` tables with `pacing`'s limits.
     pub fn new(tables: usize, pacing: &SourcePacing) -> Self {
         let slots = (0..tables)
-            .map(|_| Slot {
+            .map(|index| Slot {
                 waiting: None,
                 wake: Arc::new(Notify::new()),
+                idle_due_after: first_idle_due(index, tables, pacing.idle_commit_interval),
             })
             .collect();
         Pacer {
@@ -123,6 +150,7 @@ impl Pacer {
                 reads: Arc::new(Semaphore::new(pacing.reads.get())),
                 snapshots: Arc::new(Semaphore::new(pacing.snapshots.get())),
                 idle_commit_interval: pacing.idle_commit_interval,
+                park_after: park_after(pacing.idle_commit_interval),
                 health: watch::Sender::new(SourceHealth::Unknown),
                 rounds: watch::Sender::new(0),
                 look_now: Notify::new(),
@@ -293,7 +321,7 @@ impl Pacer {
             let Some(waiting) = &slot.waiting else {
                 continue;
             };
-            if waiting.since.elapsed() >= self.shared.idle_commit_interval {
+            if waiting.since.elapsed() >= waiting.idle_due_after {
                 due.push(index);
             } else {
                 asked.push((index, waiting.window.clone()));
@@ -440,7 +468,14 @@ impl TablePace {
 
     /// Waits, caught up at `window`, until the round finds a change in it,
     /// the idle commit is due, the change table cannot be asked, or `stop`.
-    pub async fn wait_for_change(&self, window: ChangeWindow, stop: &CancellationToken) {
+    /// A wait longer than the source's park time calls `park` once (the
+    /// table closes its session), so quiet tables hold no session.
+    pub async fn wait_for_change(
+        &self,
+        window: ChangeWindow,
+        stop: &CancellationToken,
+        park: impl FnOnce(),
+    ) {
         let wake = {
             let mut slots = self
                 .shared
@@ -453,12 +488,23 @@ impl TablePace {
             slot.waiting = Some(Waiting {
                 window,
                 since: Instant::now(),
+                idle_due_after: std::mem::replace(
+                    &mut slot.idle_due_after,
+                    self.shared.idle_commit_interval,
+                ),
             });
             Arc::clone(&slot.wake)
+        };
+        let park_after = self.shared.park_after;
+        let parked = async move {
+            tokio::time::sleep(park_after).await;
+            park();
+            std::future::pending::<()>().await;
         };
         tokio::select! {
             () = stop.cancelled() => {}
             () = wake.notified() => {}
+            () = parked => {}
         }
         let mut slots = self
             .shared
@@ -500,11 +546,11 @@ mod tests {
         let (first, second) = (pacer.table(0), pacer.table(1));
         let a = tokio::spawn({
             let stop = stop.clone();
-            async move { first.wait_for_change(window("dbo_a"), &stop).await }
+            async move { first.wait_for_change(window("dbo_a"), &stop, || {}).await }
         });
         let b = tokio::spawn({
             let stop = stop.clone();
-            async move { second.wait_for_change(window("dbo_b"), &stop).await }
+            async move { second.wait_for_change(window("dbo_b"), &stop, || {}).await }
         });
         // Both register before anything is woken.
         while pacer.waiting().1.len() < 2 {
@@ -528,7 +574,7 @@ mod tests {
         let table = pacer.table(0);
         let waiter = tokio::spawn({
             let stop = stop.clone();
-            async move { table.wait_for_change(window("dbo_a"), &stop).await }
+            async move { table.wait_for_change(window("dbo_a"), &stop, || {}).await }
         });
         loop {
             let (due, asked) = pacer.waiting();
@@ -540,6 +586,73 @@ mod tests {
         }
         pacer.wake(&BTreeSet::from([0]));
         waiter.await.expect("woken");
+    }
+
+    #[test]
+    fn tables_started_together_spread_their_first_idle_commits_over_one_interval() {
+        let interval = Duration::from_secs(300);
+        let due: Vec<Duration> = (0..4).map(|i| first_idle_due(i, 4, interval)).collect();
+        assert_eq!(due, [75, 150, 225, 300].map(Duration::from_secs).to_vec());
+        assert_eq!(first_idle_due(0, 1, interval), interval);
+    }
+
+    #[test]
+    fn a_waiting_table_keeps_its_session_a_fifth_of_the_idle_interval_at_most_a_minute() {
+        assert_eq!(
+            park_after(Duration::from_secs(300)),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            park_after(Duration::from_secs(3600)),
+            Duration::from_secs(60)
+        );
+        assert_eq!(park_after(Duration::from_secs(10)), Duration::from_secs(2));
+        assert_eq!(park_after(Duration::ZERO), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_table_that_waits_long_parks_once_and_a_woken_one_does_not() {
+        // Idle interval 5 s: a table parks after 1 s of waiting.
+        let pacer = Pacer::new(2, &pacing(Duration::from_secs(5)));
+        let stop = CancellationToken::new();
+        let (busy, quiet) = (pacer.table(0), pacer.table(1));
+        let busy_parked = Arc::new(AtomicBool::new(false));
+        let (parked_tx, parked_rx) = tokio::sync::oneshot::channel::<()>();
+        let busy_waiter = tokio::spawn({
+            let (stop, parked) = (stop.clone(), Arc::clone(&busy_parked));
+            async move {
+                busy.wait_for_change(window("dbo_a"), &stop, move || {
+                    parked.store(true, Ordering::SeqCst);
+                })
+                .await;
+            }
+        });
+        let quiet_waiter = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                quiet
+                    .wait_for_change(window("dbo_b"), &stop, move || {
+                        let _ = parked_tx.send(());
+                    })
+                    .await;
+            }
+        });
+        while pacer.waiting().1.len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        pacer.wake(&BTreeSet::from([0]));
+        busy_waiter.await.expect("the busy table is woken");
+        assert!(
+            !busy_parked.load(Ordering::SeqCst),
+            "a table woken within the park time keeps its session"
+        );
+        tokio::time::timeout(Duration::from_secs(30), parked_rx)
+            .await
+            .expect("the quiet table parks after 1 s")
+            .expect("the park call");
+        assert!(!quiet_waiter.is_finished(), "parking does not end the wait");
+        pacer.wake(&BTreeSet::from([1]));
+        quiet_waiter.await.expect("the quiet table is woken");
     }
 
     #[tokio::test]

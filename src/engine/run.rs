@@ -212,8 +212,10 @@ async fn drive(
                 let caught_up = run.caught_up.take();
                 if let (Some(pace), Some(window)) = (run.options.pace.as_ref(), caught_up) {
                     // A source's table waits for the round to find a
-                    // change in its window (or its idle commit to be due).
-                    pace.wait_for_change(window, &run.options.stop).await;
+                    // change in its window (or its idle commit to be due),
+                    // closing its session if the wait is long.
+                    pace.wait_for_change(window, &run.options.stop, || session.park())
+                        .await;
                     if run.options.stop.is_cancelled() {
                         return Ok(());
                     }

@@ -32,8 +32,9 @@ pub type Raised = Vec<String>;
 
 /// A connected source.
 pub struct SourceSession {
-    /// The session, lent to a read task while a batch reads.
-    client: Arc<Mutex<SqlClient>>,
+    /// The session, lent to a read task while a batch reads; `None` while
+    /// parked (`park`), until the next call opens a new one.
+    client: Mutex<Option<Arc<Mutex<SqlClient>>>>,
     /// More sessions for parallel reads (`spec.source.readers`), opened the
     /// first time a read needs them and kept for the next ones.
     extra: Vec<Arc<Mutex<SqlClient>>>,
@@ -115,7 +116,7 @@ impl SourceSession {
             _ => found,
         };
         let mut session = SourceSession {
-            client: Arc::new(Mutex::new(client)),
+            client: Mutex::new(Some(Arc::new(Mutex::new(client)))),
             extra: Vec::new(),
             password: password.clone(),
             info,
@@ -145,13 +146,40 @@ impl SourceSession {
         monitoring: Option<&SecretString>,
         warnings: &mut Raised,
     ) -> Result<(), SourceError> {
-        let read =
-            retention::read(&mut *self.client.lock().await, &self.source, monitoring).await?;
+        let read = retention::read(
+            &mut *self.live().await?.lock().await,
+            &self.source,
+            monitoring,
+        )
+        .await?;
         match read {
             Ok(minutes) => self.retention_minutes = minutes,
             Err(warning) => warnings.push(warning),
         }
         Ok(())
+    }
+
+    /// The session, connected again if it was parked. What the session
+    /// knows (the instance read, its columns, the server's offset) was
+    /// kept, as it is across a session that stays open: planning finds a
+    /// changed instance the same way either way.
+    async fn live(&self) -> Result<Arc<Mutex<SqlClient>>, SourceError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref() {
+            return Ok(Arc::clone(client));
+        }
+        let client = Arc::new(Mutex::new(connect(&self.source, &self.password).await?));
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    /// Closes the connections while the table waits for a change, keeping
+    /// what the session knows; the next call opens a new one. A source's
+    /// quiet tables then hold no SQL Server session between their idle
+    /// commits: 1,000 tables are not 1,000 open sessions.
+    pub fn park(&mut self) {
+        *self.client.get_mut() = None;
+        self.extra.clear();
     }
 
     /// The capture instance read and its columns.
@@ -162,7 +190,8 @@ impl SourceSession {
     /// The source table's primary key, unique constraints and unique
     /// indexes: what silver's key is checked against at start.
     pub async fn unique_keys(&self) -> Result<Vec<UniqueKey>, SourceError> {
-        let mut client = self.client.lock().await;
+        let live = self.live().await?;
+        let mut client = live.lock().await;
         unique_keys(&mut client, &self.source.table).await
     }
 
@@ -176,8 +205,9 @@ impl SourceSession {
         &mut self,
         instance: &CaptureInstance,
     ) -> Result<CaptureInfo, SourceError> {
+        let live = self.live().await?;
         let source = &self.source;
-        let mut client = self.client.lock().await;
+        let mut client = live.lock().await;
         cdc::discover(
             &mut client,
             &source.table,
@@ -214,7 +244,7 @@ impl SourceSession {
             self.utc_offset = zone_offset_minutes(zone, Utc::now());
             return Ok(());
         }
-        let offset = cdc::utc_offset_minutes(&mut *self.client.lock().await).await?;
+        let offset = cdc::utc_offset_minutes(&mut *self.live().await?.lock().await).await?;
         self.utc_offset = offset;
         if previous == Some(offset) {
             return Ok(());
@@ -222,7 +252,8 @@ impl SourceSession {
         let major = match self.server_major_version {
             Some(major) => major,
             None => {
-                let major = cdc::product_major_version(&mut *self.client.lock().await).await?;
+                let major =
+                    cdc::product_major_version(&mut *self.live().await?.lock().await).await?;
                 *self.server_major_version.insert(major)
             }
         };
@@ -235,18 +266,18 @@ impl SourceSession {
     /// The commit time (UTC) of `lsn`, or of the nearest mapped LSN before it.
     pub async fn lsn_time(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, SourceError> {
         let offset = self.utc_offset;
-        cdc::lsn_time(&mut *self.client.lock().await, lsn, offset).await
+        cdc::lsn_time(&mut *self.live().await?.lock().await, lsn, offset).await
     }
 
     /// The commit time (UTC) of the first mapped LSN at or after `lsn`.
     pub async fn time_from(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, SourceError> {
         let offset = self.utc_offset;
-        cdc::first_time_from(&mut *self.client.lock().await, lsn, offset).await
+        cdc::first_time_from(&mut *self.live().await?.lock().await, lsn, offset).await
     }
 
     /// The database's max LSN.
     pub async fn max_lsn(&mut self) -> Result<Lsn, SourceError> {
-        cdc::max_lsn(&mut *self.client.lock().await).await
+        cdc::max_lsn(&mut *self.live().await?.lock().await).await
     }
 
     /// Which of `windows` have a change row up to `upto` (the round's max
@@ -259,12 +290,12 @@ impl SourceSession {
         windows: &[ChangeWindow],
         upto: Lsn,
     ) -> Result<ChangedTables, SourceError> {
-        changed_tables::changed_tables(&mut *self.client.lock().await, windows, upto).await
+        changed_tables::changed_tables(&mut *self.live().await?.lock().await, windows, upto).await
     }
 
     /// The lowest LSN `instance` still holds.
     pub async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, SourceError> {
-        cdc::min_lsn(&mut *self.client.lock().await, instance).await
+        cdc::min_lsn(&mut *self.live().await?.lock().await, instance).await
     }
 
     /// The lowest LSN `instance` holds, when cleanup has moved it past
@@ -290,7 +321,7 @@ impl SourceSession {
 
     /// The table's capture instances.
     pub async fn capture_instances(&mut self) -> Result<Vec<InstanceEntry>, SourceError> {
-        cdc::capture_instances(&mut *self.client.lock().await, &self.source.table).await
+        cdc::capture_instances(&mut *self.live().await?.lock().await, &self.source.table).await
     }
 
     /// The first mapped commits (the whole database's) in `[from, upper]`,
@@ -302,7 +333,14 @@ impl SourceSession {
         max: u64,
     ) -> Result<Vec<Commit>, SourceError> {
         let offset = self.utc_offset;
-        cdc::commits(&mut *self.client.lock().await, from, upper, max, offset).await
+        cdc::commits(
+            &mut *self.live().await?.lock().await,
+            from,
+            upper,
+            max,
+            offset,
+        )
+        .await
     }
 
     /// The DDL recorded for change table `change_table_id` in `[from, upper]`.
@@ -314,7 +352,7 @@ impl SourceSession {
     ) -> Result<Vec<DdlEvent>, SourceError> {
         let offset = self.utc_offset;
         cdc::ddl_events(
-            &mut *self.client.lock().await,
+            &mut *self.live().await?.lock().await,
             change_table_id,
             from,
             upper,
@@ -330,7 +368,8 @@ impl SourceSession {
     /// new instance's start, and the data-loss policy decides.
     pub async fn enabled_again(&mut self) -> Result<bool, SourceError> {
         let instances =
-            cdc::capture_instances(&mut *self.client.lock().await, &self.source.table).await?;
+            cdc::capture_instances(&mut *self.live().await?.lock().await, &self.source.table)
+                .await?;
         let now = instances.iter().find(|i| i.name == self.info.instance);
         let Some(entry) = now.filter(|i| i.change_table_id != self.info.change_table_id) else {
             return Ok(false);
@@ -355,7 +394,7 @@ impl SourceSession {
 
     /// A round trip to the server on this session.
     pub async fn round_trip(&mut self) -> Result<Duration, SourceError> {
-        session_stats::round_trip(&mut *self.client.lock().await).await
+        session_stats::round_trip(&mut *self.live().await?.lock().await).await
     }
 
     /// Whether the login may read its sessions' wait counters: asked once
@@ -372,7 +411,7 @@ impl SourceSession {
         if self.wait_access == WaitAccess::Denied {
             return Ok(());
         }
-        match session_stats::network_wait(&mut *self.client.lock().await).await? {
+        match session_stats::network_wait(&mut *self.live().await?.lock().await).await? {
             NetworkWait::Millis(_) => {
                 self.wait_access = WaitAccess::Granted;
                 Ok(())
@@ -399,7 +438,7 @@ impl SourceSession {
             let client = connect(&self.source, &self.password).await?;
             self.extra.push(Arc::new(Mutex::new(client)));
         }
-        Ok(std::iter::once(self.client.clone())
+        Ok(std::iter::once(self.live().await?)
             .chain(self.extra.iter().take(wanted).cloned())
             .map(SqlReader::new)
             .collect())
@@ -413,7 +452,7 @@ impl SourceSession {
         to: Lsn,
     ) -> Result<Vec<CommitChanges>, SourceError> {
         let info = self.info.clone();
-        change_counts(&mut *self.client.lock().await, &info, from, to).await
+        change_counts(&mut *self.live().await?.lock().await, &info, from, to).await
     }
 
     /// The keys that split the table (paged by `paged`'s key) into at most
@@ -428,13 +467,18 @@ impl SourceSession {
             return Ok(Vec::new());
         };
         let table = self.source.table.clone();
-        let keys = sample_keys(&mut *self.client.lock().await, &table, paged, sample).await?;
+        let keys =
+            sample_keys(&mut *self.live().await?.lock().await, &table, paged, sample).await?;
         Ok(bounds(&keys, ranges))
     }
 
     /// The table's row count, as the catalog estimates it (for progress).
     pub async fn estimated_rows(&mut self) -> Option<u64> {
-        estimated_rows(&mut *self.client.lock().await, &self.source.table).await
+        estimated_rows(
+            &mut *self.live().await.ok()?.lock().await,
+            &self.source.table,
+        )
+        .await
     }
 
     /// The warnings about what the stream does not read: computed columns
@@ -442,7 +486,7 @@ impl SourceSession {
     /// `spec.source.columns` leaves out.
     async fn check_columns(&mut self, warnings: &mut Raised) -> Result<(), SourceError> {
         let table = self.source.table.clone();
-        let computed = cdc::computed_columns(&mut *self.client.lock().await, &table).await?;
+        let computed = cdc::computed_columns(&mut *self.live().await?.lock().await, &table).await?;
         if !computed.is_empty() {
             warnings.push(format!(
                 "{table}: computed columns are not captured by CDC and are left out of bronze: {}",
@@ -464,9 +508,12 @@ impl SourceSession {
             return Ok(());
         };
         let name = info.instance.to_string();
-        let captured =
-            cdc::captured_columns(&mut *self.client.lock().await, &name, info.change_table_id)
-                .await?;
+        let captured = cdc::captured_columns(
+            &mut *self.live().await?.lock().await,
+            &name,
+            info.change_table_id,
+        )
+        .await?;
         let left_out: Vec<&str> = captured
             .iter()
             .map(|c| c.name.as_str())
@@ -489,7 +536,7 @@ impl SourceSession {
         warnings: &mut Raised,
     ) -> Result<(), SourceError> {
         let captured =
-            heartbeat::is_captured(&mut *self.client.lock().await, &heartbeat.table).await?;
+            heartbeat::is_captured(&mut *self.live().await?.lock().await, &heartbeat.table).await?;
         if !captured {
             warnings.push(format!(
                 "spec.heartbeat.table: {} does not exist or is not enabled for CDC; its writes \

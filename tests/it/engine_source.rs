@@ -7,7 +7,7 @@
 
 use crate::support::cdc::capture_table;
 use crate::support::kube::eventually;
-use crate::support::server::{Client, TestServer, run};
+use crate::support::server::{Client, TestServer, run, scalar};
 use crate::support::stream::{PASSWORD_ENV, StreamFixture, query_table};
 
 /// Creates `dbo.{table}` with `rows` rows (ids from 1) and captures it.
@@ -382,6 +382,50 @@ async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commi
         .await;
         assert_eq!(count, [["1".to_string()]], "bronze.{table}");
     }
+}
+
+/// A source's quiet tables close their SQL Server sessions while they wait
+/// (after a fifth of the idle interval), so only the rounds' session stays
+/// open; a change still wakes a parked table, which connects again and
+/// reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_tables_hold_no_session_while_they_wait_and_a_change_still_wakes_them() {
+    let (server, client, db, fixture) = three_tables().await;
+    let lake = fixture.lake.path();
+    let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", "10s");
+    for table in ["orders", "items", "notes"] {
+        file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
+    }
+    let path = lake.join("source.yaml");
+    std::fs::write(&path, file).expect("write the source file");
+    let worker = run_on(&path, &fixture.password);
+    snapshots_taken(lake).await;
+
+    let client = std::sync::Arc::new(tokio::sync::Mutex::new(client));
+    let sessions = format!(
+        "SELECT count(*) FROM sys.dm_exec_sessions \
+         WHERE program_name = N'mssql-cdc' AND database_id = DB_ID(N'{db}')"
+    );
+    eventually("the quiet tables' sessions closed", || {
+        let (client, sessions) = (std::sync::Arc::clone(&client), sessions.clone());
+        async move {
+            let open: i32 = scalar(&mut *client.lock().await, &sessions).await?;
+            (open <= 1).then_some(())
+        }
+    })
+    .await;
+
+    run(
+        &mut *client.lock().await,
+        "INSERT INTO dbo.items VALUES (2, N'after parking')",
+    )
+    .await
+    .expect("insert");
+    eventually("the change in bronze.items", || async {
+        (bronze_rows(lake, "items").await == 2).then_some(())
+    })
+    .await;
+    stop(worker).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
