@@ -292,6 +292,26 @@ async fn three_tables() -> (TestServer, Client, String, StreamFixture) {
     (server, client, db, fixture)
 }
 
+/// Runs the three tables as one source (trigger 1 s, idle commits
+/// `idle` apart) until each has its snapshot; the worker and its file.
+async fn run_three_tables(
+    server: &TestServer,
+    db: &str,
+    fixture: &StreamFixture,
+    idle: &str,
+) -> (tokio::process::Child, std::path::PathBuf) {
+    let lake = fixture.lake.path();
+    let mut file = source_doc(server, db, lake, "{processingTime: 1s}", idle);
+    for table in ["orders", "items", "notes"] {
+        file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
+    }
+    let path = lake.join("source.yaml");
+    std::fs::write(&path, file).expect("write the source file");
+    let worker = run_on(&path, &fixture.password);
+    snapshots_taken(lake).await;
+    (worker, path)
+}
+
 /// Waits until each of the three tables' bronze holds its snapshot row.
 async fn snapshots_taken(lake: &std::path::Path) {
     eventually("every table's snapshot", || async {
@@ -392,14 +412,7 @@ async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commi
 async fn quiet_tables_hold_no_session_while_they_wait_and_a_change_still_wakes_them() {
     let (server, client, db, fixture) = three_tables().await;
     let lake = fixture.lake.path();
-    let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", "10s");
-    for table in ["orders", "items", "notes"] {
-        file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
-    }
-    let path = lake.join("source.yaml");
-    std::fs::write(&path, file).expect("write the source file");
-    let worker = run_on(&path, &fixture.password);
-    snapshots_taken(lake).await;
+    let (worker, _) = run_three_tables(&server, &db, &fixture, "10s").await;
 
     let client = std::sync::Arc::new(tokio::sync::Mutex::new(client));
     let sessions = format!(
@@ -432,14 +445,7 @@ async fn quiet_tables_hold_no_session_while_they_wait_and_a_change_still_wakes_t
 async fn a_capture_instance_disabled_mid_run_holds_its_table_alone() {
     let (server, mut client, db, fixture) = three_tables().await;
     let lake = fixture.lake.path();
-    let mut file = source_doc(&server, &db, lake, "{processingTime: 1s}", "1h");
-    for table in ["orders", "items", "notes"] {
-        file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
-    }
-    let path = lake.join("source.yaml");
-    std::fs::write(&path, file).expect("write the source file");
-    let worker = run_on(&path, &fixture.password);
-    snapshots_taken(lake).await;
+    let (worker, path) = run_three_tables(&server, &db, &fixture, "1h").await;
 
     run(
         &mut client,
