@@ -74,8 +74,6 @@ struct Shared {
     reads: Arc<Semaphore>,
     snapshots: Arc<Semaphore>,
     idle_commit_interval: Duration,
-    /// How long a waiting table keeps its session (`park_after`).
-    park_after: Duration,
     /// The source as the rounds last found it.
     health: watch::Sender<SourceHealth>,
     /// Rounds run so far: a table that asked for a look waits for the next.
@@ -150,7 +148,6 @@ impl Pacer {
                 reads: Arc::new(Semaphore::new(pacing.reads.get())),
                 snapshots: Arc::new(Semaphore::new(pacing.snapshots.get())),
                 idle_commit_interval: pacing.idle_commit_interval,
-                park_after: park_after(pacing.idle_commit_interval),
                 health: watch::Sender::new(SourceHealth::Unknown),
                 rounds: watch::Sender::new(0),
                 look_now: Notify::new(),
@@ -495,7 +492,7 @@ impl TablePace {
             });
             Arc::clone(&slot.wake)
         };
-        let park_after = self.shared.park_after;
+        let park_after = park_after(self.shared.idle_commit_interval);
         let parked = async move {
             tokio::time::sleep(park_after).await;
             park();

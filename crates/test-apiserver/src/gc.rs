@@ -151,10 +151,10 @@ pub fn sweep(st: &State) -> bool {
 /// sweeping the whole store after each of them made every write cost as
 /// much as the store's size.
 fn concerns_collection(event: &Event) -> bool {
+    let metadata = event.object.get("metadata");
     let has = |field: &str| {
-        event
-            .object
-            .pointer(&format!("/metadata/{field}"))
+        metadata
+            .and_then(|m| m.get(field))
             .is_some_and(|v| !v.is_null())
     };
     event.kind == EventType::Deleted || has("ownerReferences") || has("deletionTimestamp")
