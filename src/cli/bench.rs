@@ -99,6 +99,11 @@ pub struct BenchArgs {
     /// The source's `idleCommitInterval` in `--source-tables`.
     #[arg(long = "source-tables-idle-commit", default_value = "1m")]
     pub source_tables_idle_commit: humantime::Duration,
+    /// The settings `--source-tables` runs (`source`, `streams`, `hot`,
+    /// `quiet`); repeat for several. All four by default; the comparison
+    /// table is printed only when all four ran.
+    #[arg(long = "source-tables-settings", value_enum, value_name = "SETTING")]
+    pub source_tables_settings: Vec<super::bench_source_tables::Side>,
     /// Internal: run only this setting of `--source-tables`, against the
     /// sandbox at `--source-tables-server` (the bench runs each so).
     #[arg(
@@ -230,6 +235,11 @@ async fn run_source_tables(args: &BenchArgs, tables: usize) -> anyhow::Result<()
         duration: *args.source_tables_duration,
         trigger: *args.source_tables_trigger,
         idle_commit: *args.source_tables_idle_commit,
+        settings: if args.source_tables_settings.is_empty() {
+            super::bench_source_tables::Side::ALL.to_vec()
+        } else {
+            args.source_tables_settings.clone()
+        },
     };
     if let (Some(side), Some(server), Some(dir)) = (
         args.source_tables_side,

@@ -41,6 +41,8 @@ pub struct TablesBench {
     pub trigger: Duration,
     /// A source's quiet table commits an empty batch this often.
     pub idle_commit: Duration,
+    /// The settings to run, in this order.
+    pub settings: Vec<Side>,
 }
 
 /// One setting, run in a process of its own.
@@ -121,6 +123,9 @@ pub struct SideFigures {
     /// Object-store requests on the quiet tables' paths, their shared facts
     /// table included.
     pub store_quiet: u64,
+    /// Commits of the quiet tables' shared facts table.
+    #[serde(default)]
+    pub quiet_facts_commits: u64,
 }
 
 /// Mean, 95th percentile and maximum of some samples.
@@ -214,7 +219,7 @@ pub async fn run(dir: &Path, bench: &TablesBench) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     let mut figures = Vec::new();
-    for side in Side::ALL {
+    for side in Side::ALL.into_iter().filter(|s| bench.settings.contains(s)) {
         let found = run_side_process(address, dir, bench, side).await?;
         println!("{}: {}", side.name(), serde_json::to_string(&found)?);
         figures.push((side, found));
@@ -319,6 +324,7 @@ fn separate_workers(hot: &SideFigures, quiet: &SideFigures, tables: usize) -> Si
         peak_rss_mb: scale(hot.peak_rss_mb, quiet.peak_rss_mb),
         store_hot: hot.store_hot,
         store_quiet: (per_window(quiet.store_quiet) * others) as u64,
+        quiet_facts_commits: (per_window(quiet.quiet_facts_commits) * others) as u64,
     }
 }
 
@@ -383,6 +389,15 @@ fn print_table(bench: &TablesBench, figures: &[(Side, SideFigures)]) {
     });
     row("object-store requests per quiet table's batch", &|f| {
         format!("{:.1}", f.quiet_requests_per_batch())
+    });
+    row("quiet tables' facts commits per round", &|f| {
+        format!("{:.2}", f.per_round(f.quiet_facts_commits as f64))
+    });
+    row("quiet tables' batches per facts commit", &|f| {
+        format!(
+            "{:.2}",
+            f.quiet_batches as f64 / f.quiet_facts_commits.max(1) as f64
+        )
     });
     row("object-store requests per quiet table per hour", &|f| {
         format!("{:.0}", f.quiet_requests_per_hour())

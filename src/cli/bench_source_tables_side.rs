@@ -163,13 +163,14 @@ async fn measure_side(
     } else {
         seen.first()
     };
-    let before = Snapshot::take(&mut counters, &seen, &written, counter).await?;
+    let quiet_facts = lake.join("facts");
+    let before = Snapshot::take(&mut counters, &seen, &written, counter, &quiet_facts).await?;
     let lags_before = hot.map_or((0, 0), |s| {
         let samples = s.lock_samples();
         (samples.0.len(), samples.1.len())
     });
     tokio::time::sleep(bench.duration).await;
-    let after = Snapshot::take(&mut counters, &seen, &written, counter).await?;
+    let after = Snapshot::take(&mut counters, &seen, &written, counter, &quiet_facts).await?;
     let (lags, ages) = hot.map_or((Vec::new(), Vec::new()), |s| {
         let samples = s.lock_samples();
         (
@@ -497,6 +498,27 @@ async fn served(client: &mut SqlClient) -> anyhow::Result<(u64, u64)> {
     }
 }
 
+/// The commits in the log of the local Delta table at `table` (none
+/// before it exists).
+fn commits_in(table: &Path) -> anyhow::Result<u64> {
+    let log = table.join("_delta_log");
+    if !log.exists() {
+        return Ok(0);
+    }
+    let mut commits = 0;
+    for entry in
+        std::fs::read_dir(&log).with_context(|| format!("cannot list {}", log.display()))?
+    {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        let is_commit = name
+            .strip_suffix(".json")
+            .is_some_and(|version| version.bytes().all(|b| b.is_ascii_digit()));
+        commits += u64::from(is_commit);
+    }
+    Ok(commits)
+}
+
 /// Everything counted, at one moment.
 struct Snapshot {
     at: Instant,
@@ -507,6 +529,8 @@ struct Snapshot {
     cpu: Duration,
     store: Counts,
     batches: Vec<(u64, u64)>,
+    /// Commits in the quiet tables' facts table's log.
+    facts_commits: u64,
 }
 
 impl Snapshot {
@@ -515,8 +539,10 @@ impl Snapshot {
         seen: &[Arc<Seen>],
         written: &Written,
         counter: &RequestCounter,
+        quiet_facts: &Path,
     ) -> anyhow::Result<Snapshot> {
         let (requests, logins) = served(client).await?;
+        let facts_commits = commits_in(quiet_facts)?;
         Ok(Snapshot {
             at: Instant::now(),
             requests,
@@ -534,6 +560,7 @@ impl Snapshot {
                     )
                 })
                 .collect(),
+            facts_commits,
         })
     }
 
@@ -578,6 +605,7 @@ impl Snapshot {
             peak_rss_mb: peak_rss_mb(),
             store_hot: store.of_class("hot"),
             store_quiet: store.of_class("quiet"),
+            quiet_facts_commits: self.facts_commits.saturating_sub(before.facts_commits),
         }
     }
 }

@@ -234,6 +234,9 @@ async fn record_facts(
     let row = rows.first().cloned().ok_or(EngineError::NoFactsRow {
         batch_id: plan.batch_id,
     })?;
+    // The batch has read all it reads: its read slot goes to the next
+    // table while its facts wait for the source's commit (`source_writes`).
+    run.read_permit = None;
     if let AppendOutcome::Written { .. } = sink.append_facts(&key, &rows).await? {
         run.warnings.recorded(row.detail.as_deref());
     }

@@ -31,6 +31,10 @@ pub struct Run<'a> {
     pub caught_up: Option<ChangeWindow>,
     /// A source's table holds one of `concurrency.reads` slots for a step.
     pub read_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// A source's table is counted in a step while it may still add rows
+    /// to the source's group commits (`source_writes.rs`); not while it
+    /// copies a snapshot, which no group waits for.
+    pub in_step: Option<super::source_writes::InStep>,
     /// The newest DDL statement for which the instance's column types were
     /// read again (`column_types`).
     pub types_read_for: Option<Lsn>,
@@ -51,6 +55,7 @@ impl<'a> Run<'a> {
             copied_snapshot: None,
             caught_up: None,
             read_permit: None,
+            in_step: None,
             types_read_for: None,
             widened: Vec::new(),
         }

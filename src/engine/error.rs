@@ -454,9 +454,12 @@ impl EngineError {
                 None => chain_transient(e.as_ref()).unwrap_or(false),
             },
             EngineError::Bronze(BronzeError::Delta { source, .. })
-            | EngineError::Facts(FactsError::Delta { source, .. })
-            | EngineError::Finalization(FinalizationError::Delta { source, .. })
             | EngineError::Silver(SilverError::Delta { source, .. }) => delta_transient(source),
+            // Shared by the writes of a group commit, hence `Arc`.
+            EngineError::Facts(FactsError::Delta { source, .. })
+            | EngineError::Finalization(FinalizationError::Delta { source, .. }) => {
+                delta_transient(source)
+            }
             EngineError::Checkpoint(CheckpointError::Store { source, .. }) => {
                 store_transient(source)
             }

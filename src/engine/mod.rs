@@ -51,6 +51,7 @@ mod snapshot_copy;
 mod snapshot_ranges;
 mod source_changes;
 mod source_health;
+mod source_writes;
 mod sql_server;
 mod step;
 #[cfg(test)]
@@ -71,4 +72,5 @@ pub use pacer::{Pacer, RoundOutcome, SOURCE_RETRY_MAX, TablePace};
 pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;
 pub use source_health::{SourceDown, SourceHealth};
+pub use source_writes::{GATHER_MAX, SourceWrites, gather_max};
 pub use tables::{TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::observer::Observer;
 use super::pacer::TablePace;
+use super::source_writes::SourceWrites;
 use crate::domain::FactRow;
 use crate::lake::lease::DEFAULT_LEASE_TTL;
 use crate::retry::Backoff;
@@ -37,6 +38,10 @@ pub struct RunOptions {
     /// A table of a source: its place in the source's rounds (it waits for
     /// them when caught up, instead of polling), and the shared limits.
     pub pace: Option<TablePace>,
+    /// A source's table writes the facts and finalization tables it shares
+    /// with the source's other tables through the source's one writer of
+    /// each, in commits made together (`source_writes.rs`).
+    pub writes: Option<SourceWrites>,
 }
 
 impl RunOptions {
@@ -52,6 +57,7 @@ impl RunOptions {
             env: std::env::vars().collect(),
             adopt_target: false,
             pace: None,
+            writes: None,
         }
     }
 }

@@ -12,6 +12,7 @@ use super::error::EngineError;
 use super::heartbeat::Heartbeat;
 use super::options::{RunOptions, RunSummary};
 use super::sink::Sink;
+use super::source_writes::SourceWrites;
 use super::step::{Step, step};
 use super::{silver_fill, silver_keys};
 use crate::lake::checkpoint::Checkpoint;
@@ -163,6 +164,7 @@ async fn drive(
             session.info(),
             adopt,
             lease.clone(),
+            run.options.writes.as_ref(),
         )
         .await
         {
@@ -192,6 +194,8 @@ async fn drive(
     let mut reconnect = false;
     loop {
         run.read_permit = read_permit(run).await;
+        // The source's group commits wait for this table while it steps.
+        run.in_step = run.options.writes.as_ref().map(SourceWrites::step);
         let result = if reconnect {
             open_source(run, password, heartbeat, Some(&session))
                 .await
@@ -204,6 +208,7 @@ async fn drive(
         };
         reconnect = false;
         run.read_permit = None;
+        run.in_step = None;
         match result {
             Ok(Step::Done) => return Ok(()),
             Ok(Step::Progress) => backoff.reset(),

@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::error::{EngineError, SchemaChangeRefused};
 use super::identity;
 use super::observer::Observer;
+use super::source_writes::{SharedFacts, SharedFinalization, SourceWrites};
 use crate::domain::FactRow;
 use crate::domain::{Granularity, Lsn, VerdictUpdate, finalized_until};
 use crate::lake::bronze::{BronzeOutcome, BronzeTable, StagedFiles, bronze_schema};
@@ -38,7 +39,7 @@ pub struct Sink {
     /// The target.
     pub bronze: BronzeTable,
     /// The shared facts table.
-    pub facts: FactsTable,
+    facts: FactsWriter,
     /// The silver table, when the manifest keeps one.
     silver: Option<SilverTable>,
     /// The target's verdict (and silver's), when the manifest keeps one.
@@ -106,9 +107,37 @@ pub enum BronzeCommit {
     Maybe,
 }
 
+/// How a run writes the facts table: its own handle, or, for a table of
+/// a source, the source's one writer (`source_writes.rs`).
+enum FactsWriter {
+    Own(FactsTable),
+    Shared {
+        writer: SharedFacts,
+        /// The checkpoint, recorded in the commits.
+        origin: String,
+    },
+}
+
+/// How a run writes the finalization table (as [`FactsWriter`]).
+enum VerdictWriter {
+    Own(FinalizationTable),
+    Shared(SharedFinalization),
+}
+
+impl VerdictWriter {
+    /// Upserts one table's rows, in one commit.
+    async fn upsert(&mut self, updates: Vec<VerdictUpdate>) -> Result<(), EngineError> {
+        match self {
+            VerdictWriter::Own(table) => table.upsert_group(&updates).await?,
+            VerdictWriter::Shared(writer) => writer.upsert(updates).await?,
+        }
+        Ok(())
+    }
+}
+
 /// The target's row (and silver's) of the finalization control table.
 struct Finalization {
-    table: FinalizationTable,
+    table: VerdictWriter,
     target: String,
     silver: Option<String>,
     app_id: String,
@@ -119,7 +148,8 @@ impl Sink {
     /// Opens (creating where needed) the tables of `config`. A new bronze
     /// table gets the columns `info`'s instance captures. Before anything
     /// is written, the checkpoint and the target must belong together
-    /// (`identity::establish`; `adopt` takes a foreign target over).
+    /// (`identity::establish`; `adopt` takes a foreign target over). A
+    /// table of a source writes the shared tables through `writes`.
     pub async fn open(
         config: &StreamConfig,
         env: &BTreeMap<String, String>,
@@ -127,6 +157,7 @@ impl Sink {
         info: &CaptureInfo,
         adopt: bool,
         lease: LeaseGuard,
+        writes: Option<&SourceWrites>,
     ) -> Result<Self, EngineError> {
         let env_vars = env;
         let env = || env_vars.clone().into_iter();
@@ -154,15 +185,30 @@ impl Sink {
             .facts
             .location
             .options(&config.storage_options, env());
-        let facts = FactsTable::open_or_create(&config.facts.location, &facts_options)
-            .await?
-            .recording_origin(&identity.id);
+        let facts = match writes {
+            Some(writes) => FactsWriter::Shared {
+                writer: writes.facts(&config.facts.location, &facts_options).await?,
+                origin: identity.id.clone(),
+            },
+            None => FactsWriter::Own(
+                FactsTable::open_or_create(&config.facts.location, &facts_options)
+                    .await?
+                    .recording_origin(&identity.id),
+            ),
+        };
         let finalization = match &config.finalization {
             Some(spec) => {
                 let options = spec.table.location.options(&config.storage_options, env());
+                let table = match writes {
+                    Some(writes) => VerdictWriter::Shared(
+                        writes.finalization(&spec.table.location, &options).await?,
+                    ),
+                    None => VerdictWriter::Own(
+                        FinalizationTable::open_or_create(&spec.table.location, &options).await?,
+                    ),
+                };
                 Some(Finalization {
-                    table: FinalizationTable::open_or_create(&spec.table.location, &options)
-                        .await?,
+                    table,
                     target: config.target.name.clone(),
                     silver: config.silver.as_ref().map(|s| s.table.name.clone()),
                     app_id: config.app_id.clone(),
@@ -333,7 +379,11 @@ impl Sink {
         rows: &[FactRow],
     ) -> Result<AppendOutcome, EngineError> {
         self.fence()?;
-        Ok(self.facts.append(key, rows).await?)
+        let outcome = match &mut self.facts {
+            FactsWriter::Own(table) => table.append(key, rows).await?,
+            FactsWriter::Shared { writer, origin } => writer.append(key, rows, origin).await?,
+        };
+        Ok(outcome)
     }
 
     /// Marks a batch done in the checkpoint.
@@ -537,7 +587,7 @@ impl Sink {
             open_snapshot_lsn: Some(lsn),
             applied_lsn: None,
         };
-        finalization.table.upsert(&update).await?;
+        finalization.table.upsert(vec![update.clone()]).await?;
         observer.finalized(&update);
         Ok(())
     }
@@ -562,16 +612,18 @@ impl Sink {
             open_snapshot_lsn,
             applied_lsn: None,
         };
-        finalization.table.upsert(&target).await?;
-        observer.finalized(&target);
+        // The target's row and silver's, in one commit.
+        let mut updates = vec![target.clone()];
         if let Some(silver) = finalization.silver.clone() {
-            let update = VerdictUpdate {
+            updates.push(VerdictUpdate {
                 table_name: silver,
                 applied_lsn: applied,
                 ..target
-            };
-            finalization.table.upsert(&update).await?;
-            observer.finalized(&update);
+            });
+        }
+        finalization.table.upsert(updates.clone()).await?;
+        for update in &updates {
+            observer.finalized(update);
         }
         Ok(())
     }

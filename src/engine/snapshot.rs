@@ -158,8 +158,10 @@ async fn take<S: ChangeSource>(
         return Ok(position);
     }
     // A source's table copies in one of its snapshot slots, and gives its
-    // read slot back while it waits for one and copies.
+    // read slot back while it waits for one and copies; the source's group
+    // commits do not wait for a copy either.
     run.read_permit = None;
+    run.in_step = None;
     let _snapshot_slot = match run.options.pace.clone() {
         Some(pace) => pace.snapshot_permit().await,
         None => None,

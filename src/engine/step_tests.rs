@@ -17,6 +17,7 @@ use super::fake_source::{FakeDb, FakeSource, table_info};
 use super::observer::Silent;
 use super::options::RunOptions;
 use super::sink::Sink;
+use super::source_writes::SourceWrites;
 use super::step::{Step, step};
 use crate::failpoint;
 use crate::lake::checkpoint::Checkpoint;
@@ -30,6 +31,9 @@ struct Lake {
     config: StreamConfig,
     readers: u32,
     chunk_rows: u64,
+    /// Writes facts and verdicts as a source's table does, through the
+    /// source's writers (`source_writes.rs`), new for each run.
+    through_source: bool,
 }
 
 /// How one run ended.
@@ -52,6 +56,15 @@ impl Lake {
             config,
             readers,
             chunk_rows,
+            through_source: false,
+        }
+    }
+
+    /// As [`Lake::new`], the stream a table of a source.
+    fn of_source(readers: u32, chunk_rows: u64, silver: bool) -> Self {
+        Lake {
+            through_source: true,
+            ..Lake::new(readers, chunk_rows, silver)
         }
     }
 
@@ -60,7 +73,7 @@ impl Lake {
         self.config = stream_config(&self._dir, self.readers, self.chunk_rows, true);
     }
 
-    async fn sink(&self) -> Result<Sink, EngineError> {
+    async fn sink(&self, writes: Option<&SourceWrites>) -> Result<Sink, EngineError> {
         let config = &self.config;
         let options = config
             .checkpoint
@@ -74,6 +87,7 @@ impl Lake {
             &table_info(),
             false,
             lease.guard(),
+            writes,
         )
         .await
     }
@@ -98,10 +112,14 @@ impl Lake {
         options.once = true;
         let mut run = Run::new(&self.config, &options);
         let mut source = FakeSource::new(db);
-        let mut sink = self.sink().await?;
+        let writes = self
+            .through_source
+            .then(|| SourceWrites::new(std::time::Duration::from_millis(50)));
+        let mut sink = self.sink(writes.as_ref()).await?;
         // As `run` does: a silver table new to the stream is filled first.
         super::silver_fill::fill_added_silver(&run, &mut sink).await?;
         loop {
+            run.in_step = writes.as_ref().map(SourceWrites::step);
             match step(&mut run, &mut source, &mut sink).await? {
                 Step::Progress => {}
                 Step::Idle | Step::Done => return Ok(()),
@@ -224,7 +242,7 @@ impl Lake {
             changes.len() as i64,
             "{context}: the batches' facts rows count bronze's change rows"
         );
-        let sink = self.sink().await.unwrap();
+        let sink = self.sink(None).await.unwrap();
         let state = sink.checkpoint.state().await.unwrap();
         assert!(
             state.pending().is_none(),
@@ -378,28 +396,57 @@ async fn every_crash_point_replays_to_each_change_once() {
     for &(point, phase, readers, silver) in cases {
         let context = format!("{point} in the {phase:?} with {readers} reader(s), silver {silver}");
         let lake = Lake::new(readers, 4, silver);
-        let db = FakeDb::with_rows(10);
-        if phase == Snapshot {
-            lake.run_crashing_at(&db, point).await;
-        } else {
-            lake.run_to_end(&db).await;
-        }
-        for n in 0..6 {
-            db.commit(&[n, 20 + n]);
-        }
-        if phase == Batch {
-            lake.run_crashing_at(&db, point).await;
-        } else {
-            lake.run_to_end(&db).await;
-        }
-        lake.assert_exactly_once(&db, 10, &context).await;
-        if silver {
-            assert_eq!(
-                lake.silver().await,
-                rows_of(&db),
-                "{context}: silver is the table"
-            );
-        }
+        crash_and_replay(&lake, point, phase, silver, &context).await;
+    }
+}
+
+/// Snapshots 10 rows, then streams 12 changes, crashing once at `point`
+/// in `phase`; then the lake must hold each change once (and silver be
+/// the table).
+async fn crash_and_replay(lake: &Lake, point: &str, phase: Phase, silver: bool, context: &str) {
+    let db = FakeDb::with_rows(10);
+    if phase == Phase::Snapshot {
+        lake.run_crashing_at(&db, point).await;
+    } else {
+        lake.run_to_end(&db).await;
+    }
+    for n in 0..6 {
+        db.commit(&[n, 20 + n]);
+    }
+    if phase == Phase::Batch {
+        lake.run_crashing_at(&db, point).await;
+    } else {
+        lake.run_to_end(&db).await;
+    }
+    lake.assert_exactly_once(&db, 10, context).await;
+    if silver {
+        assert_eq!(
+            lake.silver().await,
+            rows_of(&db),
+            "{context}: silver is the table"
+        );
+    }
+}
+
+/// The crash points around the facts and verdict writes, with the stream
+/// a table of a source: its facts and verdicts go through the source's
+/// writers, committed in groups, and a crash still replays to each change
+/// once and one facts row per batch.
+#[tokio::test]
+async fn a_sources_table_replays_every_crash_around_its_group_commits_to_each_change_once() {
+    use Phase::{Batch, Snapshot};
+    let cases: &[(&str, Phase, bool)] = &[
+        ("after_snapshot_facts", Snapshot, false),
+        ("after_silver_commit", Snapshot, true),
+        ("after_bronze_commit", Batch, false),
+        ("after_silver_commit", Batch, true),
+        ("after_facts", Batch, false),
+        ("after_facts", Batch, true),
+    ];
+    for &(point, phase, silver) in cases {
+        let context = format!("{point} in the {phase:?} of a source's table, silver {silver}");
+        let lake = Lake::of_source(1, 4, silver);
+        crash_and_replay(&lake, point, phase, silver, &context).await;
     }
 }
 

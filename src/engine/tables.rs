@@ -20,6 +20,7 @@ use super::observer::Observer;
 use super::options::{RunOptions, RunSummary};
 use super::pacer::Pacer;
 use super::run::run;
+use super::source_writes::{SourceWrites, gather_max};
 use crate::retry::Backoff;
 use crate::spec::{SourcePacing, StreamConfig, Trigger, resolve_password};
 
@@ -81,8 +82,12 @@ pub async fn run_tables(
     let password = resolve_password(&source.password, |name: &str| {
         first.options.env.get(name).cloned()
     });
+    // The tables' facts and finalization writes go through one writer
+    // per shared table, committed together (`source_writes.rs`).
+    let writes = SourceWrites::new(gather_max(interval));
     for (slot, table) in tables.iter_mut().enumerate() {
         table.options.pace = Some(pacer.table(slot));
+        table.options.writes = Some(writes.clone());
     }
     let mut told: Vec<Arc<dyn Observer>> = tables
         .iter()

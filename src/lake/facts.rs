@@ -9,6 +9,7 @@
 //! same (target, app_id, batch_id, event). See docs/adr/0002-exactly-once.md.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::json::ReaderBuilder;
@@ -18,7 +19,7 @@ use deltalake::kernel::transaction::CommitProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::delta::{add_missing_fields, open_or_create, txn_version};
+use super::delta::{add_missing_fields, open_or_create};
 use super::schema::{arrow_schema, delta_fields};
 use super::storage::{StorageLocation, StorageOptions};
 use super::txn::{FactSequence, Txn};
@@ -27,6 +28,8 @@ use crate::domain::{BatchId, FactEvent, FactRow};
 
 /// commitInfo key of the checkpoint that made a facts commit.
 const COMMIT_INFO_CHECKPOINT: &str = "mssql_cdc.checkpoint";
+/// commitInfo key of the checkpoints that made a group commit.
+const COMMIT_INFO_CHECKPOINTS: &str = "mssql_cdc.checkpoints";
 
 const TABLE_COMMENT: &str =
     "mssql-cdc ingestion facts: one row per micro-batch and per snapshot or source change";
@@ -61,8 +64,9 @@ pub enum AppendOutcome {
     AlreadyWritten,
 }
 
-/// Why facts could not be written.
-#[derive(Debug, thiserror::Error)]
+/// Why facts could not be written. Cloned to every append a failed group
+/// commit held.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum FactsError {
     /// The rows do not belong to the key they are written under.
     #[error("facts for {key}: {reason}")]
@@ -74,15 +78,46 @@ pub enum FactsError {
     },
     /// Encoding the rows failed.
     #[error("facts: cannot encode rows: {0}")]
-    Encode(#[from] deltalake::arrow::error::ArrowError),
+    Encode(Arc<ArrowError>),
     /// The Delta table failed.
     #[error("facts table {location}: {source}")]
     Delta {
         /// The table location.
         location: String,
-        /// deltalake's error.
-        source: Box<DeltaTableError>,
+        /// deltalake's error (shared by every append of a group commit).
+        source: Arc<DeltaTableError>,
     },
+}
+
+impl From<ArrowError> for FactsError {
+    fn from(error: ArrowError) -> Self {
+        FactsError::Encode(Arc::new(error))
+    }
+}
+
+/// One key's rows in a group append ([`FactsTable::append_group`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FactsAppend<'a> {
+    /// The key the rows are written under.
+    pub key: &'a FactsKey,
+    /// Its rows.
+    pub rows: &'a [FactRow],
+    /// The checkpoint that wrote them, recorded in the commit.
+    pub origin: Option<&'a str>,
+}
+
+/// The commitInfo entry naming the checkpoints whose rows a commit holds:
+/// `mssql_cdc.checkpoint` for one (as a commit of a single stream has
+/// always said), `mssql_cdc.checkpoints` listing them for several.
+fn origin_metadata(origins: &[&str]) -> Option<(String, serde_json::Value)> {
+    match origins {
+        [] => None,
+        [one] => Some((COMMIT_INFO_CHECKPOINT.to_string(), (*one).into())),
+        several => Some((
+            COMMIT_INFO_CHECKPOINTS.to_string(),
+            serde_json::Value::from(several.to_vec()),
+        )),
+    }
 }
 
 /// The facts table of one or more streams.
@@ -104,7 +139,7 @@ impl FactsTable {
     ) -> Result<Self, FactsError> {
         let delta_error = |source| FactsError::Delta {
             location: location.to_string(),
-            source: Box::new(source),
+            source: Arc::new(source),
         };
         let fields = delta_fields(&COLUMNS);
         let mut table = open_or_create(location, options, fields.clone(), TABLE_COMMENT)
@@ -132,28 +167,79 @@ impl FactsTable {
         &self.table
     }
 
+    /// Where the table is.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
     /// Appends `rows` in one commit unless `key` was already committed.
     pub async fn append(
         &mut self,
         key: &FactsKey,
         rows: &[FactRow],
     ) -> Result<AppendOutcome, FactsError> {
-        check_rows(key, rows)?;
-        let txn = key.txn();
-        let done = txn_version(&mut self.table, &txn.app_id)
+        let origin = self.origin.clone();
+        let group = [FactsAppend {
+            key,
+            rows,
+            origin: origin.as_deref(),
+        }];
+        let mut outcomes = self.append_group(&group).await?;
+        Ok(outcomes.pop().unwrap_or(AppendOutcome::AlreadyWritten))
+    }
+
+    /// Appends the rows of several keys (the tables of one source that
+    /// finished a step together) in **one** commit, carrying every key's
+    /// `txn`; the keys already committed are left out. One outcome per
+    /// append, in order. Each append's rows are checked against its key
+    /// first, so one bad append fails the group before anything is written.
+    pub async fn append_group(
+        &mut self,
+        group: &[FactsAppend<'_>],
+    ) -> Result<Vec<AppendOutcome>, FactsError> {
+        for append in group {
+            check_rows(append.key, append.rows)?;
+        }
+        self.table
+            .update_state()
             .await
             .map_err(|e| self.delta_error(e))?;
-        if txn.is_done(done) {
-            return Ok(AppendOutcome::AlreadyWritten);
+        let log_store = self.table.log_store();
+        let mut todo = Vec::with_capacity(group.len());
+        for (index, append) in group.iter().enumerate() {
+            let txn = append.key.txn();
+            let done = self
+                .table
+                .snapshot()
+                .map_err(|e| self.delta_error(e))?
+                .transaction_version(log_store.as_ref(), &txn.app_id)
+                .await
+                .map_err(|e| self.delta_error(e))?;
+            if !txn.is_done(done) {
+                todo.push((index, txn));
+            }
         }
-        let batch = to_record_batch(rows)?;
-        let mut properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(txn.app_id, txn.version));
-        if let Some(origin) = &self.origin {
-            properties = properties.with_metadata([(
-                COMMIT_INFO_CHECKPOINT.to_string(),
-                serde_json::Value::from(origin.clone()),
-            )]);
+        let mut outcomes = vec![AppendOutcome::AlreadyWritten; group.len()];
+        if todo.is_empty() {
+            return Ok(outcomes);
+        }
+        let rows: Vec<&FactRow> = todo
+            .iter()
+            .flat_map(|(index, _)| group[*index].rows)
+            .collect();
+        let batch = to_record_batch(&rows)?;
+        let mut origins: Vec<&str> = todo
+            .iter()
+            .filter_map(|(index, _)| group[*index].origin)
+            .collect();
+        origins.dedup();
+        let mut properties = CommitProperties::default().with_application_transactions(
+            todo.iter()
+                .map(|(_, txn)| Transaction::new(txn.app_id.clone(), txn.version))
+                .collect(),
+        );
+        if let Some(metadata) = origin_metadata(&origins) {
+            properties = properties.with_metadata([metadata]);
         }
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(|e| self.delta_error(e))?
@@ -163,22 +249,24 @@ impl FactsTable {
             .flush_and_commit(&mut self.table)
             .await
             .map_err(|e| self.delta_error(e))?;
-        Ok(AppendOutcome::Written {
-            version: i64::try_from(version).unwrap_or(i64::MAX),
-        })
+        let version = i64::try_from(version).unwrap_or(i64::MAX);
+        for (index, _) in todo {
+            outcomes[index] = AppendOutcome::Written { version };
+        }
+        Ok(outcomes)
     }
 
     fn delta_error(&self, source: DeltaTableError) -> FactsError {
         FactsError::Delta {
             location: self.location.clone(),
-            source: Box::new(source),
+            source: Arc::new(source),
         }
     }
 }
 
 /// Encodes rows as one Arrow batch with the facts schema, through their
 /// serialised form (the same one a bronze commit's record carries).
-pub fn to_record_batch(rows: &[FactRow]) -> Result<RecordBatch, ArrowError> {
+pub fn to_record_batch<R: serde::Serialize>(rows: &[R]) -> Result<RecordBatch, ArrowError> {
     let mut decoder = ReaderBuilder::new(arrow_schema(&COLUMNS))
         .with_batch_size(rows.len().max(1))
         .build_decoder()?;
@@ -189,7 +277,7 @@ pub fn to_record_batch(rows: &[FactRow]) -> Result<RecordBatch, ArrowError> {
 }
 
 /// Every row must carry the key's identity, and no (batch_id, event) twice.
-fn check_rows(key: &FactsKey, rows: &[FactRow]) -> Result<(), FactsError> {
+pub fn check_rows(key: &FactsKey, rows: &[FactRow]) -> Result<(), FactsError> {
     let fail = |reason: String| FactsError::KeyMismatch {
         key: format!("{}/{}/{:?}", key.target, key.app_id, key.sequence),
         reason,

@@ -285,3 +285,98 @@ async fn an_older_table_gets_the_source_column_once_though_two_writers_add_it() 
     let rows = query(&reopen(&location).await, "SELECT target, source FROM t").await;
     assert_eq!(rows, vec![vec!["bronze.orders", "sales"]]);
 }
+
+#[tokio::test]
+async fn a_group_append_commits_every_new_key_once_in_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut facts, location) = open(&dir).await;
+    let (orders, items) = (batch_key("bronze.orders", 1), batch_key("bronze.items", 1));
+    let orders_rows = [batch_row("bronze.orders", 1, None, 3)];
+    let items_rows = [batch_row("bronze.items", 1, None, 5)];
+    // orders was written on its own before: the group leaves it out.
+    facts.append(&orders, &orders_rows).await.unwrap();
+    let group = [
+        FactsAppend {
+            key: &orders,
+            rows: &orders_rows,
+            origin: Some("a"),
+        },
+        FactsAppend {
+            key: &items,
+            rows: &items_rows,
+            origin: Some("b"),
+        },
+    ];
+    let outcomes = facts.append_group(&group).await.unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            AppendOutcome::AlreadyWritten,
+            AppendOutcome::Written { version: 2 }
+        ]
+    );
+    // Replayed whole, the group writes nothing.
+    let again = facts.append_group(&group).await.unwrap();
+    assert_eq!(again, vec![AppendOutcome::AlreadyWritten; 2]);
+    let table = reopen(&location).await;
+    assert_eq!(table.version(), Some(2));
+    let rows = query(&table, "SELECT target, rows FROM t ORDER BY target").await;
+    assert_eq!(
+        rows,
+        vec![
+            vec!["bronze.items".to_string(), "5".to_string()],
+            vec!["bronze.orders".to_string(), "3".to_string()]
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_group_of_new_keys_is_one_commit_holding_each_keys_txn_and_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut facts, location) = open(&dir).await;
+    let keys: Vec<FactsKey> = ["bronze.a", "bronze.b", "bronze.c"]
+        .iter()
+        .map(|t| batch_key(t, 7))
+        .collect();
+    let rows: Vec<[FactRow; 1]> = ["bronze.a", "bronze.b", "bronze.c"]
+        .iter()
+        .map(|t| [batch_row(t, 7, None, 1)])
+        .collect();
+    let group: Vec<FactsAppend<'_>> = keys
+        .iter()
+        .zip(&rows)
+        .zip(["x", "y", "x"])
+        .map(|((key, rows), origin)| FactsAppend {
+            key,
+            rows,
+            origin: Some(origin),
+        })
+        .collect();
+    let outcomes = facts.append_group(&group).await.unwrap();
+    assert_eq!(outcomes, vec![AppendOutcome::Written { version: 1 }; 3]);
+    let mut table = reopen(&location).await;
+    for key in &keys {
+        let txn = key.txn();
+        let done = crate::lake::delta::txn_version(&mut table, &txn.app_id)
+            .await
+            .unwrap();
+        assert_eq!(done, Some(7), "{}", txn.app_id);
+    }
+    let history: Vec<_> = futures::TryStreamExt::try_collect(table.history(Some(1)))
+        .await
+        .unwrap();
+    let info = &history.first().unwrap().info;
+    assert_eq!(
+        info.get("mssql_cdc.checkpoints"),
+        Some(&serde_json::json!(["x", "y", "x"]))
+    );
+}
+
+#[test]
+fn one_origin_is_recorded_as_a_single_stream_has_always_recorded_it() {
+    assert_eq!(
+        origin_metadata(&["x"]),
+        Some(("mssql_cdc.checkpoint".to_string(), serde_json::json!("x")))
+    );
+    assert_eq!(origin_metadata(&[]), None);
+}

@@ -85,8 +85,9 @@ const CONFLICT_PAUSE: Policy = Policy::new(
     Jitter::Equal,
 );
 
-/// Why the control table could not be written.
-#[derive(Debug, thiserror::Error)]
+/// Why the control table could not be written. Cloned to every update a
+/// failed group held.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum FinalizationError {
     /// Encoding the row failed.
     #[error("finalization table {location}: cannot encode the row: {source}")]
@@ -94,15 +95,15 @@ pub enum FinalizationError {
         /// The table location.
         location: String,
         /// Arrow's or DataFusion's error.
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: Arc<dyn std::error::Error + Send + Sync>,
     },
     /// The Delta table failed (after retries, for commit conflicts).
     #[error("finalization table {location}: {source}")]
     Delta {
         /// The table location.
         location: String,
-        /// deltalake's error.
-        source: Box<DeltaTableError>,
+        /// deltalake's error (shared by every update of a group).
+        source: Arc<DeltaTableError>,
     },
 }
 
@@ -123,7 +124,7 @@ impl FinalizationTable {
             .await
             .map_err(|source| FinalizationError::Delta {
                 location: location.to_string(),
-                source: Box::new(source),
+                source: Arc::new(source),
             })?;
         Ok(FinalizationTable {
             table,
@@ -136,20 +137,44 @@ impl FinalizationTable {
         &self.table
     }
 
+    /// Where the table is.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
     /// Inserts or updates `update.table_name`'s row. `finalized_until`
     /// never moves back; `applied_lsn` is left as it is. A commit conflict
     /// with another writer reloads the table and merges again, a bounded
     /// number of times.
     pub async fn upsert(&mut self, update: &VerdictUpdate) -> Result<(), FinalizationError> {
+        self.upsert_group(std::slice::from_ref(update)).await
+    }
+
+    /// Upserts the rows of several tables (those of one source that
+    /// finished a step together) in one MERGE, so one commit, as
+    /// [`upsert`](Self::upsert) does one. Two updates of the same row
+    /// cannot be one MERGE's source: the later goes in a MERGE after the
+    /// earlier's, in order.
+    pub async fn upsert_group(
+        &mut self,
+        updates: &[VerdictUpdate],
+    ) -> Result<(), FinalizationError> {
+        for merge in distinct_rows(updates) {
+            self.merge_rows(&merge).await?;
+        }
+        Ok(())
+    }
+
+    async fn merge_rows(&mut self, updates: &[&VerdictUpdate]) -> Result<(), FinalizationError> {
         let encode_error =
-            |source: Box<dyn std::error::Error + Send + Sync>| FinalizationError::Encode {
+            |source: Arc<dyn std::error::Error + Send + Sync>| FinalizationError::Encode {
                 location: self.location.clone(),
                 source,
             };
-        let batch = source_batch(update).map_err(|e| encode_error(Box::new(e)))?;
+        let batch = source_batch(updates).map_err(|e| encode_error(Arc::new(e)))?;
         let source = SessionContext::new()
             .read_batch(batch)
-            .map_err(|e| encode_error(Box::new(e)))?;
+            .map_err(|e| encode_error(Arc::new(e)))?;
         let mut pauses = Backoff::with_policy(CONFLICT_PAUSE);
         let mut attempt = 1;
         loop {
@@ -213,31 +238,55 @@ impl FinalizationTable {
     fn delta_error(&self, source: DeltaTableError) -> FinalizationError {
         FinalizationError::Delta {
             location: self.location.clone(),
-            source: Box::new(source),
+            source: Arc::new(source),
         }
     }
 }
 
-/// The one-row MERGE source.
+/// `updates` in MERGEs whose rows name each table once, in order: an
+/// update goes in the first MERGE after the last one naming its table.
+fn distinct_rows(updates: &[VerdictUpdate]) -> Vec<Vec<&VerdictUpdate>> {
+    let mut merges: Vec<Vec<&VerdictUpdate>> = Vec::new();
+    for update in updates {
+        let after = merges
+            .iter()
+            .rposition(|m| m.iter().any(|u| u.table_name == update.table_name))
+            .map_or(0, |last| last + 1);
+        match merges.get_mut(after) {
+            Some(merge) => merge.push(update),
+            None => merges.push(vec![update]),
+        }
+    }
+    merges
+}
+
+/// The MERGE source: one row per update.
 fn source_batch(
-    update: &VerdictUpdate,
+    updates: &[&VerdictUpdate],
 ) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
-    let text = |v: Option<String>| Arc::new(StringArray::from(vec![v])) as ArrayRef;
-    let time = |v: Option<DateTime<Utc>>| {
-        Arc::new(TimestampMicrosecondArray::from(vec![
-            v.map(|t| t.timestamp_micros()),
-        ])) as ArrayRef
+    let text = |f: &dyn Fn(&VerdictUpdate) -> Option<String>| {
+        Arc::new(StringArray::from(
+            updates.iter().map(|u| f(u)).collect::<Vec<_>>(),
+        )) as ArrayRef
+    };
+    let time = |f: &dyn Fn(&VerdictUpdate) -> Option<DateTime<Utc>>| {
+        Arc::new(TimestampMicrosecondArray::from(
+            updates
+                .iter()
+                .map(|u| f(u).map(|t| t.timestamp_micros()))
+                .collect::<Vec<_>>(),
+        )) as ArrayRef
     };
     RecordBatch::try_new(
         arrow_schema(&COLUMNS),
         vec![
-            text(Some(update.table_name.clone())),
-            text(Some(update.app_id.clone())),
-            text(Some(update.granularity.as_str().to_string())),
-            time(update.finalized_until),
-            time(Some(update.updated_at)),
-            text(update.open_snapshot_lsn.map(|l| l.to_string())),
-            text(update.applied_lsn.map(|l| l.to_string())),
+            text(&|u| Some(u.table_name.clone())),
+            text(&|u| Some(u.app_id.clone())),
+            text(&|u| Some(u.granularity.as_str().to_string())),
+            time(&|u| u.finalized_until),
+            time(&|u| Some(u.updated_at)),
+            text(&|u| u.open_snapshot_lsn.map(|l| l.to_string())),
+            text(&|u| u.applied_lsn.map(|l| l.to_string())),
         ],
     )
 }

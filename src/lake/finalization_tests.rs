@@ -170,3 +170,74 @@ async fn streams_sharing_one_table_keep_each_others_rows() {
         .collect();
     assert_eq!(rows, expected);
 }
+
+#[tokio::test]
+async fn a_group_of_tables_is_upserted_in_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut table, location) = open(&dir).await;
+    table
+        .upsert_group(&[
+            update("bronze.a", Some("2026-01-01 10:00:00"), None),
+            update("bronze.b", Some("2026-01-01 11:00:00"), None),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(reopen(&location).await.version(), Some(1));
+    assert_eq!(
+        rows(&location).await,
+        vec![
+            vec![
+                "bronze.a".to_string(),
+                "bronze.a-v1".into(),
+                "hour".into(),
+                "2026-01-01T10:00:00".into(),
+                "-".into(),
+                "-".into()
+            ],
+            vec![
+                "bronze.b".to_string(),
+                "bronze.b-v1".into(),
+                "hour".into(),
+                "2026-01-01T11:00:00".into(),
+                "-".into(),
+                "-".into()
+            ],
+        ]
+    );
+}
+
+#[tokio::test]
+async fn two_updates_of_one_row_in_a_group_are_merged_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut table, location) = open(&dir).await;
+    table
+        .upsert_group(&[
+            update("bronze.a", Some("2026-01-01 10:00:00"), None),
+            update("bronze.b", None, None),
+            update(
+                "bronze.a",
+                Some("2026-01-01 12:00:00"),
+                Some("0x0000002A000001F40003"),
+            ),
+        ])
+        .await
+        .unwrap();
+    // Two MERGEs: a row cannot be matched twice by one.
+    assert_eq!(reopen(&location).await.version(), Some(2));
+    let a = rows(&location).await.into_iter().next().unwrap();
+    assert_eq!(a[3], "2026-01-01T12:00:00");
+    assert_eq!(a[4], "0x0000002A000001F40003");
+}
+
+#[test]
+fn updates_are_split_only_where_a_table_repeats() {
+    let a = update("a", None, None);
+    let b = update("b", None, None);
+    let updates = [a.clone(), b.clone(), a, b.clone(), b];
+    let merges = distinct_rows(&updates);
+    let names: Vec<Vec<&str>> = merges
+        .iter()
+        .map(|m| m.iter().map(|u| u.table_name.as_str()).collect())
+        .collect();
+    assert_eq!(names, vec![vec!["a", "b"], vec!["a", "b"], vec!["b"]]);
+}

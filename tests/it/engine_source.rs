@@ -441,6 +441,84 @@ async fn quiet_tables_hold_no_session_while_they_wait_and_a_change_still_wakes_t
     stop(worker).await;
 }
 
+/// The facts commits whose rows came from more than one table (their
+/// commitInfo lists the checkpoints: `mssql_cdc.checkpoints`).
+async fn grouped_facts_commits(lake: &std::path::Path) -> usize {
+    use futures::TryStreamExt;
+    let table = crate::support::stream::open_table(&lake.join("facts")).await;
+    let history: Vec<_> = table
+        .history(None)
+        .try_collect()
+        .await
+        .expect("the facts table's history");
+    history
+        .iter()
+        .filter(|commit| {
+            commit
+                .info
+                .get("mssql_cdc.checkpoints")
+                .and_then(|ids| ids.as_array())
+                .is_some_and(|ids| ids.len() > 1)
+        })
+        .count()
+}
+
+/// Tables that change in the same round write their facts rows in one
+/// commit of the shared facts table, not one commit each, and each
+/// table's rows are there once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_changed_in_one_round_write_their_facts_in_one_commit() {
+    let (server, mut client, db, fixture) = three_tables().await;
+    let lake = fixture.lake.path();
+    let (worker, _) = run_three_tables(&server, &db, &fixture, "1h").await;
+    assert_eq!(
+        grouped_facts_commits(lake).await,
+        0,
+        "only snapshots so far"
+    );
+    // One transaction changes all three: the same round finds each. A
+    // group waits up to half a trigger for the round's slowest table, so
+    // a machine too busy for that gets another round to show it.
+    let mut id = 2;
+    let grouped = loop {
+        run(
+            &mut client,
+            &format!(
+                "BEGIN TRANSACTION; INSERT INTO dbo.orders VALUES ({id}, N'x'); \
+                 INSERT INTO dbo.items VALUES ({id}, N'x'); \
+                 INSERT INTO dbo.notes VALUES ({id}, N'x'); COMMIT"
+            ),
+        )
+        .await
+        .expect("insert");
+        eventually("the round's changes in every bronze", || async {
+            let rows = ["items", "notes", "orders"].map(|t| bronze_rows(lake, t));
+            let rows = futures::future::join_all(rows).await;
+            rows.iter().all(|n| *n == id as u64).then_some(())
+        })
+        .await;
+        let grouped = grouped_facts_commits(lake).await;
+        if grouped > 0 || id == 6 {
+            break grouped;
+        }
+        id += 1;
+    };
+    stop(worker).await;
+    assert!(
+        grouped > 0,
+        "no facts commit held more than one table's rows"
+    );
+    // Each table's rows once: its snapshot's row, then one row per batch
+    // at most, never a batch twice.
+    let twice = query_table(
+        &lake.join("facts"),
+        "SELECT target, batch_id, count(*) FROM t WHERE event IS NULL \
+         GROUP BY target, batch_id HAVING count(*) > 1",
+    )
+    .await;
+    assert!(twice.is_empty(), "facts rows twice: {twice:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capture_instance_disabled_mid_run_holds_its_table_alone() {
     let (server, mut client, db, fixture) = three_tables().await;

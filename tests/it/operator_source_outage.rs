@@ -93,6 +93,62 @@ fn worker_state(stream: &CdcStream) -> Option<WorkerState> {
     Some(stream.status.as_ref()?.worker.as_ref()?.state)
 }
 
+/// Waits until every table's worker waits for the source; the streams.
+async fn all_waiting(streams: &Api<CdcStream>) -> Vec<CdcStream> {
+    eventually("every table waiting for its source", || async {
+        let all = all_streams(streams).await?;
+        all.iter()
+            .all(|s| worker_state(s) == Some(WorkerState::Waiting))
+            .then_some(all)
+    })
+    .await
+}
+
+/// Each of `streams` is not Live because its source is down, and its
+/// message starts with the outage's reason.
+fn assert_waiting_for(streams: &[CdcStream], outage: &str) -> Vec<String> {
+    let mut messages = Vec::new();
+    for stream in streams {
+        let (status, reason, message) = live(stream);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "SourceUnavailable"),
+            "{message}"
+        );
+        assert!(
+            message.starts_with(outage),
+            "the message says which outage: {message}"
+        );
+        messages.push(message);
+    }
+    messages
+}
+
+/// Waits until the source's status says it is not connected; the source.
+async fn source_disconnected(sources: &Api<CdcSource>) -> CdcSource {
+    eventually("the source says why", || async {
+        let source = sources.get("sales").await.ok()?;
+        let connection = source.status.as_ref()?.connection.as_ref()?;
+        (!connection.connected).then_some(source)
+    })
+    .await
+}
+
+/// Waits until each table's bronze holds its two seeded rows.
+async fn snapshots_in_bronze(lake: &std::path::Path) {
+    for (name, _) in TABLES {
+        let bronze = lake.join(format!("bronze/{name}"));
+        eventually(&format!("{name}'s snapshot in bronze"), || async {
+            if !bronze.join("_delta_log").exists() {
+                return None;
+            }
+            let rows = query_table(&bronze, "SELECT COUNT(*) FROM t").await;
+            (rows == [["2".to_string()]]).then_some(())
+        })
+        .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_whose_server_is_down_waits_as_one_and_every_table_says_why() {
     let server = TestServer::start().await;
@@ -129,17 +185,7 @@ async fn a_source_whose_server_is_down_waits_as_one_and_every_table_says_why() {
     let sources: Api<CdcSource> = Api::namespaced(client_api, "default");
 
     // Every table snapshots and streams; the source is connected.
-    for (name, _) in TABLES {
-        let bronze = lake.join(format!("bronze/{name}"));
-        eventually(&format!("{name}'s snapshot in bronze"), || async {
-            if !bronze.join("_delta_log").exists() {
-                return None;
-            }
-            let rows = query_table(&bronze, "SELECT COUNT(*) FROM t").await;
-            (rows == [["2".to_string()]]).then_some(())
-        })
-        .await;
-    }
+    snapshots_in_bronze(lake).await;
     eventually("the source reported connected", || async {
         let status = sources.get("sales").await.ok()?.status?;
         status.connection.filter(|c| c.connected)
@@ -148,31 +194,9 @@ async fn a_source_whose_server_is_down_waits_as_one_and_every_table_says_why() {
 
     // The server goes down.
     proxy.refuse(true);
-    let down = eventually("every table waiting for its source", || async {
-        let all = all_streams(&streams).await?;
-        all.iter()
-            .all(|s| worker_state(s) == Some(WorkerState::Waiting))
-            .then_some(all)
-    })
-    .await;
-    for stream in &down {
-        let (status, reason, message) = live(stream);
-        assert_eq!(
-            (status.as_str(), reason.as_str()),
-            ("False", "SourceUnavailable"),
-            "{message}"
-        );
-        assert!(
-            message.starts_with("SourceUnreachable"),
-            "the message says which outage: {message}"
-        );
-    }
-    let source = eventually("the source says why", || async {
-        let source = sources.get("sales").await.ok()?;
-        let connection = source.status.as_ref()?.connection.as_ref()?;
-        (!connection.connected).then_some(source)
-    })
-    .await;
+    let down = all_waiting(&streams).await;
+    assert_waiting_for(&down, "SourceUnreachable");
+    let source = source_disconnected(&sources).await;
     let (status, reason, message) = source_connected(&source, &down);
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -216,6 +240,72 @@ async fn a_source_whose_server_is_down_waits_as_one_and_every_table_says_why() {
     eventually("the change after the outage in bronze", || async {
         let rows = query_table(&bronze, "SELECT COUNT(*) FROM t").await;
         (rows == [["3".to_string()]]).then_some(())
+    })
+    .await;
+    drop(worker);
+}
+
+/// A source whose login SQL Server refuses (a wrong password in its
+/// Secret): every table waits for the source and says why (Live False,
+/// SourceUnavailable, the message naming LoginFailed and what to check),
+/// the source says it once (SourceConnected False, LoginFailed), no status
+/// holds the password, and the worker started again with the right
+/// password streams every table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_whose_login_is_refused_says_so_on_every_table_and_on_the_source() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    for (name, _) in TABLES {
+        crate::engine_source::seeded_capture(&mut client, name, 2).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let manifests = source_manifests(&server, &db, lake, &TABLES, ("", "{processingTime: 1s}"));
+    let file = kube.write("sales.yaml", &manifests);
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    let wrong = format!("{}-not", fixture.password);
+    let worker = running_source_worker(&kube, &wrong);
+    let client_api = kube.client().await;
+    let streams: Api<CdcStream> = Api::namespaced(client_api.clone(), "default");
+    let sources: Api<CdcSource> = Api::namespaced(client_api, "default");
+
+    let refused = all_waiting(&streams).await;
+    for message in assert_waiting_for(&refused, "LoginFailed") {
+        assert!(
+            message.contains("password in its Secret"),
+            "the message says what to check: {message}"
+        );
+        assert!(!message.contains(&wrong), "no secret: {message}");
+    }
+    let source = source_disconnected(&sources).await;
+    let (status, reason, message) = source_connected(&source, &refused);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "LoginFailed"),
+        "{message}"
+    );
+    assert!(!message.contains(&wrong), "no secret: {message}");
+    assert!(
+        !lake.join("bronze/orders/_delta_log").exists(),
+        "nothing is written while the login is refused"
+    );
+
+    // The fix: the right password; the worker starts again with it (the
+    // old one gone first, its checkpoint locks with it).
+    let mut worker = worker;
+    worker.kill().await.expect("the refused worker stops");
+    let worker = running_source_worker(&kube, &fixture.password);
+    snapshots_in_bronze(lake).await;
+    eventually("the source connected", || async {
+        let source = sources.get("sales").await.ok()?;
+        source
+            .status?
+            .connection
+            .filter(|c| c.connected)
+            .map(|_| ())
     })
     .await;
     drop(worker);
