@@ -99,6 +99,13 @@ pub struct BenchArgs {
     /// The source's `idleCommitInterval` in `--source-tables`.
     #[arg(long = "source-tables-idle-commit", default_value = "1m")]
     pub source_tables_idle_commit: humantime::Duration,
+    /// In `--source-tables`, the hot table writes its facts rows into the
+    /// quiet tables' facts table (as a source's tables usually do), so its
+    /// batches join their group commits; by default it writes a facts
+    /// table of its own, which keeps the quiet tables' request counts
+    /// theirs alone.
+    #[arg(long = "source-tables-shared-facts")]
+    pub source_tables_shared_facts: bool,
     /// The settings `--source-tables` runs (`source`, `streams`, `hot`,
     /// `quiet`); repeat for several. All four by default; the comparison
     /// table is printed only when all four ran.
@@ -235,6 +242,7 @@ async fn run_source_tables(args: &BenchArgs, tables: usize) -> anyhow::Result<()
         duration: *args.source_tables_duration,
         trigger: *args.source_tables_trigger,
         idle_commit: *args.source_tables_idle_commit,
+        shared_facts: args.source_tables_shared_facts,
         settings: if args.source_tables_settings.is_empty() {
             super::bench_source_tables::Side::ALL.to_vec()
         } else {

@@ -43,6 +43,8 @@ pub struct TablesBench {
     pub idle_commit: Duration,
     /// The settings to run, in this order.
     pub settings: Vec<Side>,
+    /// The hot table writes the quiet tables' facts table too.
+    pub shared_facts: bool,
 }
 
 /// One setting, run in a process of its own.
@@ -202,13 +204,18 @@ pub async fn run(dir: &Path, bench: &TablesBench) -> anyhow::Result<()> {
     }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     println!(
-        "mssql-cdc bench --source-tables {}: 1 table at {} changes/s, {} quiet, trigger {}, idle commit {}, window {}, {cores} cores",
+        "mssql-cdc bench --source-tables {}: 1 table at {} changes/s, {} quiet, trigger {}, idle commit {}, window {}, {cores} cores, the hot table's facts {}",
         bench.tables,
         bench.hot_rate,
         bench.tables - 1,
         humantime::format_duration(bench.trigger),
         humantime::format_duration(bench.idle_commit),
         humantime::format_duration(bench.duration),
+        if bench.shared_facts {
+            "in the quiet tables' facts table"
+        } else {
+            "in a facts table of its own"
+        },
     );
     let (mut sandbox, address) = start_sandbox().await?;
     let started = std::time::Instant::now();
@@ -280,6 +287,7 @@ async fn run_side_process(
         .arg(humantime::format_duration(bench.trigger).to_string())
         .args(["--source-tables-idle-commit"])
         .arg(humantime::format_duration(bench.idle_commit).to_string())
+        .args(bench.shared_facts.then_some("--source-tables-shared-facts"))
         .arg("--dir")
         .arg(dir)
         .stderr(std::process::Stdio::inherit())

@@ -287,8 +287,13 @@ fn table_runs(
 fn table_lake(lake: &Path, bench: &TablesBench, index: usize) -> (PathBuf, PathBuf, PathBuf) {
     let table = lake.join(table_name(index, bench.tables));
     // The hot table writes its facts apart, so the quiet tables' shared
-    // facts table is theirs alone to count.
-    let facts = if index == 0 { "facts-hot" } else { "facts" };
+    // facts table is theirs alone to count (unless the bench is asked to
+    // measure it sharing theirs).
+    let facts = if index == 0 && !bench.shared_facts {
+        "facts-hot"
+    } else {
+        "facts"
+    };
     (
         table.join("bronze"),
         table.join("checkpoint"),

@@ -491,3 +491,110 @@ async fn a_source_worker_counts_the_captured_tables_no_stream_covers() {
     })
     .await;
 }
+
+/// A CdcStream applied to a running source's namespace is picked up by
+/// the source's worker, which keeps running (no exit, no new process):
+/// the new table snapshots, and the tables already streaming keep their
+/// positions (no second snapshot, no batch twice) and stream on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_added_to_a_running_source_is_picked_up_without_restarting_its_worker() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    let tables = [
+        ("orders", "dbo.orders"),
+        ("items", "dbo.items"),
+        ("payments", "dbo.payments"),
+    ];
+    for (name, _) in tables {
+        crate::engine_source::seeded_capture(&mut client, name, 2).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let trigger = ("", "{processingTime: 1s}");
+    let two = kube.write(
+        "two.yaml",
+        &source_manifests(&server, &db, lake, &tables[..2], trigger),
+    );
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &two])
+        .await;
+    let mut worker = crate::operator_worker::running_source_worker(&kube, &fixture.password);
+    let rows_of = |name: &str| {
+        let bronze = lake.join(format!("bronze/{name}"));
+        async move {
+            if !bronze.join("_delta_log").exists() {
+                return None;
+            }
+            let rows = query_table(&bronze, "SELECT COUNT(*) FROM t").await;
+            rows.first()?.first()?.parse::<u64>().ok()
+        }
+    };
+    for name in ["orders", "items"] {
+        eventually(&format!("{name}'s snapshot"), || async {
+            (rows_of(name).await? == 2).then_some(())
+        })
+        .await;
+    }
+    run(&mut client, "INSERT INTO dbo.orders VALUES (3, N'before')")
+        .await
+        .expect("insert");
+    eventually("orders' change before the new stream", || async {
+        (rows_of("orders").await? == 3).then_some(())
+    })
+    .await;
+
+    // The third stream is applied with the other two unchanged.
+    let three = kube.write(
+        "three.yaml",
+        &source_manifests(&server, &db, lake, &tables, trigger),
+    );
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &three])
+        .await;
+    eventually("payments' snapshot", || async {
+        (rows_of("payments").await? == 2).then_some(())
+    })
+    .await;
+    run(&mut client, "INSERT INTO dbo.orders VALUES (4, N'after')")
+        .await
+        .expect("insert");
+    eventually("orders' change after the new stream", || async {
+        (rows_of("orders").await? == 4).then_some(())
+    })
+    .await;
+    assert!(
+        matches!(worker.try_wait(), Ok(None)),
+        "the worker kept running"
+    );
+
+    // Each table was snapshotted once and no batch was written twice.
+    let facts = lake.join("facts");
+    let snapshots = query_table(
+        &facts,
+        "SELECT target, count(*) FROM t WHERE event = 'bootstrap' GROUP BY target ORDER BY target",
+    )
+    .await;
+    assert_eq!(
+        snapshots,
+        [
+            ["bronze.items".to_string(), "1".to_string()],
+            ["bronze.orders".to_string(), "1".to_string()],
+            ["bronze.payments".to_string(), "1".to_string()],
+        ],
+        "one snapshot per table"
+    );
+    let twice = query_table(
+        &facts,
+        "SELECT target, batch_id FROM t WHERE event IS NULL \
+         GROUP BY target, batch_id HAVING count(*) > 1",
+    )
+    .await;
+    assert!(twice.is_empty(), "batches written twice: {twice:?}");
+    let distinct = query_table(
+        &lake.join("bronze/orders"),
+        "SELECT count(DISTINCT id) FROM t",
+    )
+    .await;
+    assert_eq!(distinct, [["4".to_string()]], "orders' rows once each");
+    worker.kill().await.expect("the worker stops");
+}
