@@ -72,5 +72,5 @@ pub use pacer::{Pacer, RoundOutcome, SOURCE_RETRY_MAX, TablePace};
 pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;
 pub use source_health::{SourceDown, SourceHealth};
-pub use source_writes::{GATHER_MAX, SourceWrites, gather_max};
+pub use source_writes::SourceWrites;
 pub use tables::{TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};

@@ -14,9 +14,10 @@
 //!
 //! When to commit: the task waits while some table of the source is still
 //! in a step and not yet waiting on one of these commits (it may have rows
-//! to add), at most [`SourceWrites::gather_max`] after the group's first
-//! write. A table copying a snapshot is not counted (`Run::in_step`). A round's tables therefore usually make one facts commit and
-//! one finalization commit together. Exactly once is unchanged: each
+//! to add), at most [`gather_max`] after the group's first
+//! write. A table copying a snapshot is not counted (`Run::in_step`). A
+//! round's tables therefore usually make one facts commit and one
+//! finalization commit together. Exactly once is unchanged: each
 //! table's rows keep their own `txn`, a commit holds all of a group's or
 //! none, a table goes on (to its commit marker) only once the commit that
 //! holds its rows is made, and a failed commit fails every write it held,
@@ -101,11 +102,6 @@ impl SourceWrites {
                 finalization: tokio::sync::Mutex::new(Vec::new()),
             }),
         }
-    }
-
-    /// How long a group waits for more writes after its first.
-    pub fn gather_max(&self) -> Duration {
-        self.inner.gather_max
     }
 
     /// A table starts a step: the groups wait for its writes until it
