@@ -6,12 +6,14 @@
 //! where the first run stopped (`plan::resume`); see
 //! docs/adr/0002-exactly-once.md.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use deltalake::arrow::record_batch::RecordBatch;
 
 use chrono::Utc;
 
 use super::change_source::ChangeSource;
-use super::changes_read::read_changes;
+use super::changes_read::{ChangesRead, read_changes};
 use super::context::Run;
 use super::data_loss::{self, PurgeTimes};
 use super::error::EngineError;
@@ -27,6 +29,26 @@ use crate::lake::checkpoint::{CommittedBatch, PlannedBatch, PlannedEvent};
 use crate::lake::facts::{AppendOutcome, FactsKey};
 use crate::lake::records::{BatchRecord, LsnRange};
 use crate::lake::txn::{FactSequence, Txn};
+use crate::source::SourceError;
+use crate::source::reader::ReadStats;
+
+/// How a batch's changes are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// From the source, on the run's session (or its reader pool).
+    Source,
+    /// Not at all: the source's round found the batch's range without a
+    /// change of the table, with the instance's low-water mark read after
+    /// that at or before the range's start (`source::round_marks`), so
+    /// nothing of the range was purged before it was found empty, and no
+    /// row can arrive in a range up to a max LSN already read. The
+    /// round's round trip stands for the read's. A replay of the batch
+    /// after a crash reads it from the source.
+    KnownEmpty {
+        /// The round's round trip to the source.
+        round_trip: Duration,
+    },
+}
 
 /// Runs (or replays) `plan`. `marks` are the source's watermarks when it
 /// was planned (or replayed), for its facts row.
@@ -36,6 +58,7 @@ pub async fn run_batch<S: ChangeSource>(
     sink: &mut Sink,
     plan: &PlannedBatch,
     marks: &Watermarks,
+    read: Read,
 ) -> Result<(), EngineError> {
     let txn = Txn::bronze_batch(&run.config.app_id, plan.batch_id);
     let holds = if sink.bronze.holds(&txn).await? {
@@ -57,20 +80,45 @@ pub async fn run_batch<S: ChangeSource>(
         Resume::Recover(rows) => {
             record_facts(run, sink, plan, None, BronzeCommit::Made, rows).await
         }
-        Resume::Read => read_and_commit(run, session, sink, plan, &txn, marks).await,
+        Resume::Read => {
+            let started = (Utc::now(), Instant::now());
+            let (read, events) = match read {
+                Read::Source => read_checked(run, session, sink, plan).await?,
+                Read::KnownEmpty { round_trip } => {
+                    let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
+                    let read = ChangesRead {
+                        staged: sink.bronze.stage(nothing).await?,
+                        stats: ReadStats::default(),
+                        round_trip,
+                        network_wait_ms: None,
+                        min_lsn: None,
+                    };
+                    (read, plan.events.clone())
+                }
+            };
+            let end_commit_ts = match plan.end_commit_ts {
+                Some(ts) => Some(ts),
+                None => session.lsn_time(plan.end_lsn).await?,
+            };
+            let read = Done {
+                read,
+                events,
+                end_commit_ts,
+                started,
+            };
+            commit_read(run, sink, plan, &txn, marks, read).await
+        }
     }
 }
 
-async fn read_and_commit<S: ChangeSource>(
+/// Reads the plan's changes from the source, and what cleanup did
+/// meanwhile: the plan's events, with the policy's verdict on any purge.
+async fn read_checked<S: ChangeSource>(
     run: &mut Run<'_>,
     session: &mut S,
     sink: &mut Sink,
     plan: &PlannedBatch,
-    txn: &Txn,
-    marks: &Watermarks,
-) -> Result<(), EngineError> {
-    let started_at = Utc::now();
-    let clock = Instant::now();
+) -> Result<(ChangesRead, Vec<PlannedEvent>), EngineError> {
     session.use_instance(&plan.capture_instance).await?;
     let mut events = plan.events.clone();
     let mut read_from = match session
@@ -117,11 +165,33 @@ async fn read_and_commit<S: ChangeSource>(
     if min > read_from {
         purged_while_reading(run, session, plan, min, &mut events).await?;
     }
+    Ok((read, events))
+}
 
-    let end_commit_ts = match plan.end_commit_ts {
-        Some(ts) => Some(ts),
-        None => session.lsn_time(plan.end_lsn).await?,
-    };
+/// A batch's read, done: what it read, its events, its end's commit time
+/// and when it started (UTC, and the clock its duration is taken on).
+struct Done {
+    read: ChangesRead,
+    events: Vec<PlannedEvent>,
+    end_commit_ts: Option<chrono::DateTime<Utc>>,
+    started: (chrono::DateTime<Utc>, Instant),
+}
+
+/// Commits a read batch to bronze with its facts rows, then records them.
+async fn commit_read(
+    run: &mut Run<'_>,
+    sink: &mut Sink,
+    plan: &PlannedBatch,
+    txn: &Txn,
+    marks: &Watermarks,
+    done: Done,
+) -> Result<(), EngineError> {
+    let Done {
+        read,
+        events,
+        end_commit_ts,
+        started: (started_at, clock),
+    } = done;
     let measures = BatchMeasures {
         started_at,
         duration: clock.elapsed(),

@@ -8,6 +8,7 @@ use super::plan::PlanOptions;
 use super::warnings::Warnings;
 use crate::domain::{FactRow, Lsn};
 use crate::source::changed_tables::ChangeWindow;
+use crate::source::round_marks::QuietWindow;
 use crate::spec::{StreamConfig, Trigger};
 
 /// One run of a stream.
@@ -29,6 +30,10 @@ pub struct Run<'a> {
     /// Set by a step that leaves the stream caught up: the window its next
     /// batch would read, which a source's round asks about.
     pub caught_up: Option<ChangeWindow>,
+    /// The source's round found the window of `caught_up` without a
+    /// change and read what its idle batch needs: the next step plans it
+    /// from that, asking the session nothing (`source::round_marks`).
+    pub quiet: Option<QuietWindow>,
     /// A source's table holds one of `concurrency.reads` slots for a step.
     pub read_permit: Option<tokio::sync::OwnedSemaphorePermit>,
     /// A source's table is counted in a step while it may still add rows
@@ -54,6 +59,7 @@ impl<'a> Run<'a> {
             once_target: None,
             copied_snapshot: None,
             caught_up: None,
+            quiet: None,
             read_permit: None,
             in_step: None,
             types_read_for: None,

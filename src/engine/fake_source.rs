@@ -84,6 +84,9 @@ pub struct DbState {
     pub first_disabled: bool,
     /// The manifest pins the instance read (`spec.source.captureInstance`).
     pub pinned: bool,
+    /// Questions the run's source was asked (its `ChangeSource` calls
+    /// that would reach SQL Server).
+    pub questions: u64,
 }
 
 impl DbState {
@@ -232,6 +235,12 @@ impl FakeSource {
     }
 }
 
+impl FakeSource {
+    fn asked(&self) {
+        self.db.state().questions += 1;
+    }
+}
+
 #[async_trait]
 impl ChangeSource for FakeSource {
     type Reader = FakeReader;
@@ -245,6 +254,7 @@ impl ChangeSource for FakeSource {
     }
 
     async fn discover(&mut self, instance: &CaptureInstance) -> Result<CaptureInfo, EngineError> {
+        self.asked();
         self.db
             .state()
             .instances()
@@ -261,24 +271,29 @@ impl ChangeSource for FakeSource {
     }
 
     async fn refresh_utc_offset(&mut self, _warnings: &mut Warnings) -> Result<(), EngineError> {
+        self.asked();
         Ok(())
     }
 
     async fn lsn_time(&mut self, at: Lsn) -> Result<Option<DateTime<Utc>>, EngineError> {
+        self.asked();
         let max = self.db.state().max_lsn;
         Ok((1..=max).rev().find(|&n| lsn(n) <= at).map(time_of))
     }
 
     async fn time_from(&mut self, at: Lsn) -> Result<Option<DateTime<Utc>>, EngineError> {
+        self.asked();
         let max = self.db.state().max_lsn;
         Ok((1..=max).find(|&n| lsn(n) >= at).map(time_of))
     }
 
     async fn max_lsn(&mut self) -> Result<Lsn, EngineError> {
+        self.asked();
         Ok(lsn(self.db.state().max_lsn))
     }
 
     async fn min_lsn(&mut self, instance: &CaptureInstance) -> Result<Lsn, EngineError> {
+        self.asked();
         // `sys.fn_cdc_get_min_lsn` of an instance the table lacks is 0x00.
         let min = self.db.state().instance_min(instance);
         min.map(lsn).ok_or_else(|| {
@@ -295,6 +310,7 @@ impl ChangeSource for FakeSource {
     }
 
     async fn capture_instances(&mut self) -> Result<Vec<InstanceEntry>, EngineError> {
+        self.asked();
         // Newest first, as `cdc.change_tables` is read.
         Ok(self
             .db
@@ -316,6 +332,7 @@ impl ChangeSource for FakeSource {
         upper: Lsn,
         max: u64,
     ) -> Result<Vec<Commit>, EngineError> {
+        self.asked();
         let max = usize::try_from(max).unwrap_or(usize::MAX);
         Ok(self
             .db
@@ -335,10 +352,12 @@ impl ChangeSource for FakeSource {
         _from: Lsn,
         _upper: Lsn,
     ) -> Result<Vec<DdlEvent>, EngineError> {
+        self.asked();
         Ok(Vec::new())
     }
 
     async fn enabled_again(&mut self) -> Result<bool, EngineError> {
+        self.asked();
         Ok(false)
     }
 
@@ -351,18 +370,22 @@ impl ChangeSource for FakeSource {
         _info: &CaptureInfo,
         _warnings: &mut Warnings,
     ) -> Result<(), EngineError> {
+        self.asked();
         Ok(())
     }
 
     async fn may_read_waits(&mut self, _warnings: &mut Warnings) -> Result<bool, EngineError> {
+        self.asked();
         Ok(false)
     }
 
     async fn round_trip(&mut self) -> Result<Duration, EngineError> {
+        self.asked();
         Ok(Duration::from_millis(1))
     }
 
     async fn sessions(&mut self, n: usize) -> Result<Vec<FakeReader>, EngineError> {
+        self.asked();
         Ok((0..n.max(1))
             .map(|_| FakeReader {
                 db: self.db.clone(),
@@ -375,6 +398,7 @@ impl ChangeSource for FakeSource {
         from: Lsn,
         to: Lsn,
     ) -> Result<Vec<CommitChanges>, EngineError> {
+        self.asked();
         let state = self.db.state();
         let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
         for change in &state.changes {
@@ -396,6 +420,7 @@ impl ChangeSource for FakeSource {
         _paged: &CaptureInfo,
         ranges: usize,
     ) -> Result<Vec<Vec<serde_json::Value>>, EngineError> {
+        self.asked();
         let keys: Vec<i32> = self.db.state().rows.keys().copied().collect();
         if ranges < 2 || keys.len() < ranges {
             return Ok(Vec::new());
@@ -408,10 +433,12 @@ impl ChangeSource for FakeSource {
     }
 
     async fn estimated_rows(&mut self) -> Option<u64> {
+        self.asked();
         Some(self.db.state().rows.len() as u64)
     }
 
     async fn unique_keys(&self) -> Result<Vec<UniqueKey>, EngineError> {
+        self.asked();
         Ok(Vec::new())
     }
 }

@@ -12,7 +12,8 @@ use super::plan::{
 };
 use crate::domain::{CaptureInstance, Lsn};
 use crate::source::SourceError;
-use crate::source::cdc::{CaptureInfo, InstanceEntry};
+use crate::source::cdc::{CaptureInfo, Commit, InstanceEntry};
+use crate::source::round_marks::QuietWindow;
 
 /// The watermarks of the instance read, for a batch's facts row.
 pub async fn watermarks<S: ChangeSource>(source: &mut S) -> Result<Watermarks, EngineError> {
@@ -26,6 +27,41 @@ pub async fn watermarks<S: ChangeSource>(source: &mut S) -> Result<Watermarks, E
         max_lsn,
         retention_minutes: source.retention_minutes(),
     })
+}
+
+/// What planning the idle batch of a window the source's round found
+/// quiet needs, from the round's answers alone: the window ends at the
+/// round's max LSN as one batch (its commits are other tables', so
+/// `maxCommitsPerBatch` has nothing to bound), nothing was purged, no DDL
+/// and no newer instance follow (`source::round_marks`). No commit when
+/// the database has not moved past the window's start.
+pub fn quiet(window: &QuietWindow, retention_minutes: Option<i64>) -> SourceMarks {
+    let commits = if window.max_lsn > window.window.after {
+        vec![Commit {
+            lsn: window.max_lsn,
+            commit_ts: window.max_commit_ts,
+        }]
+    } else {
+        Vec::new()
+    };
+    SourceMarks {
+        watermarks: Watermarks {
+            max_lsn: window.max_lsn,
+            max_commit_ts: window.max_commit_ts,
+            min_commit_ts: window.min_commit_ts,
+            observed_at: window.observed_at,
+            retention_minutes,
+        },
+        read: InstanceMarks {
+            instance: window.window.instance.clone(),
+            min_lsn: window.min_lsn,
+            min_commit_ts: window.min_commit_ts,
+            commits,
+            ddl: Vec::new(),
+            gone: false,
+        },
+        newer: None,
+    }
 }
 
 /// Everything planning the batch after `position` needs to know.

@@ -30,7 +30,7 @@
 //! table waiting for a snapshot slot gives its read slot back, so a
 //! bootstrap queue never stalls the others' changes).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -40,9 +40,10 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::source_health::{SourceDown, SourceHealth};
-use crate::domain::CaptureInstance;
+use crate::domain::{CaptureInstance, Lsn};
 use crate::retry::{Backoff, Jitter, Policy};
 use crate::source::changed_tables::{ChangeWindow, ChangedTables, changed_tables};
+use crate::source::round_marks::{QuietWindow, RoundMarks, round_marks};
 use crate::source::{SourceError, SqlClient, cdc, connect};
 use crate::spec::{SourceConfig, SourcePacing};
 
@@ -90,12 +91,18 @@ struct Slot {
     /// Set while the table is caught up and waiting for the round.
     waiting: Option<Waiting>,
     wake: Arc<Notify>,
+    /// What the round that woke the table found of its window, when the
+    /// table's idle batch can be planned from it alone.
+    answer: Option<QuietWindow>,
     /// How long the table's next wait lasts at most before its idle
     /// commit is due: the first one a share of the interval by the
     /// table's place, so that tables started together do not all commit
     /// in the same round ever after; the interval after that.
     idle_due_after: Duration,
 }
+
+/// A waiting table's slot and the window it waits at.
+type SlotWindow = (usize, ChangeWindow);
 
 struct Waiting {
     window: ChangeWindow,
@@ -126,6 +133,9 @@ pub struct RoundOutcome {
     pub changed: usize,
     /// Tables woken because their idle commit was due.
     pub idle_due: usize,
+    /// Of those, the tables whose idle batch the round's answers plan
+    /// (`source::round_marks`): they ask SQL Server nothing of their own.
+    pub quiet: usize,
     /// Tables woken because their change table could not be asked.
     pub failed: usize,
     /// The source is down: nothing was asked, no table woken.
@@ -139,6 +149,7 @@ impl Pacer {
             .map(|index| Slot {
                 waiting: None,
                 wake: Arc::new(Notify::new()),
+                answer: None,
                 idle_due_after: first_idle_due(index, tables, pacing.idle_commit_interval),
             })
             .collect();
@@ -153,6 +164,27 @@ impl Pacer {
                 look_now: Notify::new(),
                 rounds_run: AtomicBool::new(false),
             }),
+        }
+    }
+
+    /// A slot for a table that joins the source while it runs (a stream
+    /// added to it): its first idle commit is due after a whole interval.
+    /// The slot of a table that ended stays, empty; a slot is a few words.
+    pub fn add_table(&self) -> TablePace {
+        let mut slots = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        slots.push(Slot {
+            waiting: None,
+            wake: Arc::new(Notify::new()),
+            answer: None,
+            idle_due_after: self.shared.idle_commit_interval,
+        });
+        TablePace {
+            shared: Arc::clone(&self.shared),
+            slot: slots.len() - 1,
         }
     }
 
@@ -245,10 +277,12 @@ impl Pacer {
     ) -> RoundOutcome {
         let (due, asked) = self.waiting();
         let mut outcome = RoundOutcome {
-            asked: asked.len(),
+            asked: asked.len() + due.len(),
             ..RoundOutcome::default()
         };
-        let windows: Vec<ChangeWindow> = asked.iter().map(|(_, w)| w.clone()).collect();
+        // A table whose idle commit is due is asked too: a window without
+        // a change is then committed from the round's answers.
+        let windows: Vec<ChangeWindow> = due.iter().chain(&asked).map(|(_, w)| w.clone()).collect();
         let answer = ask_once_more(client, source, password, &windows).await;
         let now = chrono::Utc::now();
         let found = outage_of(&answer);
@@ -269,22 +303,46 @@ impl Pacer {
             *health = next;
             news
         });
-        let mut wake: BTreeSet<usize> = BTreeSet::new();
+        let mut wake: BTreeMap<usize, Option<QuietWindow>> = BTreeMap::new();
         match answer {
             _ if down => outcome.source_down = true,
             Ok(answer) => {
+                let changed: BTreeSet<&CaptureInstance> = answer.changed.changed.iter().collect();
+                let failed: BTreeSet<&CaptureInstance> = answer
+                    .changed
+                    .failed
+                    .iter()
+                    .map(|(instance, _)| instance)
+                    .collect();
+                let looked_at = |window: &ChangeWindow| {
+                    changed.contains(&window.instance) || failed.contains(&window.instance)
+                };
+                let quiet: Vec<&ChangeWindow> = due
+                    .iter()
+                    .map(|(_, w)| w)
+                    .filter(|w| !looked_at(w))
+                    .collect();
+                let marks = if quiet.is_empty() {
+                    None
+                } else {
+                    read_round_marks(client, &quiet, answer.max_lsn, now, source).await
+                };
                 outcome.idle_due = due.len();
-                wake.extend(due);
-                let changed: BTreeSet<&CaptureInstance> = answer.changed.iter().collect();
-                let failed: BTreeSet<&CaptureInstance> =
-                    answer.failed.iter().map(|(instance, _)| instance).collect();
+                for (slot, window) in &due {
+                    let planned = marks
+                        .as_ref()
+                        .filter(|_| !looked_at(window))
+                        .and_then(|marks| marks.quiet(window));
+                    outcome.quiet += usize::from(planned.is_some());
+                    wake.insert(*slot, planned);
+                }
                 for (slot, window) in &asked {
                     if changed.contains(&window.instance) {
                         outcome.changed += 1;
-                        wake.insert(*slot);
+                        wake.insert(*slot, None);
                     } else if failed.contains(&window.instance) {
                         outcome.failed += 1;
-                        wake.insert(*slot);
+                        wake.insert(*slot, None);
                     }
                 }
             }
@@ -294,19 +352,18 @@ impl Pacer {
                     "the round cannot ask which tables changed; each waiting table checks on its own"
                 );
                 outcome.idle_due = due.len();
-                wake.extend(due);
                 outcome.failed += asked.len();
-                wake.extend(asked.iter().map(|(slot, _)| *slot));
+                wake.extend(due.iter().chain(&asked).map(|(slot, _)| (*slot, None)));
             }
         }
-        self.wake(&wake);
+        self.wake(wake);
         self.shared.rounds.send_modify(|n| *n += 1);
         outcome
     }
 
     /// The waiting tables: those whose idle commit is due, and the others
     /// with their windows.
-    fn waiting(&self) -> (Vec<usize>, Vec<(usize, ChangeWindow)>) {
+    fn waiting(&self) -> (Vec<SlotWindow>, Vec<SlotWindow>) {
         let slots = self
             .shared
             .slots
@@ -319,7 +376,7 @@ impl Pacer {
                 continue;
             };
             if waiting.since.elapsed() >= waiting.idle_due_after {
-                due.push(index);
+                due.push((index, waiting.window.clone()));
             } else {
                 asked.push((index, waiting.window.clone()));
             }
@@ -327,16 +384,19 @@ impl Pacer {
         (due, asked)
     }
 
-    fn wake(&self, tables: &BTreeSet<usize>) {
+    /// Wakes `tables`, each with the round's answer for its idle batch
+    /// when it has one.
+    fn wake(&self, tables: BTreeMap<usize, Option<QuietWindow>>) {
         let mut slots = self
             .shared
             .slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for &index in tables {
+        for (index, answer) in tables {
             if let Some(slot) = slots.get_mut(index)
                 && slot.waiting.take().is_some()
             {
+                slot.answer = answer;
                 slot.wake.notify_one();
             }
         }
@@ -346,8 +406,8 @@ impl Pacer {
 /// What a look at the source found, as [`SourceHealth::after`] takes it:
 /// the outage and its words when the error is the whole source's; any
 /// other error is not the source being down.
-fn outage_of(
-    answer: &Result<ChangedTables, SourceError>,
+fn outage_of<T>(
+    answer: &Result<T, SourceError>,
 ) -> Result<(), (crate::source::SourceOutage, String)> {
     match answer {
         Err(error) => match error.outage() {
@@ -365,7 +425,7 @@ async fn ask_once_more(
     source: &SourceConfig,
     password: &SecretString,
     windows: &[ChangeWindow],
-) -> Result<ChangedTables, SourceError> {
+) -> Result<Look, SourceError> {
     let reused = client.is_some();
     match ask(client, source, password, windows).await {
         Ok(answer) => Ok(answer),
@@ -391,16 +451,60 @@ async fn ask(
     source: &SourceConfig,
     password: &SecretString,
     windows: &[ChangeWindow],
-) -> Result<ChangedTables, SourceError> {
+) -> Result<Look, SourceError> {
     let session = match client {
         Some(session) => session,
         None => client.insert(connect(source, password).await?),
     };
     let max_lsn = cdc::max_lsn(session).await?;
-    if windows.is_empty() {
-        return Ok(ChangedTables::default());
+    let changed = if windows.is_empty() {
+        ChangedTables::default()
+    } else {
+        changed_tables(session, windows, max_lsn).await?
+    };
+    Ok(Look { max_lsn, changed })
+}
+
+/// What a round's look found.
+struct Look {
+    /// The database's max LSN: every window ends there.
+    max_lsn: Lsn,
+    /// Which windows hold a change up to it.
+    changed: ChangedTables,
+}
+
+/// What the idle batches of the `quiet` windows need besides their
+/// emptiness, read once on the round's session; `None` (each table then
+/// plans on its own) when it cannot be read, the session dropped in case
+/// the error was the connection's.
+async fn read_round_marks(
+    client: &mut Option<SqlClient>,
+    quiet: &[&ChangeWindow],
+    max_lsn: Lsn,
+    observed_at: chrono::DateTime<chrono::Utc>,
+    source: &SourceConfig,
+) -> Option<RoundMarks> {
+    let session = client.as_mut()?;
+    let windows: Vec<ChangeWindow> = quiet.iter().map(|w| (*w).clone()).collect();
+    match round_marks(
+        session,
+        &windows,
+        max_lsn,
+        observed_at,
+        source.source_time_zone,
+    )
+    .await
+    {
+        Ok(marks) => Some(marks),
+        Err(error) => {
+            tracing::warn!(
+                %error,
+                "the round cannot read what its quiet tables' idle commits need; each asks on its own"
+            );
+            *client = None;
+            None
+        }
     }
-    changed_tables(session, windows, max_lsn).await
 }
 
 impl TablePace {
@@ -466,22 +570,24 @@ impl TablePace {
     /// Waits, caught up at `window`, until the round finds a change in it,
     /// the idle commit is due, the change table cannot be asked, or `stop`.
     /// A wait longer than the source's park time calls `park` once (the
-    /// table closes its session), so quiet tables hold no session.
+    /// table closes its session), so quiet tables hold no session. Returns
+    /// the round's answer for the idle batch when the round found the
+    /// window without a change and could plan it
+    /// (`source::round_marks`).
     pub async fn wait_for_change(
         &self,
         window: ChangeWindow,
         stop: &CancellationToken,
         park: impl FnOnce(),
-    ) {
+    ) -> Option<QuietWindow> {
         let wake = {
             let mut slots = self
                 .shared
                 .slots
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let Some(slot) = slots.get_mut(self.slot) else {
-                return;
-            };
+            let slot = slots.get_mut(self.slot)?;
+            slot.answer = None;
             slot.waiting = Some(Waiting {
                 window,
                 since: Instant::now(),
@@ -508,9 +614,9 @@ impl TablePace {
             .slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(slot) = slots.get_mut(self.slot) {
-            slot.waiting = None;
-        }
+        let slot = slots.get_mut(self.slot)?;
+        slot.waiting = None;
+        slot.answer.take()
     }
 }
 
@@ -553,15 +659,47 @@ mod tests {
         while pacer.waiting().1.len() < 2 {
             tokio::task::yield_now().await;
         }
-        pacer.wake(&BTreeSet::from([1]));
+        pacer.wake(BTreeMap::from([(1, None)]));
         b.await.expect("b woken");
         assert!(!a.is_finished(), "a table not woken keeps waiting");
         let (due, asked) = pacer.waiting();
-        assert!(due.is_empty());
+        assert!(due.is_empty(), "{due:?}");
         assert_eq!(asked, vec![(0, window("dbo_a"))]);
         stop.cancel();
         a.await.expect("a stops");
         assert!(pacer.waiting().1.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_table_woken_with_the_rounds_answer_gets_it_once() {
+        let pacer = Pacer::new(1, &pacing(Duration::from_secs(3600)));
+        let stop = CancellationToken::new();
+        let answer = QuietWindow {
+            window: window("dbo_a"),
+            change_table_id: 7,
+            max_lsn: Lsn::from_low_byte(9),
+            max_commit_ts: None,
+            min_lsn: Lsn::from_low_byte(1),
+            min_commit_ts: None,
+            observed_at: chrono::Utc::now(),
+            round_trip: Duration::from_millis(1),
+        };
+        // Table 0 waits, is woken with `given`, and gets what it was given.
+        let woken_with = async |given: Option<QuietWindow>| {
+            let table = pacer.table(0);
+            let waiter = tokio::spawn({
+                let stop = stop.clone();
+                async move { table.wait_for_change(window("dbo_a"), &stop, || {}).await }
+            });
+            while pacer.waiting().1.is_empty() {
+                tokio::task::yield_now().await;
+            }
+            pacer.wake(BTreeMap::from([(0, given)]));
+            waiter.await.expect("woken")
+        };
+        assert_eq!(woken_with(Some(answer.clone())).await, Some(answer));
+        // The next wait, woken without one, has none.
+        assert_eq!(woken_with(None).await, None);
     }
 
     #[tokio::test]
@@ -576,12 +714,12 @@ mod tests {
         loop {
             let (due, asked) = pacer.waiting();
             assert!(asked.is_empty(), "with a zero interval nothing is asked");
-            if due == [0] {
+            if due == [(0, window("dbo_a"))] {
                 break;
             }
             tokio::task::yield_now().await;
         }
-        pacer.wake(&BTreeSet::from([0]));
+        pacer.wake(BTreeMap::from([(0, None)]));
         waiter.await.expect("woken");
     }
 
@@ -637,7 +775,7 @@ mod tests {
         while pacer.waiting().1.len() < 2 {
             tokio::task::yield_now().await;
         }
-        pacer.wake(&BTreeSet::from([0]));
+        pacer.wake(BTreeMap::from([(0, None)]));
         busy_waiter.await.expect("the busy table is woken");
         assert!(
             !busy_parked.load(Ordering::SeqCst),
@@ -648,7 +786,7 @@ mod tests {
             .expect("the quiet table parks after 1 s")
             .expect("the park call");
         assert!(!quiet_waiter.is_finished(), "parking does not end the wait");
-        pacer.wake(&BTreeSet::from([1]));
+        pacer.wake(BTreeMap::from([(1, None)]));
         quiet_waiter.await.expect("the quiet table is woken");
     }
 

@@ -219,7 +219,8 @@ async fn drive(
                     // A source's table waits for the round to find a
                     // change in its window (or its idle commit to be due),
                     // closing its session if the wait is long.
-                    pace.wait_for_change(window, &run.options.stop, || session.park())
+                    run.quiet = pace
+                        .wait_for_change(window, &run.options.stop, || session.park())
                         .await;
                     if run.options.stop.is_cancelled() {
                         return Ok(());

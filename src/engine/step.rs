@@ -2,7 +2,7 @@
 //! where the stream stands (taking a snapshot first when one is due), plan
 //! the next batch and run it.
 
-use super::batch::run_batch;
+use super::batch::{Read, run_batch};
 use super::change_source::ChangeSource;
 use super::column_types;
 use super::context::Run;
@@ -10,7 +10,7 @@ use super::error::{DataLossError, EngineError};
 use super::facts_row::position_measures;
 use super::marks;
 use super::observer::SourceCheck;
-use super::plan::{self, AfterBatch, Draft, Next};
+use super::plan::{self, AfterBatch, Draft, Next, Position};
 use super::sink::Sink;
 use super::snapshot;
 use super::source_changes::{
@@ -25,6 +25,7 @@ use crate::lake::records::LsnRange;
 use crate::source::cdc::CaptureInfo;
 use crate::source::changed_tables::ChangeWindow;
 use crate::source::lsn_parts;
+use crate::source::round_marks::QuietWindow;
 
 /// The outcome of one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +45,9 @@ pub async fn step<S: ChangeSource>(
     sink: &mut Sink,
 ) -> Result<Step, EngineError> {
     sink.fence()?;
+    // The round's answer is for the window the last step left; it is
+    // used only when the stream still stands there.
+    let quiet = run.quiet.take();
     let state = sink.checkpoint.state().await?;
     if let Some(pending) = state.pending().cloned() {
         tracing::info!(batch_id = %pending.batch_id, "replaying a batch planned by an earlier run");
@@ -51,7 +55,7 @@ pub async fn step<S: ChangeSource>(
         session.use_instance(&pending.capture_instance).await?;
         column_types::follow(run, session, sink, None).await?;
         let marks = marks::watermarks(session).await?;
-        run_batch(run, session, sink, &pending, &marks).await?;
+        run_batch(run, session, sink, &pending, &marks, Read::Source).await?;
         return Ok(Step::Progress);
     }
     let latest_snapshot = match sink.checkpoint.latest_snapshot().await? {
@@ -65,12 +69,26 @@ pub async fn step<S: ChangeSource>(
     );
     let position = snapshot::position(run, session, sink, start).await?;
     session.use_instance(&position.instance).await?;
-    session.refresh_utc_offset(&mut run.warnings).await?;
+    let quiet = quiet.filter(|window| answers(window, &position, session.info(), run.once()));
+    if quiet.is_none() {
+        session.refresh_utc_offset(&mut run.warnings).await?;
+    }
     if run.once() && run.once_target.is_none() {
         run.once_target = Some(session.max_lsn().await?);
     }
     let options = run.plan_options();
-    let marks = marks::marks(session, &position, &options).await?;
+    let (marks, read) = match &quiet {
+        Some(window) => (
+            marks::quiet(window, session.retention_minutes()),
+            Read::KnownEmpty {
+                round_trip: window.round_trip,
+            },
+        ),
+        None => (
+            marks::marks(session, &position, &options).await?,
+            Read::Source,
+        ),
+    };
     // What the last plan knew of its instance's columns, for a switch away
     // from an instance disabled before this run read it.
     let recorded = state
@@ -156,11 +174,11 @@ pub async fn step<S: ChangeSource>(
                 recorded: &recorded,
                 disabled: marks.read.gone,
             };
-            let plan = complete(run, session, sink, *draft, &from).await?;
+            let plan = complete(run, session, sink, *draft, &from, &read).await?;
             sink.plan(&plan).await?;
             failpoint::hit("after_offsets");
             switch_failpoint(&plan, "after_offsets");
-            run_batch(run, session, sink, &plan, &marks.watermarks).await?;
+            run_batch(run, session, sink, &plan, &marks.watermarks, read).await?;
             Ok(
                 match plan::after_batch(caught_up, run.once_target.is_some()) {
                     AfterBatch::Continue => Step::Progress,
@@ -176,6 +194,18 @@ pub async fn step<S: ChangeSource>(
             )
         }
     }
+}
+
+/// Whether the round's quiet window is the one this step plans from: the
+/// stream still stands at its start, on the same instance and change
+/// table. A run that stops once caught up plans on its own (its target is
+/// its own max LSN).
+fn answers(window: &QuietWindow, position: &Position, info: &CaptureInfo, once: bool) -> bool {
+    !once
+        && window.window.after == position.lsn
+        && window.window.instance == position.instance
+        && window.window.instance == info.instance
+        && window.change_table_id == info.change_table_id
 }
 
 /// A batch planned on an instance that was disabled since cannot be
@@ -219,6 +249,7 @@ async fn complete<S: ChangeSource>(
     sink: &mut Sink,
     draft: Draft,
     moved: &Moved<'_>,
+    read: &Read,
 ) -> Result<PlannedBatch, EngineError> {
     let mut events = Vec::new();
     if let Some(skipped) = draft.skipped {
@@ -276,7 +307,10 @@ async fn complete<S: ChangeSource>(
         Some(ts) => Some(ts),
         None => session.lsn_time(draft.end_lsn).await?,
     };
-    let parts = parts(run, session, draft.start_lsn, draft.end_lsn).await?;
+    let parts = match read {
+        Read::Source => parts(run, session, draft.start_lsn, draft.end_lsn).await?,
+        Read::KnownEmpty { .. } => Vec::new(),
+    };
     Ok(PlannedBatch {
         batch_id: draft.batch_id,
         start_lsn: draft.start_lsn,

@@ -13,7 +13,7 @@ use futures::FutureExt;
 
 use super::context::Run;
 use super::error::EngineError;
-use super::fake_source::{FakeDb, FakeSource, table_info};
+use super::fake_source::{FakeDb, FakeSource, lsn, table_info, time_of};
 use super::observer::Silent;
 use super::options::RunOptions;
 use super::sink::Sink;
@@ -23,6 +23,8 @@ use crate::failpoint;
 use crate::lake::checkpoint::Checkpoint;
 use crate::lake::lease::CheckpointLease;
 use crate::lake::test_support::{query, reopen};
+use crate::source::changed_tables::ChangeWindow;
+use crate::source::round_marks::QuietWindow;
 use crate::spec::{StreamConfig, load_yaml};
 
 /// A stream's lake on a temporary directory.
@@ -612,5 +614,166 @@ async fn a_crash_in_the_batch_that_switches_instance_replays_to_each_change_once
         lake.run_to_end(&db).await;
         lake.assert_exactly_once(&db, 10, &format!("{context}, then a batch"))
             .await;
+    }
+}
+
+/// A continuous run of `lake` on `db`, stepped until it waits for the
+/// trigger, with the window its next batch would read (what a source's
+/// round asks about).
+async fn caught_up<'a>(
+    lake: &'a Lake,
+    db: &FakeDb,
+    options: &'a RunOptions,
+) -> (Run<'a>, FakeSource, Sink, ChangeWindow) {
+    let mut run = Run::new(&lake.config, options);
+    let mut source = FakeSource::new(db);
+    let mut sink = lake.sink(None).await.expect("the sink opens");
+    loop {
+        match step(&mut run, &mut source, &mut sink).await {
+            Ok(Step::Progress) => {}
+            Ok(Step::Idle) => {
+                let window = run.caught_up.take().expect("caught up at a window");
+                return (run, source, sink, window);
+            }
+            other => panic!("a continuous run does not end: {other:?}"),
+        }
+    }
+}
+
+/// What a source's round answers for `window` when the database moved to
+/// `max` without a change of the table (`source::round_marks`).
+fn quiet_window(window: &ChangeWindow, max: u64, db: &FakeDb) -> QuietWindow {
+    let min = db.state().min_lsn;
+    QuietWindow {
+        window: window.clone(),
+        change_table_id: table_info().change_table_id,
+        max_lsn: lsn(max),
+        max_commit_ts: Some(time_of(max)),
+        min_lsn: lsn(min),
+        min_commit_ts: Some(time_of(min)),
+        observed_at: chrono::Utc::now(),
+        round_trip: std::time::Duration::from_millis(2),
+    }
+}
+
+/// The checkpoint's newest planned batch's end.
+async fn planned_end(lake: &Lake) -> Option<crate::domain::Lsn> {
+    let sink = lake.sink(None).await.expect("the sink opens");
+    let state = sink.checkpoint.state().await.expect("the checkpoint reads");
+    state.latest_planned.map(|plan| plan.end_lsn)
+}
+
+#[tokio::test]
+async fn a_quiet_window_the_round_answered_is_committed_without_asking_the_source() {
+    let lake = Lake::new(1, 4, false);
+    let db = FakeDb::with_rows(3);
+    lake.run_to_end(&db).await;
+    db.commit(&[1]);
+    let options = RunOptions::new(Arc::new(Silent));
+    let (mut run, mut source, mut sink, window) = caught_up(&lake, &db, &options).await;
+
+    // Another table's commit moves the max LSN; the round found the
+    // window empty and answers for it.
+    let max = db.commit(&[]);
+    let answer = quiet_window(&window, max, &db);
+    let asked = db.state().questions;
+    run.quiet = Some(answer.clone());
+    let stepped = step(&mut run, &mut source, &mut sink).await;
+    assert!(matches!(stepped, Ok(Step::Idle)), "{stepped:?}");
+    assert_eq!(
+        db.state().questions,
+        asked,
+        "the quiet batch asked the source nothing"
+    );
+    assert_eq!(
+        planned_end(&lake).await,
+        Some(lsn(max)),
+        "it read up to the round's max LSN"
+    );
+    assert_eq!(
+        run.caught_up.take().map(|w| w.after),
+        Some(lsn(max)),
+        "the next window starts after it"
+    );
+    lake.assert_exactly_once(&db, 3, "after a quiet batch")
+        .await;
+    let rows: Vec<i64> = lake
+        .facts()
+        .await
+        .iter()
+        .filter(|f| f.0 != "bootstrap")
+        .map(|f| f.1)
+        .collect();
+    assert_eq!(
+        rows,
+        vec![1, 0],
+        "a batch of one change, then the quiet one"
+    );
+
+    // An answer for a window the stream has left is not used: the step
+    // asks the source, and the batch holds the change made meanwhile.
+    let changed = db.commit(&[2]);
+    let asked = db.state().questions;
+    run.quiet = Some(answer);
+    let stepped = step(&mut run, &mut source, &mut sink).await;
+    assert!(matches!(stepped, Ok(Step::Idle)), "{stepped:?}");
+    assert!(
+        db.state().questions > asked,
+        "the stale answer was not used"
+    );
+    assert_eq!(planned_end(&lake).await, Some(lsn(changed)));
+    lake.assert_exactly_once(&db, 3, "after a stale answer")
+        .await;
+
+    // Nor is an answer for a change table the session does not read (the
+    // instance was disabled and enabled again under its name).
+    let window = run.caught_up.take().expect("caught up");
+    let max = db.commit(&[]);
+    let mut other_table = quiet_window(&window, max, &db);
+    other_table.change_table_id += 1;
+    let asked = db.state().questions;
+    run.quiet = Some(other_table);
+    step(&mut run, &mut source, &mut sink)
+        .await
+        .expect("a step");
+    assert!(
+        db.state().questions > asked,
+        "the other table's answer was not used"
+    );
+    lake.assert_exactly_once(&db, 3, "after another table's answer")
+        .await;
+}
+
+#[tokio::test]
+async fn a_quiet_batch_replays_every_crash_to_each_change_once() {
+    for point in ["after_offsets", "after_bronze_commit", "after_facts"] {
+        let lake = Lake::new(1, 4, false);
+        let db = FakeDb::with_rows(3);
+        lake.run_to_end(&db).await;
+        let options = RunOptions::new(Arc::new(Silent));
+        let (mut run, mut source, mut sink, window) = caught_up(&lake, &db, &options).await;
+        let max = db.commit(&[]);
+        run.quiet = Some(quiet_window(&window, max, &db));
+        failpoint::hits();
+        failpoint::arm(Some(point));
+        let crashed = AssertUnwindSafe(step(&mut run, &mut source, &mut sink))
+            .catch_unwind()
+            .await;
+        failpoint::arm(None);
+        assert!(
+            crashed.is_err(),
+            "{point}: the quiet batch did not crash there"
+        );
+        assert!(
+            failpoint::hits().contains_key(point),
+            "{point} was not passed"
+        );
+        drop((run, source, sink));
+        // The next process replays the planned batch from the source; a
+        // change made meanwhile comes in a batch after it.
+        db.commit(&[7]);
+        lake.run_to_end(&db).await;
+        lake.assert_exactly_once(&db, 3, point).await;
+        assert_eq!(planned_end(&lake).await, Some(lsn(max + 1)), "{point}");
     }
 }

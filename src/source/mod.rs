@@ -2,7 +2,9 @@
 //! the snapshot reader, the session's own read metrics (`session_stats`),
 //! the CDC jobs (`jobs`: retention, the capture job's state), capture's
 //! health as a monitoring login reads it (`capture_health`), which of many
-//! tables changed in a round, in one statement (`changed_tables`), where a
+//! tables changed in a round, in one statement (`changed_tables`), what
+//! the round reads once for its quiet tables' idle batches
+//! (`round_marks`), where a
 //! parallel read splits a batch (`lsn_parts`) or a table (`key_ranges`),
 //! the table's unique keys (`unique_keys`) and the mapping of SQL Server
 //! types to Arrow. `session` is the adapter a run holds (the connected
@@ -24,6 +26,7 @@ pub mod lsn_parts;
 pub mod parts;
 pub mod reader;
 mod retention;
+pub mod round_marks;
 pub mod session;
 pub mod session_stats;
 pub mod snapshot;

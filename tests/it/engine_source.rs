@@ -404,6 +404,28 @@ async fn quiet_tables_write_nothing_while_another_streams_until_their_idle_commi
     }
 }
 
+/// Waits until only the rounds' session of the worker is open on `db`:
+/// the tables' sessions are parked. Gives `client` back.
+async fn sessions_parked(client: Client, db: &str) -> Client {
+    let client = std::sync::Arc::new(tokio::sync::Mutex::new(client));
+    let sessions = format!(
+        "SELECT count(*) FROM sys.dm_exec_sessions \
+         WHERE program_name = N'mssql-cdc' AND database_id = DB_ID(N'{db}')"
+    );
+    eventually("the tables' sessions parked", || {
+        let (client, sessions) = (std::sync::Arc::clone(&client), sessions.clone());
+        async move {
+            let open: i32 = scalar(&mut *client.lock().await, &sessions).await?;
+            (open <= 1).then_some(())
+        }
+    })
+    .await;
+    match std::sync::Arc::try_unwrap(client) {
+        Ok(client) => client.into_inner(),
+        Err(_) => panic!("the client is no longer shared"),
+    }
+}
+
 /// A source's quiet tables close their SQL Server sessions while they wait
 /// (after a fifth of the idle interval), so only the rounds' session stays
 /// open; a change still wakes a parked table, which connects again and
@@ -413,23 +435,9 @@ async fn quiet_tables_hold_no_session_while_they_wait_and_a_change_still_wakes_t
     let (server, client, db, fixture) = three_tables().await;
     let lake = fixture.lake.path();
     let (worker, _) = run_three_tables(&server, &db, &fixture, "10s").await;
-
-    let client = std::sync::Arc::new(tokio::sync::Mutex::new(client));
-    let sessions = format!(
-        "SELECT count(*) FROM sys.dm_exec_sessions \
-         WHERE program_name = N'mssql-cdc' AND database_id = DB_ID(N'{db}')"
-    );
-    eventually("the quiet tables' sessions closed", || {
-        let (client, sessions) = (std::sync::Arc::clone(&client), sessions.clone());
-        async move {
-            let open: i32 = scalar(&mut *client.lock().await, &sessions).await?;
-            (open <= 1).then_some(())
-        }
-    })
-    .await;
-
+    let mut client = sessions_parked(client, &db).await;
     run(
-        &mut *client.lock().await,
+        &mut client,
         "INSERT INTO dbo.items VALUES (2, N'after parking')",
     )
     .await
@@ -439,6 +447,73 @@ async fn quiet_tables_hold_no_session_while_they_wait_and_a_change_still_wakes_t
     })
     .await;
     stop(worker).await;
+}
+
+/// The logins the server has served so far.
+async fn logins(client: &mut Client) -> i64 {
+    scalar(
+        client,
+        "SELECT cntr_value FROM sys.dm_os_performance_counters WHERE counter_name = N'Logins/sec'",
+    )
+    .await
+    .expect("the login counter")
+}
+
+/// A source's quiet tables commit their idle batches from what the rounds
+/// read once for all of them (`source::round_marks`): a parked table does
+/// not log in again for its idle commit, and asks SQL Server nothing of
+/// its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_tables_commit_their_idle_batches_from_the_rounds_without_logging_in() {
+    let (server, mut client, db, fixture) = three_tables().await;
+    // A table of the database no stream reads: its commits move the max
+    // LSN while every table of the source stays quiet.
+    seeded_capture(&mut client, "other", 0).await;
+    let lake = fixture.lake.path();
+    let (worker, _) = run_three_tables(&server, &db, &fixture, "2s").await;
+    let mut client = sessions_parked(client, &db).await;
+    let logins_before = logins(&mut client).await;
+    let batches_before = batches(lake).await;
+    let targets = ["bronze.items", "bronze.notes", "bronze.orders"];
+    for id in 1..=2 {
+        let mut ends = Vec::new();
+        for target in targets {
+            ends.push(last_end_lsn(lake, target).await);
+        }
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.other VALUES ({id}, N'x')"),
+        )
+        .await
+        .expect("insert");
+        for (target, end) in targets.iter().zip(&ends) {
+            eventually(
+                &format!("{target}'s idle commit past the insert"),
+                || async {
+                    let now = last_end_lsn(lake, target).await;
+                    (now > *end).then_some(())
+                },
+            )
+            .await;
+        }
+    }
+    let logins_after = logins(&mut client).await;
+    stop(worker).await;
+    let batches_after = batches(lake).await;
+    for target in targets {
+        let made = batches_after.get(target).copied().unwrap_or(0)
+            - batches_before.get(target).copied().unwrap_or(0);
+        assert!(made >= 2, "{target}: {made} idle batches");
+    }
+    assert_eq!(
+        logins_after - logins_before,
+        0,
+        "no table logged in again for its idle commits"
+    );
+    // Each table's snapshot row once, nothing more.
+    for table in ["orders", "items", "notes"] {
+        assert_eq!(bronze_rows(lake, table).await, 1, "bronze.{table}");
+    }
 }
 
 /// The facts commits whose rows came from more than one table (their

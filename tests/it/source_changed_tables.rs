@@ -4,10 +4,13 @@
 //! windows are the ones a stream's next batch would read: after its last
 //! LSN, up to the round's max LSN.
 
+use chrono::Utc;
 use mssql_cdc::domain::{CaptureInstance, Lsn};
+use mssql_cdc::source::cdc;
 use mssql_cdc::source::changed_tables::{ChangeWindow, ChangedTables, changed_tables};
+use mssql_cdc::source::round_marks::round_marks;
 
-use crate::support::cdc::{enable_db, wait_for_capture, wait_for_max_lsn_past};
+use crate::support::cdc::{enable_db, wait_for_capture, wait_for_max_lsn_past, wait_until_count};
 use crate::support::server::Client;
 use crate::support::{TestServer, run};
 
@@ -146,4 +149,77 @@ async fn a_change_table_the_login_may_not_read_fails_alone() {
         .expect("asked");
     assert_eq!(changed(&answer), ["dbo_c"], "{answer:?}");
     assert!(answer.failed.is_empty(), "{answer:?}");
+}
+
+/// Runs DDL on `dbo.<table>` and waits until capture has recorded it in
+/// `cdc.ddl_history`.
+async fn ddl(client: &mut Client, table: &str, sql: &str) {
+    let count = format!(
+        "SELECT COUNT(*) FROM cdc.ddl_history WHERE source_object_id = OBJECT_ID(N'dbo.{table}')"
+    );
+    let before = wait_until_count(client, &count, "ddl_history", |_| true).await;
+    run(client, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    wait_until_count(client, &count, sql, |n| n > before).await;
+}
+
+#[tokio::test]
+async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
+    let server = TestServer::start().await;
+    let (mut client, _db, start) = three_captured_tables(&server).await;
+    let at_a = change(&mut client, "a", start).await;
+    let every = windows(&[("dbo_a", at_a), ("dbo_b", start), ("dbo_c", start)]);
+    let marks = round_marks(&mut client, &every, at_a, Utc::now(), None)
+        .await
+        .expect("read");
+    let offset = cdc::utc_offset_minutes(&mut client).await.expect("offset");
+    assert_eq!(
+        marks.max_commit_ts,
+        cdc::lsn_time(&mut client, at_a, offset)
+            .await
+            .expect("time"),
+        "the max LSN's time"
+    );
+    for window in &every {
+        let quiet = marks
+            .quiet(window)
+            .unwrap_or_else(|| panic!("{window:?} is quiet: {marks:?}"));
+        let min = cdc::min_lsn(&mut client, &window.instance)
+            .await
+            .expect("min LSN");
+        assert_eq!(quiet.min_lsn, min, "{window:?}: fn_cdc_get_min_lsn");
+        assert_eq!(
+            quiet.min_commit_ts,
+            cdc::first_time_from(&mut client, min, offset)
+                .await
+                .expect("time"),
+            "{window:?}: the low-water mark's time"
+        );
+        assert_eq!(quiet.max_lsn, at_a);
+    }
+
+    // A DDL statement on dbo.b after its window's start: its batch needs
+    // the table's own look; the others stay quiet.
+    ddl(&mut client, "b", "ALTER TABLE dbo.b ADD note int NULL").await;
+    let max = wait_for_max_lsn_past(&mut client, None).await;
+    let marks = round_marks(&mut client, &every, lsn(&max), Utc::now(), None)
+        .await
+        .expect("read");
+    assert!(marks.quiet(&every[1]).is_none(), "{marks:?}");
+    assert!(marks.quiet(&every[0]).is_some() && marks.quiet(&every[2]).is_some());
+
+    // A second capture instance of dbo.c: a move to it may be due.
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'c', \
+         @role_name = NULL, @capture_instance = N'dbo_c_v2'",
+    )
+    .await
+    .expect("second instance");
+    let marks = round_marks(&mut client, &every, lsn(&max), Utc::now(), None)
+        .await
+        .expect("read");
+    assert!(marks.quiet(&every[2]).is_none(), "{marks:?}");
+    assert!(marks.quiet(&every[0]).is_some());
 }
