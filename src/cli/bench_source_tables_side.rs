@@ -191,7 +191,7 @@ async fn measure_side(
 /// rounds, single streams each on its own.
 async fn run_side_tables(tables: Vec<TableRun>, pacing: Option<SourcePacing>) {
     if let Some(pacing) = pacing {
-        let outcomes = run_tables(tables, Some(pacing), Arc::new(Silent)).await;
+        let outcomes = run_tables(tables, Some(pacing), Arc::new(Silent), None).await;
         for outcome in outcomes {
             if let Err(error) = outcome.result {
                 tracing::error!(target_table = %outcome.target, "{error}");

@@ -124,7 +124,7 @@ pub async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         }
         signal.cancel();
     });
-    let outcomes = run_tables(tables, Some(pacing), Arc::new(Silent)).await;
+    let outcomes = run_tables(tables, Some(pacing), Arc::new(Silent), None).await;
     sandbox.stop().await.context("stopping the sandbox")?;
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let counts = |s: &RunSummary| {

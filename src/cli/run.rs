@@ -143,7 +143,7 @@ async fn run_source(
         signal.cancel();
     });
     let mut failed = 0;
-    for outcome in run_tables(tables, Some(pacing), Arc::new(Silent)).await {
+    for outcome in run_tables(tables, Some(pacing), Arc::new(Silent), None).await {
         match outcome.result {
             Ok(summary) => println!("{}: stopped: {}", outcome.target, summary_line(&summary)),
             Err(error) => {

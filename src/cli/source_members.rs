@@ -1,16 +1,18 @@
 //! Which CdcStreams a source's worker runs, and the watch that tells it
 //! when that changed: a stream added to or removed from the source, or a
-//! stream's spec edited. The worker then lets its tables finish their
-//! current batches and starts them again from their checkpoints, in the
-//! same process: no pod restart, no table's position touched.
+//! stream's spec edited. The worker then starts the added stream's table,
+//! stops the removed one's, and starts an edited one's again once it has
+//! finished its batch; the other tables run on, untouched.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use kube::runtime::watcher;
 use kube::runtime::watcher::Event;
 use kube::{Api, ResourceExt};
 use mssql_cdc::spec::CdcStream;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The streams run, by name, with the generation each was started at.
@@ -34,7 +36,8 @@ fn names(stream: &CdcStream, source: &str) -> bool {
 }
 
 /// Whether `event` changes what a worker running `members` of `source`
-/// should run.
+/// should run. A watch that starts over (`InitDone`) counts as a change:
+/// a stream deleted while it was not watching sends no event.
 pub fn changes(members: &Members, source: &str, event: &Event<CdcStream>) -> bool {
     match event {
         Event::Apply(stream) | Event::InitApply(stream) => {
@@ -47,34 +50,69 @@ pub fn changes(members: &Members, source: &str, event: &Event<CdcStream>) -> boo
             }
         }
         Event::Delete(stream) => members.contains_key(&stream.name_any()),
-        Event::Init | Event::InitDone => false,
+        Event::InitDone => true,
+        Event::Init => false,
     }
 }
 
-/// Watches the namespace's streams until `restart` is cancelled, and
-/// cancels it when the source's streams differ from `members`. A watch
-/// error is retried with kube's backoff; it never stops the tables.
+/// How the source's streams moved from `running` to `now`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Moves {
+    /// Streams to start.
+    pub added: Vec<String>,
+    /// Streams to stop.
+    pub removed: Vec<String>,
+    /// Streams whose spec changed: stopped, then started again.
+    pub edited: Vec<String>,
+}
+
+/// What changed between the streams `running` and the streams `now`.
+pub fn moves(running: &Members, now: &Members) -> Moves {
+    let mut moves = Moves::default();
+    for (name, generation) in now {
+        match running.get(name) {
+            None => moves.added.push(name.clone()),
+            Some(started) if started != generation => moves.edited.push(name.clone()),
+            Some(_) => {}
+        }
+    }
+    moves.removed = running
+        .keys()
+        .filter(|name| !now.contains_key(*name))
+        .cloned()
+        .collect();
+    moves
+}
+
+/// Watches the namespace's streams until `stop`, and says on `changed`
+/// when the source's streams differ from `members` (which the worker
+/// keeps up to date). A watch error is retried with kube's backoff; it
+/// never stops the tables.
 pub async fn watch(
     api: Api<CdcStream>,
     source: String,
-    members: Members,
-    restart: CancellationToken,
+    members: Arc<Mutex<Members>>,
+    changed: mpsc::UnboundedSender<()>,
+    stop: CancellationToken,
 ) {
     let mut events = watcher(api, watcher::Config::default()).boxed();
     loop {
         tokio::select! {
-            () = restart.cancelled() => return,
+            () = stop.cancelled() => return,
             next = events.next() => match next {
-                Some(Ok(event)) if changes(&members, &source, &event) => {
-                    tracing::info!(source = %source, "the source's streams changed: starting its tables again");
-                    restart.cancel();
-                    return;
+                Some(Ok(event)) => {
+                    let news = {
+                        let members = members.lock().unwrap_or_else(PoisonError::into_inner);
+                        changes(&members, &source, &event)
+                    };
+                    if news && changed.send(()).is_err() {
+                        return;
+                    }
                 }
-                Some(Ok(_)) => {}
                 Some(Err(error)) => {
                     tracing::warn!(source = %source, "watching the source's CdcStreams: {error}; retrying");
                     tokio::select! {
-                        () = restart.cancelled() => return,
+                        () = stop.cancelled() => return,
                         () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
                     }
                 }
@@ -103,7 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_change_to_the_sources_own_streams_starts_its_tables_again() {
+    fn only_a_change_to_the_sources_own_streams_is_news() {
         let running = members(
             &[
                 of("orders", Some("sales"), 1),
@@ -153,5 +191,39 @@ mod tests {
         for (event, restarts, what) in cases {
             assert_eq!(changes(&running, "sales", &event), restarts, "{what}");
         }
+        assert!(
+            changes(&running, "sales", &Event::InitDone),
+            "a watch started over looks again"
+        );
+    }
+
+    #[test]
+    fn moves_name_the_streams_to_start_stop_and_start_again() {
+        let running = members(
+            &[
+                of("orders", Some("sales"), 1),
+                of("items", Some("sales"), 1),
+                of("notes", Some("sales"), 4),
+            ],
+            "sales",
+        );
+        let now = members(
+            &[
+                of("orders", Some("sales"), 1),
+                of("items", Some("sales"), 2),
+                of("payments", Some("sales"), 1),
+                of("notes", None, 5),
+            ],
+            "sales",
+        );
+        assert_eq!(
+            moves(&running, &now),
+            Moves {
+                added: vec!["payments".into()],
+                removed: vec!["notes".into()],
+                edited: vec!["items".into()],
+            }
+        );
+        assert_eq!(moves(&now, &now), Moves::default(), "nothing moved");
     }
 }

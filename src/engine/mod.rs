@@ -73,4 +73,4 @@ pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;
 pub use source_health::{SourceDown, SourceHealth};
 pub use source_writes::SourceWrites;
-pub use tables::{TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};
+pub use tables::{Joining, TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};

@@ -8,10 +8,15 @@
 //! (or an availableNow trigger) a failed table is not retried; its error is returned with the others'
 //! summaries.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::join_all;
+use futures::stream::FuturesUnordered;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
@@ -20,6 +25,7 @@ use super::observer::Observer;
 use super::options::{RunOptions, RunSummary};
 use super::pacer::Pacer;
 use super::run::run;
+use super::source_health::SourceHealth;
 use super::source_writes::{SourceWrites, gather_max};
 use crate::retry::Backoff;
 use crate::spec::{SourcePacing, StreamConfig, Trigger, resolve_password};
@@ -53,20 +59,47 @@ pub struct TableOutcome {
     pub result: Result<RunSummary, EngineError>,
 }
 
+/// Tables that join a source while it runs, and word of each table that
+/// ends: with it, a stream added to a source starts alone, and a stream
+/// removed or edited stops alone (its own stop token) and, edited, starts
+/// again, while the source's other tables run on.
+pub struct Joining {
+    /// Tables to start, as they come. Closed, the tables run until they
+    /// end (a continuous source's when they are stopped).
+    pub added: mpsc::UnboundedReceiver<TableRun>,
+    /// Each table's outcome as it ends, instead of at the end.
+    pub ended: mpsc::UnboundedSender<TableOutcome>,
+}
+
 /// Runs every table until each is caught up (`once`), or all are stopped.
 /// With `pacing` (a `CdcSource`'s), the tables share its limits and, once
 /// caught up, wait for the source's rounds instead of polling each on its
 /// own (`pacer.rs`); the rounds stop with the tables' stop token. The
 /// rounds' verdict on the source as a whole (up, or down and why) goes to
 /// `source_observer` and to every table's observer, on each change only.
+/// With `joining`, tables may join while the others run, and each
+/// outcome is sent as its table ends (the returned list is then empty).
+/// The source's connection, trigger and heartbeat are the first table's
+/// (every table of a source has the same): without a first table there
+/// is nothing to run, and nothing joins.
 pub async fn run_tables(
     mut tables: Vec<TableRun>,
     pacing: Option<SourcePacing>,
     source_observer: Arc<dyn Observer>,
+    joining: Option<Joining>,
 ) -> Vec<TableOutcome> {
     let (Some(pacing), Some(first)) = (pacing, tables.first()) else {
         let measure_every = FAILED_TABLE_MEASURE_EVERY;
-        return join_all(tables.into_iter().map(|t| run_table(t, measure_every))).await;
+        let outcomes = join_all(tables.into_iter().map(|t| run_table(t, measure_every))).await;
+        return match joining {
+            Some(joining) => {
+                for outcome in outcomes {
+                    let _ = joining.ended.send(outcome);
+                }
+                Vec::new()
+            }
+            None => outcomes,
+        };
     };
     let pacer = Pacer::new(tables.len(), &pacing);
     let source = first.config.source.clone();
@@ -77,8 +110,10 @@ pub async fn run_tables(
         Trigger::ProcessingTime(interval) => interval,
         Trigger::AvailableNow => Duration::ZERO,
     };
-    // The rounds stop when the tables are stopped, or have all ended.
-    let stop = first.options.stop.child_token();
+    // The rounds stop when the tables have all ended (stopped, or caught
+    // up); never with one table's own stop token, as a table of a source
+    // may be stopped alone.
+    let stop = CancellationToken::new();
     let password = resolve_password(&source.password, |name: &str| {
         first.options.env.get(name).cloned()
     });
@@ -89,33 +124,39 @@ pub async fn run_tables(
         table.options.pace = Some(pacer.table(slot));
         table.options.writes = Some(writes.clone());
     }
-    let mut told: Vec<Arc<dyn Observer>> = tables
-        .iter()
-        .map(|t| Arc::clone(&t.options.observer))
-        .collect();
-    told.push(source_observer);
+    // Who hears the source's health: each running table (until it ends)
+    // and the source.
+    let told = Told::default();
+    told.add(usize::MAX, source_observer);
+    for (id, table) in tables.iter().enumerate() {
+        told.add(id, Arc::clone(&table.options.observer));
+    }
     // A source run once has no rounds: one look says whether the source
     // answers (its verdict goes to every observer, as a round's would);
     // down, no table is run, rather than each failing on its own.
     if once && let Ok(password) = &password {
         let down = pacer.look_once(&source, password).await;
         let health = pacer.health().borrow().clone();
-        for observer in &told {
-            observer.source_health(&health);
-        }
+        told.tell(&health);
         if let Some(down) = down {
             tracing::error!(
                 reason = down.outage.reason(),
                 "the source is down: none of its tables is run: {}",
                 down.message()
             );
-            return tables
-                .into_iter()
-                .map(|t| TableOutcome {
-                    target: t.config.target.name.clone(),
-                    result: Err(EngineError::SourceDown(down.clone())),
-                })
-                .collect();
+            let outcomes = tables.into_iter().map(|t| TableOutcome {
+                target: t.config.target.name.clone(),
+                result: Err(EngineError::SourceDown(down.clone())),
+            });
+            return match joining {
+                Some(joining) => {
+                    for outcome in outcomes {
+                        let _ = joining.ended.send(outcome);
+                    }
+                    Vec::new()
+                }
+                None => outcomes.collect(),
+            };
         }
     }
     let health = pacer.health();
@@ -143,7 +184,50 @@ pub async fn run_tables(
         }
     };
     let measure_every = pacing.idle_commit_interval;
-    let tables = join_all(tables.into_iter().map(|t| run_table(t, measure_every)));
+    let tables = async {
+        let mut running = FuturesUnordered::new();
+        for (id, table) in tables.into_iter().enumerate() {
+            running.push(run_numbered(id, table, measure_every));
+        }
+        let mut next_id = running.len();
+        let (mut added, ended) = match joining {
+            Some(Joining { added, ended }) => (Some(added), Some(ended)),
+            None => (None, None),
+        };
+        let mut outcomes = Vec::new();
+        loop {
+            tokio::select! {
+                Some((id, outcome)) = running.next(), if !running.is_empty() => {
+                    // An ended table's observer is let go (its status
+                    // publisher ends with its last clone).
+                    told.remove(id);
+                    match &ended {
+                        Some(ended) => {
+                            let _ = ended.send(outcome);
+                        }
+                        None => outcomes.push(outcome),
+                    }
+                }
+                table = next_added(&mut added), if added.is_some() => match table {
+                    Some(mut table) => {
+                        table.options.pace = Some(pacer.add_table());
+                        table.options.writes = Some(writes.clone());
+                        let observer = Arc::clone(&table.options.observer);
+                        observer.source_health(&pacer.health().borrow().clone());
+                        told.add(next_id, observer);
+                        tracing::info!(target_table = %table.config.target.name, "a table joins the source");
+                        running.push(run_numbered(next_id, table, measure_every));
+                        next_id += 1;
+                    }
+                    None => added = None,
+                },
+            }
+            if running.is_empty() && (added.is_none() || once) {
+                break;
+            }
+        }
+        outcomes
+    };
     let (outcomes, ()) = tokio::join!(
         async {
             let outcomes = tables.await;
@@ -156,17 +240,63 @@ pub async fn run_tables(
     outcomes
 }
 
-/// Tells `observers` each change of the source's health, until the rounds
-/// end.
-async fn tell_source_health(
-    mut health: tokio::sync::watch::Receiver<super::source_health::SourceHealth>,
-    observers: &[Arc<dyn Observer>],
-) {
+/// The next table to join, or `None` once the sender is gone.
+async fn next_added(added: &mut Option<mpsc::UnboundedReceiver<TableRun>>) -> Option<TableRun> {
+    match added {
+        Some(added) => added.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// [`run_table`], its outcome numbered.
+async fn run_numbered(
+    id: usize,
+    table: TableRun,
+    measure_every: Duration,
+) -> (usize, TableOutcome) {
+    (id, run_table(table, measure_every).await)
+}
+
+/// The observers that hear the source's health, by table (the source's
+/// own under `usize::MAX`).
+#[derive(Default)]
+struct Told(Mutex<BTreeMap<usize, Arc<dyn Observer>>>);
+
+impl Told {
+    fn add(&self, id: usize, observer: Arc<dyn Observer>) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, observer);
+    }
+
+    fn remove(&self, id: usize) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    /// Tells every observer, outside the lock.
+    fn tell(&self, health: &SourceHealth) {
+        let observers: Vec<Arc<dyn Observer>> = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for observer in observers {
+            observer.source_health(health);
+        }
+    }
+}
+
+/// Tells `told` each change of the source's health, until the rounds end.
+async fn tell_source_health(mut health: watch::Receiver<SourceHealth>, told: &Told) {
     while health.changed().await.is_ok() {
         let now = health.borrow_and_update().clone();
-        for observer in observers {
-            observer.source_health(&now);
-        }
+        told.tell(&now);
     }
     std::future::pending::<()>().await;
 }
@@ -178,6 +308,7 @@ async fn run_table(table: TableRun, measure_every: Duration) -> TableOutcome {
     let target = config.target.name.clone();
     let mut backoff = Backoff::new(TABLE_RETRY_FIRST, TABLE_RETRY_MAX);
     loop {
+        tracing::info!(target_table = %target, "the table starts");
         let started = std::time::Instant::now();
         let result = run(config.clone(), options.clone()).await;
         // A table that ran for a while before failing starts its backoff over.
@@ -186,6 +317,7 @@ async fn run_table(table: TableRun, measure_every: Duration) -> TableOutcome {
         }
         let error = match result {
             Ok(summary) => {
+                tracing::info!(target_table = %target, "the table's run ended");
                 return TableOutcome {
                     target,
                     result: Ok(summary),

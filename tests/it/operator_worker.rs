@@ -14,7 +14,7 @@ use mssql_cdc::spec::{CdcSource, CdcSourceStatus, CdcStream};
 
 use crate::support::kube::{KubeEnv, cells, eventually};
 use crate::support::operator::{cluster_manifest, orders_with_changes};
-use crate::support::server::{TestServer, run};
+use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::{StreamFixture, query_table};
 
 /// `mssql-cdc worker FLAG NS/NAME` by hand with the test API server's
@@ -115,6 +115,24 @@ async fn worker_streams_and_reports_progress_into_status() {
 /// `mssql-cdc worker --source default/sales` running on (a processingTime
 /// source), reporting every second; killed when dropped.
 pub(crate) fn running_source_worker(kube: &KubeEnv, password: &str) -> tokio::process::Child {
+    source_worker_logging_to(kube, password, None)
+}
+
+/// [`running_source_worker`], its log (stdout and stderr) in `log` when given.
+fn source_worker_logging_to(
+    kube: &KubeEnv,
+    password: &str,
+    log: Option<&std::path::Path>,
+) -> tokio::process::Child {
+    let output = || match log {
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map(std::process::Stdio::from)
+            .expect("the worker's log"),
+        None => std::process::Stdio::null(),
+    };
     tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
         .args([
             "worker",
@@ -126,11 +144,20 @@ pub(crate) fn running_source_worker(kube: &KubeEnv, password: &str) -> tokio::pr
         .args(["--status-interval", "1s"])
         .env("KUBECONFIG", &kube.kubeconfig)
         .env("MSSQL_CDC_PASSWORD", password)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(output())
+        .stderr(output())
         .kill_on_drop(true)
         .spawn()
         .expect("the worker starts")
+}
+
+/// The lines of the worker's log at `log` that hold `message` and `target`.
+fn logged(log: &std::path::Path, message: &str, target: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(message) && line.contains(target))
+        .count()
 }
 
 /// Asserts that `manager` applied fields of the object's status.
@@ -492,12 +519,59 @@ async fn a_source_worker_counts_the_captured_tables_no_stream_covers() {
     .await;
 }
 
-/// A CdcStream applied to a running source's namespace is picked up by
-/// the source's worker, which keeps running (no exit, no new process):
-/// the new table snapshots, and the tables already streaming keep their
+/// A source's worker started before any stream names its source waits
+/// (it does not exit), and starts the tables once streams are applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_worker_without_streams_waits_for_them() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    crate::engine_source::seeded_capture(&mut client, "orders", 2).await;
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let trigger = ("", "{processingTime: 1s}");
+    let none = kube.write(
+        "none.yaml",
+        &source_manifests(&server, &db, lake, &[], trigger),
+    );
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &none])
+        .await;
+    let log = lake.join("worker.log");
+    let mut worker = source_worker_logging_to(&kube, &fixture.password, Some(&log));
+    eventually("the worker waiting for streams", || async {
+        (logged(&log, "waiting for its streams to change", "sales") == 1).then_some(())
+    })
+    .await;
+    let one = kube.write(
+        "one.yaml",
+        &source_manifests(&server, &db, lake, &[("orders", "dbo.orders")], trigger),
+    );
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &one])
+        .await;
+    let bronze = lake.join("bronze/orders");
+    eventually("orders' snapshot", || async {
+        if !bronze.join("_delta_log").exists() {
+            return None;
+        }
+        let rows = query_table(&bronze, "SELECT COUNT(*) FROM t").await;
+        (rows.first()?.first()? == "2").then_some(())
+    })
+    .await;
+    assert!(
+        matches!(worker.try_wait(), Ok(None)),
+        "the worker kept running"
+    );
+    worker.kill().await.expect("the worker stops");
+}
+
+/// A source's worker follows its streams while it runs (no exit, no new
+/// process): a CdcStream applied to its namespace starts its table alone
+/// and snapshots it; an edited one starts again alone; a deleted one's
+/// table stops alone. The other tables never start again, keep their
 /// positions (no second snapshot, no batch twice) and stream on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_added_to_a_running_source_is_picked_up_without_restarting_its_worker() {
+async fn a_sources_streams_added_edited_and_removed_start_and_stop_alone() {
     let server = TestServer::start().await;
     let (mut client, db) = server.scratch_database().await;
     let tables = [
@@ -519,7 +593,8 @@ async fn a_stream_added_to_a_running_source_is_picked_up_without_restarting_its_
     );
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &two])
         .await;
-    let mut worker = crate::operator_worker::running_source_worker(&kube, &fixture.password);
+    let log = lake.join("worker.log");
+    let mut worker = source_worker_logging_to(&kube, &fixture.password, Some(&log));
     let rows_of = |name: &str| {
         let bronze = lake.join(format!("bronze/{name}"));
         async move {
@@ -536,35 +611,78 @@ async fn a_stream_added_to_a_running_source_is_picked_up_without_restarting_its_
         })
         .await;
     }
-    run(&mut client, "INSERT INTO dbo.orders VALUES (3, N'before')")
+    let insert_and_await = async |client: &mut Client, table: &str, id: u64| {
+        run(
+            client,
+            &format!("INSERT INTO dbo.{table} VALUES ({id}, N'x')"),
+        )
         .await
         .expect("insert");
-    eventually("orders' change before the new stream", || async {
-        (rows_of("orders").await? == 3).then_some(())
-    })
-    .await;
+        eventually(&format!("{table}'s row {id}"), || async {
+            (rows_of(table).await? == id).then_some(())
+        })
+        .await;
+    };
+    insert_and_await(&mut client, "orders", 3).await;
 
-    // The third stream is applied with the other two unchanged.
-    let three = kube.write(
-        "three.yaml",
-        &source_manifests(&server, &db, lake, &tables, trigger),
-    );
-    kube.kubectl_ok(&["apply", "-n", "default", "-f", &three])
+    // A third stream is applied with the other two unchanged: it starts
+    // alone.
+    let three = source_manifests(&server, &db, lake, &tables, trigger);
+    let three_file = kube.write("three.yaml", &three);
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &three_file])
         .await;
     eventually("payments' snapshot", || async {
         (rows_of("payments").await? == 2).then_some(())
     })
     .await;
-    run(&mut client, "INSERT INTO dbo.orders VALUES (4, N'after')")
-        .await
-        .expect("insert");
-    eventually("orders' change after the new stream", || async {
-        (rows_of("orders").await? == 4).then_some(())
+    insert_and_await(&mut client, "orders", 4).await;
+    let starts = |target: &str| logged(&log, "the table starts", target);
+    assert_eq!(
+        (
+            starts("bronze.orders"),
+            starts("bronze.items"),
+            starts("bronze.payments")
+        ),
+        (1, 1, 1),
+        "only the added table started"
+    );
+
+    // items' spec is edited: its table starts again after its batch, the
+    // others run on.
+    let edited = three.replace(
+        "metadata: {name: items}\nspec:\n",
+        "metadata: {name: items}\nspec:\n  maxCommitsPerBatch: 500\n",
+    );
+    assert_ne!(edited, three, "the edit applies to items");
+    let edited_file = kube.write("edited.yaml", &edited);
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &edited_file])
+        .await;
+    eventually("items started again", || async {
+        (starts("bronze.items") == 2).then_some(())
     })
     .await;
+    insert_and_await(&mut client, "items", 3).await;
+
+    // payments is deleted: its table stops, the others run on.
+    kube.kubectl_ok(&["delete", "cdcstream", "payments", "-n", "default"])
+        .await;
+    eventually("payments' table stopped", || async {
+        (logged(&log, "the table's run ended", "bronze.payments") == 1).then_some(())
+    })
+    .await;
+    insert_and_await(&mut client, "orders", 5).await;
     assert!(
         matches!(worker.try_wait(), Ok(None)),
         "the worker kept running"
+    );
+    assert_eq!(
+        (
+            starts("bronze.orders"),
+            starts("bronze.items"),
+            starts("bronze.payments")
+        ),
+        (1, 2, 1),
+        "orders never started again"
     );
 
     // Each table was snapshotted once and no batch was written twice.
@@ -590,11 +708,13 @@ async fn a_stream_added_to_a_running_source_is_picked_up_without_restarting_its_
     )
     .await;
     assert!(twice.is_empty(), "batches written twice: {twice:?}");
-    let distinct = query_table(
-        &lake.join("bronze/orders"),
-        "SELECT count(DISTINCT id) FROM t",
-    )
-    .await;
-    assert_eq!(distinct, [["4".to_string()]], "orders' rows once each");
+    for (table, rows) in [("orders", "5"), ("items", "3")] {
+        let distinct = query_table(
+            &lake.join(format!("bronze/{table}")),
+            "SELECT count(DISTINCT id) FROM t",
+        )
+        .await;
+        assert_eq!(distinct, [[rows.to_string()]], "{table}'s rows once each");
+    }
     worker.kill().await.expect("the worker stops");
 }
