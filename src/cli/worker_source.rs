@@ -254,14 +254,10 @@ impl Round<'_> {
         ));
         let mut added_tx = Some(added_tx);
         let mut failed = Vec::new();
-        loop {
+        // The loop ends when the tables' task does; an error is its panic.
+        let broken = loop {
             tokio::select! {
-                joined = &mut running => {
-                    if let Err(error) = joined {
-                        tracing::error!("the source's tables stopped: {error}");
-                    }
-                    break;
-                }
+                joined = &mut running => break joined.err(),
                 Some(outcome) = ended_rx.recv() => {
                     let restart = self.ended(source, &mut members, outcome, &mut failed).await;
                     if let (Some(table), Some(tx)) = (restart, &added_tx) {
@@ -275,17 +271,21 @@ impl Round<'_> {
                             let _ = tx.send(table);
                         }
                     }
-                    let running: Vec<CdcStream> = now.into_iter().filter(|s| members.contains_key(&s.name_any())).collect();
-                    *watched.lock().unwrap_or_else(PoisonError::into_inner) = source_members::members(&running, name);
+                    let streamed: Vec<CdcStream> = now
+                        .into_iter()
+                        .filter(|s| members.contains_key(&s.name_any()))
+                        .collect();
+                    *watched.lock().unwrap_or_else(PoisonError::into_inner) =
+                        source_members::members(&streamed, name);
                     discovering.abort();
-                    discovering = self.discover(&running, idle_commit);
+                    discovering = self.discover(&streamed, idle_commit);
                 }
                 () = stop.cancelled(), if added_tx.is_some() => {
                     // No table joins any more: the tables end as they stop.
                     added_tx = None;
                 }
             }
-        }
+        };
         while let Ok(outcome) = ended_rx.try_recv() {
             self.ended(source, &mut members, outcome, &mut failed).await;
         }
@@ -301,6 +301,19 @@ impl Round<'_> {
             .is_err()
         {
             tracing::error!("the last status reports did not reach the API server in time");
+        }
+        // The tables' task itself failed (a panic): not a clean stop.
+        if let Some(error) = broken {
+            let failure = Failure::new(
+                "InternalError",
+                format!(
+                    "the tables of CdcSource {namespace}/{name} stopped on a bug: {error}; \
+                     the pod restarts the worker and each table resumes from its checkpoint; \
+                     report it with the pod's log"
+                ),
+            );
+            write_termination_message(&failure);
+            return Err(anyhow!("{}: {}", failure.reason, failure.message));
         }
         if once && !failed.is_empty() {
             let failure = Failure::new(
@@ -438,8 +451,11 @@ impl Round<'_> {
         members: &mut BTreeMap<String, Member>,
         now: &[CdcStream],
     ) -> Vec<TableRun> {
+        // A member whose table is stopping because its stream left is not
+        // run any more: a stream of that name seen again is added anew.
         let running: source_members::Members = members
             .iter()
+            .filter(|(_, m)| !matches!(m.then, Then::Leave))
             .map(|(name, m)| (name.clone(), m.generation))
             .collect();
         let moves = source_members::moves(&running, &source_members::members(now, self.name));
@@ -478,6 +494,13 @@ impl Round<'_> {
                 continue;
             };
             tracing::info!(source = self.name, stream = %name, "a stream joined the source: starting its table");
+            // Its name's old table is still stopping: it starts again
+            // once that one has ended (one run per checkpoint).
+            if let Some(leaving) = members.get_mut(name) {
+                leaving.generation = stream.metadata.generation;
+                leaving.then = Then::Restart(Box::new((*stream).clone()));
+                continue;
+            }
             let (member, table) = self.start(source, stream);
             members.insert(name.clone(), member);
             start.extend(table);

@@ -213,7 +213,8 @@ pub async fn run_tables(
                         table.options.pace = Some(pacer.add_table());
                         table.options.writes = Some(writes.clone());
                         let observer = Arc::clone(&table.options.observer);
-                        observer.source_health(&pacer.health().borrow().clone());
+                        let health = pacer.health().borrow().clone();
+                        observer.source_health(&health);
                         told.add(next_id, observer);
                         tracing::info!(target_table = %table.config.target.name, "a table joins the source");
                         running.push(run_numbered(next_id, table, measure_every));

@@ -68,8 +68,8 @@ pub struct RoundMarks {
     pub max_commit_ts: Option<DateTime<Utc>>,
     /// When the max LSN was read.
     pub observed_at: DateTime<Utc>,
-    /// How long the round's first statement here took: a quiet batch's
-    /// round trip to the source.
+    /// How long the statement reading the max LSN's time took: a quiet
+    /// batch's round trip to the source.
     pub round_trip: Duration,
     /// Every capture instance of the database.
     pub instances: Vec<InstanceRow>,
@@ -156,13 +156,13 @@ pub async fn round_marks(
     observed_at: DateTime<Utc>,
     time_zone: Option<chrono_tz::Tz>,
 ) -> Result<RoundMarks, SourceError> {
-    let clock = Instant::now();
     let offset = match time_zone {
         Some(zone) => zone_offset_minutes(zone, Utc::now()),
         None => cdc::utc_offset_minutes(client).await?,
     };
-    let round_trip = clock.elapsed();
+    let clock = Instant::now();
     let max_commit_ts = cdc::lsn_time(client, max_lsn, offset).await?;
+    let round_trip = clock.elapsed();
     let instances = instances(client, offset).await?;
     let lowest = windows.iter().map(|w| w.after).min().unwrap_or(max_lsn);
     let ddl = ddl_after(client, lowest).await?;

@@ -568,8 +568,9 @@ async fn a_source_worker_without_streams_waits_for_them() {
 /// A source's worker follows its streams while it runs (no exit, no new
 /// process): a CdcStream applied to its namespace starts its table alone
 /// and snapshots it; an edited one starts again alone; a deleted one's
-/// table stops alone. The other tables never start again, keep their
-/// positions (no second snapshot, no batch twice) and stream on.
+/// table stops alone, and applied again resumes from its checkpoint. The
+/// other tables never start again, keep their positions (no second
+/// snapshot, no batch twice) and stream on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sources_streams_added_edited_and_removed_start_and_stop_alone() {
     let server = TestServer::start().await;
@@ -671,6 +672,18 @@ async fn a_sources_streams_added_edited_and_removed_start_and_stop_alone() {
     })
     .await;
     insert_and_await(&mut client, "orders", 5).await;
+
+    // Applied again, payments resumes from its checkpoint: no second
+    // snapshot, and a change made meanwhile lands.
+    run(&mut client, "INSERT INTO dbo.payments VALUES (3, N'x')")
+        .await
+        .expect("insert");
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &edited_file])
+        .await;
+    eventually("payments' change made while it was gone", || async {
+        (rows_of("payments").await? == 3).then_some(())
+    })
+    .await;
     assert!(
         matches!(worker.try_wait(), Ok(None)),
         "the worker kept running"
@@ -681,7 +694,7 @@ async fn a_sources_streams_added_edited_and_removed_start_and_stop_alone() {
             starts("bronze.items"),
             starts("bronze.payments")
         ),
-        (1, 2, 1),
+        (1, 2, 2),
         "orders never started again"
     );
 
@@ -708,7 +721,7 @@ async fn a_sources_streams_added_edited_and_removed_start_and_stop_alone() {
     )
     .await;
     assert!(twice.is_empty(), "batches written twice: {twice:?}");
-    for (table, rows) in [("orders", "5"), ("items", "3")] {
+    for (table, rows) in [("orders", "5"), ("items", "3"), ("payments", "3")] {
         let distinct = query_table(
             &lake.join(format!("bronze/{table}")),
             "SELECT count(DISTINCT id) FROM t",
