@@ -8,8 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use deltalake::arrow::record_batch::RecordBatch;
-
 use chrono::Utc;
 
 use super::change_source::ChangeSource;
@@ -29,8 +27,6 @@ use crate::lake::checkpoint::{CommittedBatch, PlannedBatch, PlannedEvent};
 use crate::lake::facts::{AppendOutcome, FactsKey};
 use crate::lake::records::{BatchRecord, LsnRange};
 use crate::lake::txn::{FactSequence, Txn};
-use crate::source::SourceError;
-use crate::source::reader::ReadStats;
 
 /// How a batch's changes are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,17 +80,10 @@ pub async fn run_batch<S: ChangeSource>(
             let started = (Utc::now(), Instant::now());
             let (read, events) = match read {
                 Read::Source => read_checked(run, session, sink, plan).await?,
-                Read::KnownEmpty { round_trip } => {
-                    let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
-                    let read = ChangesRead {
-                        staged: sink.bronze.stage(nothing).await?,
-                        stats: ReadStats::default(),
-                        round_trip,
-                        network_wait_ms: None,
-                        min_lsn: None,
-                    };
-                    (read, plan.events.clone())
-                }
+                Read::KnownEmpty { round_trip } => (
+                    ChangesRead::nothing(sink, round_trip).await?,
+                    plan.events.clone(),
+                ),
             };
             let end_commit_ts = match plan.end_commit_ts {
                 Some(ts) => Some(ts),

@@ -41,6 +41,20 @@ pub struct ChangesRead {
     pub min_lsn: Option<Lsn>,
 }
 
+impl ChangesRead {
+    /// A read of nothing: no staged file, no measures but `round_trip`.
+    pub async fn nothing(sink: &mut Sink, round_trip: Duration) -> Result<Self, EngineError> {
+        let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
+        Ok(ChangesRead {
+            staged: sink.bronze.stage(nothing).await?,
+            stats: ReadStats::default(),
+            round_trip,
+            network_wait_ms: None,
+            min_lsn: None,
+        })
+    }
+}
+
 /// The plan's ranges from `from` on: the parts (or the whole range) that
 /// end at or after it, the first cut to start there.
 pub fn ranges_from(plan: &PlannedBatch, from: Lsn) -> Vec<LsnRange> {
@@ -68,14 +82,8 @@ pub async fn read_changes<S: ChangeSource>(
 ) -> Result<ChangesRead, EngineError> {
     let ranges = ranges_from(plan, from);
     if ranges.is_empty() {
-        let nothing = futures::stream::empty::<Result<RecordBatch, SourceError>>();
-        return Ok(ChangesRead {
-            staged: sink.bronze.stage(nothing).await?,
-            stats: ReadStats::default(),
-            round_trip: session.round_trip().await?,
-            network_wait_ms: None,
-            min_lsn: None,
-        });
+        let round_trip = session.round_trip().await?;
+        return ChangesRead::nothing(sink, round_trip).await;
     }
     let sessions = session
         .sessions(run.config.source.readers.min(ranges.len()))

@@ -485,10 +485,10 @@ async fn read_round_marks(
     source: &SourceConfig,
 ) -> Option<RoundMarks> {
     let session = client.as_mut()?;
-    let windows: Vec<ChangeWindow> = quiet.iter().map(|w| (*w).clone()).collect();
+    let lowest = quiet.iter().map(|w| w.after).min()?;
     match round_marks(
         session,
-        &windows,
+        lowest,
         max_lsn,
         observed_at,
         source.source_time_zone,

@@ -74,7 +74,7 @@ pub struct Joining {
 /// Runs every table until each is caught up (`once`), or all are stopped.
 /// With `pacing` (a `CdcSource`'s), the tables share its limits and, once
 /// caught up, wait for the source's rounds instead of polling each on its
-/// own (`pacer.rs`); the rounds stop with the tables' stop token. The
+/// own (`pacer.rs`); the rounds stop once every table has ended. The
 /// rounds' verdict on the source as a whole (up, or down and why) goes to
 /// `source_observer` and to every table's observer, on each change only.
 /// With `joining`, tables may join while the others run, and each
@@ -91,15 +91,7 @@ pub async fn run_tables(
     let (Some(pacing), Some(first)) = (pacing, tables.first()) else {
         let measure_every = FAILED_TABLE_MEASURE_EVERY;
         let outcomes = join_all(tables.into_iter().map(|t| run_table(t, measure_every))).await;
-        return match joining {
-            Some(joining) => {
-                for outcome in outcomes {
-                    let _ = joining.ended.send(outcome);
-                }
-                Vec::new()
-            }
-            None => outcomes,
-        };
+        return hand_over(outcomes, joining.as_ref());
     };
     let pacer = Pacer::new(tables.len(), &pacing);
     let source = first.config.source.clone();
@@ -148,15 +140,7 @@ pub async fn run_tables(
                 target: t.config.target.name.clone(),
                 result: Err(EngineError::SourceDown(down.clone())),
             });
-            return match joining {
-                Some(joining) => {
-                    for outcome in outcomes {
-                        let _ = joining.ended.send(outcome);
-                    }
-                    Vec::new()
-                }
-                None => outcomes.collect(),
-            };
+            return hand_over(outcomes, joining.as_ref());
         }
     }
     let health = pacer.health();
@@ -239,6 +223,24 @@ pub async fn run_tables(
         rounds
     );
     outcomes
+}
+
+/// Outcomes go to `joining`'s `ended` when there is one (and none are
+/// returned), else back to the caller.
+fn hand_over(
+    outcomes: impl IntoIterator<Item = TableOutcome>,
+    joining: Option<&Joining>,
+) -> Vec<TableOutcome> {
+    let outcomes = outcomes.into_iter();
+    match joining {
+        Some(joining) => {
+            for outcome in outcomes {
+                let _ = joining.ended.send(outcome);
+            }
+            Vec::new()
+        }
+        None => outcomes.collect(),
+    }
 }
 
 /// The next table to join, or `None` once the sender is gone.

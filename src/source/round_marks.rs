@@ -144,14 +144,14 @@ impl RoundMarks {
     }
 }
 
-/// Reads, in four statements whatever the number of windows, what the
-/// quiet `windows` need besides their emptiness: the UTC offset (unless
+/// Reads, in four statements whatever the number of windows, what quiet
+/// windows need besides their emptiness: the UTC offset (unless
 /// `time_zone` fixes it), the commit time of `max_lsn` (read at
 /// `observed_at`), every capture instance with its low-water mark, and the
-/// DDL after the lowest window's start.
+/// DDL after `lowest`, the lowest window's start.
 pub async fn round_marks(
     client: &mut SqlClient,
-    windows: &[ChangeWindow],
+    lowest: Lsn,
     max_lsn: Lsn,
     observed_at: DateTime<Utc>,
     time_zone: Option<chrono_tz::Tz>,
@@ -164,7 +164,6 @@ pub async fn round_marks(
     let max_commit_ts = cdc::lsn_time(client, max_lsn, offset).await?;
     let round_trip = clock.elapsed();
     let instances = instances(client, offset).await?;
-    let lowest = windows.iter().map(|w| w.after).min().unwrap_or(max_lsn);
     let ddl = ddl_after(client, lowest).await?;
     Ok(RoundMarks {
         max_lsn,

@@ -170,7 +170,7 @@ async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
     let (mut client, _db, start) = three_captured_tables(&server).await;
     let at_a = change(&mut client, "a", start).await;
     let every = windows(&[("dbo_a", at_a), ("dbo_b", start), ("dbo_c", start)]);
-    let marks = round_marks(&mut client, &every, at_a, Utc::now(), None)
+    let marks = round_marks(&mut client, start, at_a, Utc::now(), None)
         .await
         .expect("read");
     let offset = cdc::utc_offset_minutes(&mut client).await.expect("offset");
@@ -203,7 +203,7 @@ async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
     // the table's own look; the others stay quiet.
     ddl(&mut client, "b", "ALTER TABLE dbo.b ADD note int NULL").await;
     let max = wait_for_max_lsn_past(&mut client, None).await;
-    let marks = round_marks(&mut client, &every, lsn(&max), Utc::now(), None)
+    let marks = round_marks(&mut client, start, lsn(&max), Utc::now(), None)
         .await
         .expect("read");
     assert!(marks.quiet(&every[1]).is_none(), "{marks:?}");
@@ -217,7 +217,7 @@ async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
     )
     .await
     .expect("second instance");
-    let marks = round_marks(&mut client, &every, lsn(&max), Utc::now(), None)
+    let marks = round_marks(&mut client, start, lsn(&max), Utc::now(), None)
         .await
         .expect("read");
     assert!(marks.quiet(&every[2]).is_none(), "{marks:?}");
