@@ -30,8 +30,67 @@ pub fn hit(_name: &str) {
     armed::hit(_name);
 }
 
+/// Environment variable naming a point and a table at which that point
+/// panics, every time it is passed, as `POINT@TABLE` (`TABLE` is matched
+/// within the table's location): one table's pipeline panics while the
+/// other tables of its source go on.
+pub const PANIC_ENV: &str = "MSSQL_CDC_PANIC_AT";
+
+/// Panics here if this point is armed for `table` in [`PANIC_ENV`] (the
+/// panic's location is the caller's, as a real panic there would be).
+#[cfg(feature = "failpoints")]
+#[track_caller]
+pub fn panic_at(name: &str, table: &str) {
+    if armed_in(PANIC_ENV, name, table) {
+        panic!("failpoint {name}: panicking in {table}");
+    }
+}
+
+/// Whether variable `env` arms point `name` for `table` (`POINT@TABLE`,
+/// `TABLE` matched within the table's name or location).
+#[cfg(feature = "failpoints")]
+fn armed_in(env: &str, name: &str, table: &str) -> bool {
+    let armed = std::env::var(env).ok();
+    armed
+        .as_deref()
+        .and_then(|a| a.split_once('@'))
+        .is_some_and(|(point, at)| point == name && table.contains(at))
+}
+
+/// Environment variable naming a point and a table whose rows fail there
+/// as rows that cannot be encoded would, every time, as `POINT@TABLE`:
+/// one table's write fails while the other tables' writes go on.
+pub const POISON_ENV: &str = "MSSQL_CDC_POISON_AT";
+
+/// Whether `table`'s rows are poisoned at this point ([`POISON_ENV`], or
+/// a unit test's [`poison`]).
+#[cfg(any(test, feature = "failpoints"))]
+pub fn poisoned(name: &str, table: &str) -> bool {
+    #[cfg(test)]
+    if armed::poisoned(name, table) {
+        return true;
+    }
+    #[cfg(feature = "failpoints")]
+    if armed_in(POISON_ENV, name, table) {
+        return true;
+    }
+    false
+}
+
+/// Whether `table`'s rows are poisoned (compiled out: never).
+#[cfg(not(any(test, feature = "failpoints")))]
+#[inline(always)]
+pub fn poisoned(_name: &str, _table: &str) -> bool {
+    false
+}
+
+/// Panics here if this point is armed (compiled out: no `failpoints`).
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn panic_at(_name: &str, _table: &str) {}
+
 #[cfg(test)]
-pub use armed::{arm, hits};
+pub use armed::{arm, hits, poison};
 
 /// Points armed by unit tests, per thread (a test's current-thread runtime
 /// runs its tasks on its own thread, so tests in parallel do not meet).
@@ -43,6 +102,25 @@ mod armed {
     thread_local! {
         static ARMED: RefCell<Option<String>> = const { RefCell::new(None) };
         static HITS: RefCell<BTreeMap<String, u32>> = const { RefCell::new(BTreeMap::new()) };
+    }
+
+    thread_local! {
+        static POISONED: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+    }
+
+    /// Poisons the rows of one table at one point on this thread, every
+    /// time (`POINT@TABLE`), or nothing.
+    pub fn poison(at: Option<&str>) {
+        let at = at.and_then(|a| a.split_once('@'));
+        POISONED.with(|p| *p.borrow_mut() = at.map(|(n, t)| (n.to_string(), t.to_string())));
+    }
+
+    pub(super) fn poisoned(name: &str, table: &str) -> bool {
+        POISONED.with(|p| {
+            p.borrow()
+                .as_ref()
+                .is_some_and(|(point, at)| point == name && table.contains(at.as_str()))
+        })
     }
 
     /// Arms `name` (or nothing) on this thread: its next hit panics once.

@@ -54,6 +54,15 @@ pub struct BenchArgs {
     /// of the throughput passes.
     #[arg(long = "checkpoint", value_name = "BATCHES")]
     pub checkpoint: Vec<u64>,
+    /// Measure only the requests and time of each kind of commit (facts,
+    /// finalization, bronze, silver, an empty one) on tables whose logs
+    /// are this many versions old, built directly (e.g. `--table-age
+    /// 100,10000,100000`), instead of the throughput passes.
+    #[arg(long = "table-age", value_name = "VERSIONS", value_delimiter = ',')]
+    pub table_age: Vec<u64>,
+    /// Commits of each kind measured per `--table-age` (the median prints).
+    #[arg(long = "table-age-repeats", default_value_t = 5)]
+    pub table_age_repeats: usize,
     /// Time only applying batches to a silver table of this many keys
     /// (e.g. `--silver 1000000`), instead of the throughput passes.
     #[arg(long = "silver", value_name = "ROWS")]
@@ -140,6 +149,18 @@ pub async fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             batches: args.requests_batches,
         };
         return super::bench_requests::run_bench(scratch.path(), &bench).await;
+    }
+    if !args.table_age.is_empty() {
+        let scratch = tempfile::Builder::new()
+            .prefix("mssql-cdc-bench")
+            .tempdir_in(args.dir.clone().unwrap_or_else(std::env::temp_dir))
+            .context("cannot create the benchmark directory")?;
+        return super::bench_table_age::run(
+            scratch.path(),
+            &args.table_age,
+            args.table_age_repeats,
+        )
+        .await;
     }
     if !args.checkpoint.is_empty() || args.silver.is_some() {
         let scratch = tempfile::Builder::new()

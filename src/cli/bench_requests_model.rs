@@ -170,6 +170,15 @@ async fn commit_empty(table: &mut DeltaTable, batch: u64) -> Result<(), DeltaTab
     let properties = CommitProperties::default()
         .with_application_transaction(Transaction::new("model", version))
         .with_metadata(record);
+    commit_no_file(table, properties).await
+}
+
+/// A commit that adds no file, with `properties` (its `txn`, its
+/// metadata, its post-commit settings).
+pub(super) async fn commit_no_file(
+    table: &mut DeltaTable,
+    properties: CommitProperties,
+) -> Result<(), DeltaTableError> {
     let operation = DeltaOperation::Write {
         mode: SaveMode::Append,
         partition_by: None,

@@ -93,7 +93,7 @@ pub async fn run(dir: &Path, bench: &SilverBench) -> anyhow::Result<()> {
             app_id: "bench/silver/snapshot/1".into(),
             version: to_i64(chunk),
         };
-        silver.apply(&txn, rows, &Record).await?;
+        silver.apply(&txn, rows, &RECORD).await?;
         chunk += 1;
         from = to;
     }
@@ -141,7 +141,7 @@ pub async fn run(dir: &Path, bench: &SilverBench) -> anyhow::Result<()> {
                 version,
             };
             let started = Instant::now();
-            let outcome = silver.apply(&txn, frame, &Record).await?;
+            let outcome = silver.apply(&txn, frame, &RECORD).await?;
             times.push(started.elapsed());
             if let ApplyOutcome::Applied {
                 files_scanned,
@@ -171,9 +171,14 @@ pub async fn run(dir: &Path, bench: &SilverBench) -> anyhow::Result<()> {
 
 /// What each benchmark commit records.
 #[derive(serde::Serialize)]
-struct Record;
+struct Record {
+    bench: &'static str,
+}
 
-fn captured() -> SchemaRef {
+/// The record of every benchmark commit (silver takes a JSON object).
+const RECORD: Record = Record { bench: "silver" };
+
+pub(super) fn captured() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("v", DataType::Int32, true),
@@ -182,7 +187,7 @@ fn captured() -> SchemaRef {
 }
 
 /// The captured columns followed by the CDC columns, as bronze holds them.
-fn bronze_rows_schema(captured: &SchemaRef) -> SchemaRef {
+pub(super) fn bronze_rows_schema(captured: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<Field> = captured
         .fields()
         .iter()
@@ -203,7 +208,7 @@ fn bronze_rows_schema(captured: &SchemaRef) -> SchemaRef {
 }
 
 /// One change of `operation` per id, all at LSN `lsn`, as a DataFrame.
-fn changes(
+pub(super) fn changes(
     schema: &SchemaRef,
     ids: &[i64],
     operation: Operation,

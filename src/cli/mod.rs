@@ -11,6 +11,7 @@ pub mod bench_silver;
 pub mod bench_source;
 pub mod bench_source_tables;
 pub mod bench_source_tables_side;
+pub mod bench_table_age;
 pub mod capture_monitor;
 pub mod console;
 pub mod demo;

@@ -12,6 +12,7 @@ use crate::lake::facts::FactsError;
 use crate::lake::finalization::FinalizationError;
 use crate::lake::lease::LeaseError;
 use crate::lake::silver::SilverError;
+use crate::lake::table_properties::UnsafeTableProperty;
 use crate::retry::classify::{chain_transient, delta_transient, store_transient};
 use crate::source::SourceError;
 use crate::spec::CredentialError;
@@ -152,6 +153,10 @@ pub enum EngineError {
         /// Where it was found.
         found_in: &'static str,
     },
+    /// The table's pipeline panicked (a table of a source: the others go
+    /// on, and this one retries on its own backoff).
+    #[error(transparent)]
+    Panicked(Box<super::table_panic::TablePanic>),
     /// A local location (a volume's directory) is not writable by this
     /// process: found before anything is read or written.
     #[error(transparent)]
@@ -490,8 +495,23 @@ impl EngineError {
 }
 
 impl EngineError {
+    /// The table property that made one of the stream's tables refuse to
+    /// open, whichever table it was.
+    pub fn unsafe_table_property(&self) -> Option<&UnsafeTableProperty> {
+        match self {
+            EngineError::Bronze(BronzeError::UnsafeProperty(refused))
+            | EngineError::Facts(FactsError::UnsafeProperty(refused))
+            | EngineError::Finalization(FinalizationError::UnsafeProperty(refused))
+            | EngineError::Silver(SilverError::UnsafeProperty(refused)) => Some(refused),
+            _ => None,
+        }
+    }
+
     /// A short, stable name of the error's kind, for metric labels.
     pub fn kind(&self) -> &'static str {
+        if self.unsafe_table_property().is_some() {
+            return "unsafe_table_property";
+        }
         match self {
             EngineError::Credentials(_) => "credentials",
             EngineError::Source(_)
@@ -508,6 +528,7 @@ impl EngineError {
             EngineError::DataLoss(_) => "data_loss",
             EngineError::UnsafeStorage { .. } => "unsafe_storage",
             EngineError::NotWritable(_) => "not_writable",
+            EngineError::Panicked(_) => "panic",
             EngineError::IdentityChanged { .. } | EngineError::ForeignTarget { .. } => "identity",
             EngineError::TargetBehind { .. } => "target_behind",
             EngineError::SilverKeyNotUnique(_) => "silver_key",

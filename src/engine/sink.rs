@@ -4,6 +4,7 @@
 //! through these.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
@@ -15,7 +16,7 @@ use super::observer::Observer;
 use super::source_writes::{SharedFacts, SharedFinalization, SourceWrites};
 use crate::domain::FactRow;
 use crate::domain::{Granularity, Lsn, VerdictUpdate, finalized_until};
-use crate::lake::bronze::{BronzeOutcome, BronzeTable, StagedFiles, bronze_schema};
+use crate::lake::bronze::{BronzeOutcome, BronzeTable, Prepared, StagedFiles, bronze_schema};
 use crate::lake::checkpoint::{
     BronzeMark, Checkpoint, CheckpointIdentity, CommittedBatch, CompletedSnapshot, PlannedBatch,
     PlannedSnapshot,
@@ -27,8 +28,17 @@ use crate::lake::lease::LeaseGuard;
 use crate::lake::retype::{Retype, delta_type_name, widenings_of};
 use crate::lake::silver::{ApplyOutcome, Deletes, SilverError, SilverTable};
 use crate::lake::txn::Txn;
+use crate::retry::Backoff;
 use crate::source::cdc::CaptureInfo;
 use crate::spec::{SilverConfig, SilverDeletes, StreamConfig};
+
+/// Attempts of one bronze commit after its first, with the files it
+/// already uploaded, before the batch fails and is replayed.
+pub const COMMIT_ATTEMPTS: u32 = 5;
+/// The first wait before a bronze commit is tried again.
+const COMMIT_RETRY_FIRST: Duration = Duration::from_millis(500);
+/// The longest wait between two attempts of one bronze commit.
+const COMMIT_RETRY_MAX: Duration = Duration::from_secs(8);
 
 /// Where a run writes.
 pub struct Sink {
@@ -261,6 +271,11 @@ impl Sink {
     }
 
     /// Commits staged rows to bronze under `txn`, unless bronze holds it.
+    /// A commit that fails on a transient store error is tried again (up
+    /// to [`COMMIT_ATTEMPTS`] times, the lease checked before each) with
+    /// the files already uploaded, rather than failing the batch, whose
+    /// replay would read and upload them again and leave the first copy
+    /// behind.
     pub async fn commit_to_bronze<R: Serialize>(
         &mut self,
         txn: &Txn,
@@ -268,7 +283,32 @@ impl Sink {
         record: &R,
     ) -> Result<BronzeOutcome, EngineError> {
         self.fence()?;
-        let outcome = self.bronze.commit_batch(txn, staged, record).await?;
+        let commit = match self.bronze.prepare(txn, staged, record).await? {
+            Prepared::Done(outcome) => return Ok(outcome),
+            Prepared::Ready(commit) => commit,
+        };
+        let mut backoff = Backoff::new(COMMIT_RETRY_FIRST, COMMIT_RETRY_MAX);
+        let outcome = loop {
+            let error = match self.bronze.commit_prepared(&commit).await {
+                Ok(outcome) => break outcome,
+                Err(error) => EngineError::from(error),
+            };
+            let (attempt, delay) = backoff.next_delay();
+            if !error.is_transient() || attempt > COMMIT_ATTEMPTS {
+                return Err(error);
+            }
+            tracing::warn!(
+                %error,
+                attempt,
+                delay_s = delay.as_secs_f64(),
+                "the bronze commit failed; it is tried again with the files already uploaded"
+            );
+            tokio::time::sleep(delay).await;
+            self.fence()?;
+            if self.bronze.holds(&commit.txn).await? {
+                break BronzeOutcome::AlreadyCommitted;
+            }
+        };
         if let BronzeOutcome::Committed { version, .. } = outcome {
             self.saw_bronze_commit(txn, version);
         }

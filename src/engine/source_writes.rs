@@ -20,8 +20,10 @@
 //! finalization commit together. Exactly once is unchanged: each
 //! table's rows keep their own `txn`, a commit holds all of a group's or
 //! none, a table goes on (to its commit marker) only once the commit that
-//! holds its rows is made, and a failed commit fails every write it held,
-//! each table retrying its step as it would its own commit.
+//! holds its rows is made. A commit the store failed fails every write it
+//! held, each table retrying its step as it would its own commit; one that
+//! failed otherwise (a table's rows that cannot be encoded) is made again
+//! table by table, so only the table whose rows cannot be written fails.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,6 +35,7 @@ use crate::domain::{FactRow, VerdictUpdate};
 use crate::lake::facts::{AppendOutcome, FactsAppend, FactsError, FactsKey, FactsTable};
 use crate::lake::finalization::{FinalizationError, FinalizationTable};
 use crate::lake::{StorageLocation, StorageOptions};
+use crate::retry::classify::delta_transient;
 
 /// The longest a write waits for other tables' writes to join its commit.
 pub const GATHER_MAX: Duration = Duration::from_secs(1);
@@ -235,6 +238,17 @@ impl SharedFinalization {
     }
 }
 
+/// Whether a facts commit failed on the store (which every table's rows
+/// meet alike), not on the rows of one of them.
+fn facts_store_failed(error: &FactsError) -> bool {
+    matches!(error, FactsError::Delta { source, .. } if delta_transient(source))
+}
+
+/// [`facts_store_failed`], for the finalization table.
+fn finalization_store_failed(error: &FinalizationError) -> bool {
+    matches!(error, FinalizationError::Delta { source, .. } if delta_transient(source))
+}
+
 fn stopped_facts(location: &str) -> FactsError {
     FactsError::Delta {
         location: location.to_string(),
@@ -289,6 +303,24 @@ impl GroupTable for FactsTable {
             .collect();
         let mut outcomes = match self.append_group(&group).await {
             Ok(outcomes) => outcomes.into_iter().map(Ok).collect::<Vec<_>>(),
+            // One table's rows that cannot be written fail only that table:
+            // each is tried alone. A store that failed fails them all.
+            Err(error) if group.len() > 1 && !facts_store_failed(&error) => {
+                let mut alone = Vec::with_capacity(group.len());
+                for append in &group {
+                    let outcome = self
+                        .append_group(std::slice::from_ref(append))
+                        .await
+                        .and_then(|outcomes| {
+                            outcomes
+                                .into_iter()
+                                .next()
+                                .ok_or_else(|| stopped_facts(FactsTable::location(self)))
+                        });
+                    alone.push(outcome);
+                }
+                alone
+            }
             Err(error) => vec![Err(error); group.len()],
         }
         .into_iter();
@@ -314,8 +346,19 @@ impl GroupTable for FinalizationTable {
 
     async fn commit(&mut self, jobs: &[VerdictJob]) -> Vec<VerdictReply> {
         let updates: Vec<VerdictUpdate> = jobs.iter().flatten().cloned().collect();
-        let result = self.upsert_group(&updates).await;
-        vec![result; jobs.len()]
+        match self.upsert_group(&updates).await {
+            Ok(()) => vec![Ok(()); jobs.len()],
+            // One table's verdicts that cannot be written fail only that
+            // table: each is tried alone. A store that failed fails them all.
+            Err(error) if jobs.len() > 1 && !finalization_store_failed(&error) => {
+                let mut alone = Vec::with_capacity(jobs.len());
+                for job in jobs {
+                    alone.push(self.upsert_group(job).await);
+                }
+                alone
+            }
+            Err(error) => vec![Err(error); jobs.len()],
+        }
     }
 }
 

@@ -54,6 +54,28 @@ async fn append(facts: &SharedFacts, target: &str, batch: u64) -> FactsReply {
         .expect("the group commit was not made")
 }
 
+/// `table`'s verdict upserted on a task of its own.
+fn verdict_meanwhile(
+    control: &SharedFinalization,
+    table: &'static str,
+) -> tokio::task::JoinHandle<Result<(), FinalizationError>> {
+    let control = control.clone();
+    tokio::spawn(async move {
+        let update = VerdictUpdate {
+            table_name: table.into(),
+            app_id: format!("{table}-v1"),
+            granularity: Granularity::Hour,
+            finalized_until: None,
+            updated_at: Utc::now(),
+            open_snapshot_lsn: None,
+            applied_lsn: None,
+        };
+        tokio::time::timeout(BOUND, control.upsert(vec![update]))
+            .await
+            .unwrap()
+    })
+}
+
 /// `target`'s batch 1 appended on a task of its own.
 fn append_meanwhile(
     facts: &SharedFacts,
@@ -144,23 +166,7 @@ async fn a_table_waiting_on_the_finalization_commit_does_not_hold_the_facts_comm
     let (a, b) = (writes.step(), writes.step());
     // a waits on the finalization commit, b on the facts commit: neither
     // is still working, so both commit without waiting for the limit.
-    let verdict = tokio::spawn({
-        let control = control.clone();
-        async move {
-            let update = VerdictUpdate {
-                table_name: "bronze.a".into(),
-                app_id: "bronze.a-v1".into(),
-                granularity: Granularity::Hour,
-                finalized_until: None,
-                updated_at: Utc::now(),
-                open_snapshot_lsn: None,
-                applied_lsn: None,
-            };
-            tokio::time::timeout(BOUND, control.upsert(vec![update]))
-                .await
-                .unwrap()
-        }
-    });
+    let verdict = verdict_meanwhile(&control, "bronze.a");
     let written = append(&facts, "bronze.b", 1).await.unwrap();
     assert_eq!(written, AppendOutcome::Written { version: 1 });
     verdict.await.unwrap().unwrap();
@@ -186,4 +192,55 @@ fn a_group_waits_half_a_trigger_at_most_a_second() {
     );
     assert_eq!(gather_max(Duration::from_secs(60)), GATHER_MAX);
     assert_eq!(gather_max(Duration::ZERO), GATHER_MAX);
+}
+
+#[tokio::test]
+async fn a_tables_rows_that_cannot_be_written_fail_that_table_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writes, facts) = facts_of_source(&dir, GATHER).await;
+    let control = writes
+        .finalization(&location(&dir, "control"), &StorageOptions::default())
+        .await
+        .unwrap();
+    crate::failpoint::poison(Some("facts_encode@bronze.b"));
+    let steps = (writes.step(), writes.step(), writes.step());
+    let a = append_meanwhile(&facts, "bronze.a");
+    let b = append_meanwhile(&facts, "bronze.b");
+    let c = append(&facts, "bronze.c", 1).await;
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert!(matches!(a, Ok(AppendOutcome::Written { .. })), "{a:?}");
+    assert!(matches!(c, Ok(AppendOutcome::Written { .. })), "{c:?}");
+    assert!(matches!(b, Err(FactsError::Encode(_))), "{b:?}");
+    drop(steps);
+    let written = crate::lake::test_support::query(
+        facts_table_of(&dir).await.delta_table(),
+        "SELECT target FROM t ORDER BY target",
+    )
+    .await;
+    assert_eq!(written, [["bronze.a"], ["bronze.c"]]);
+
+    crate::failpoint::poison(Some("finalization_encode@bronze.b"));
+    let steps = (writes.step(), writes.step(), writes.step());
+    let verdicts: Vec<_> = ["bronze.a", "bronze.b", "bronze.c"]
+        .into_iter()
+        .map(|table| verdict_meanwhile(&control, table))
+        .collect();
+    let mut replies = Vec::new();
+    for verdict in verdicts {
+        replies.push(verdict.await.unwrap());
+    }
+    crate::failpoint::poison(None);
+    drop(steps);
+    assert!(replies[0].is_ok() && replies[2].is_ok(), "{replies:?}");
+    assert!(
+        matches!(replies[1], Err(FinalizationError::Encode { .. })),
+        "{replies:?}"
+    );
+}
+
+/// The facts table in `dir`, read fresh.
+async fn facts_table_of(dir: &tempfile::TempDir) -> FactsTable {
+    FactsTable::open_or_create(&location(dir, "facts"), &StorageOptions::default())
+        .await
+        .unwrap()
 }

@@ -3,8 +3,9 @@
 //! so exactly once per table as for a stream of its own), side by side.
 //!
 //! One table's failure stops only that table: an error the run could not
-//! retry is reported, and the table starts again after a backoff of its
-//! own (30 s doubling to 30 min) while the others go on. With `--once`
+//! retry, or a panic anywhere in its pipeline (`table_panic.rs`), is
+//! reported, and the table starts again after a backoff of its own (30 s
+//! doubling to 30 min) while the others go on. With `--once`
 //! (or an availableNow trigger) a failed table is not retried; its error is returned with the others'
 //! summaries.
 
@@ -27,6 +28,9 @@ use super::pacer::Pacer;
 use super::run::run;
 use super::source_health::SourceHealth;
 use super::source_writes::{SourceWrites, gather_max};
+use super::table_panic;
+use crate::domain::BatchId;
+use crate::lake::checkpoint::Checkpoint;
 use crate::retry::Backoff;
 use crate::spec::{SourcePacing, StreamConfig, Trigger, resolve_password};
 
@@ -313,7 +317,15 @@ async fn run_table(table: TableRun, measure_every: Duration) -> TableOutcome {
     loop {
         tracing::info!(target_table = %target, "the table starts");
         let started = std::time::Instant::now();
-        let result = run(config.clone(), options.clone()).await;
+        let result = match table_panic::catch(run(config.clone(), options.clone())).await {
+            Ok(result) => result,
+            Err(mut panic) => {
+                panic.batch = batch_in_flight(&config, &options).await;
+                let error = EngineError::Panicked(Box::new(panic));
+                options.observer.failed(&error);
+                Err(error)
+            }
+        };
         // A table that ran for a while before failing starts its backoff over.
         if started.elapsed() > TABLE_RETRY_MAX {
             backoff.reset();
@@ -366,4 +378,15 @@ async fn run_table(table: TableRun, measure_every: Duration) -> TableOutcome {
             }
         }
     }
+}
+
+/// The batch planned and not committed on the table's checkpoint, if it
+/// can be read: what a panic interrupted.
+async fn batch_in_flight(config: &StreamConfig, options: &RunOptions) -> Option<BatchId> {
+    let checkpoint_options = config
+        .checkpoint
+        .options(&config.storage_options, options.env.clone());
+    let checkpoint = Checkpoint::open(&config.checkpoint, &checkpoint_options).ok()?;
+    let state = checkpoint.state().await.ok()?;
+    state.pending().map(|plan| plan.batch_id)
 }

@@ -8,7 +8,7 @@ use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext, col, lit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::kernel::{Action, Add};
 use deltalake::kernel::{StructField, StructType, Transaction};
 use deltalake::parquet::basic::Compression;
@@ -25,6 +25,7 @@ use super::delta::{add_missing_fields, open_or_create, table_exists, txn_version
 use super::retype::{Retype, rewrite_widened, widening_commit};
 use super::schema::arrow_field;
 use super::storage::{StorageLocation, StorageOptions};
+use super::table_properties::{UnsafeTableProperty, commit_properties, refuse_unsafe};
 use super::txn::Txn;
 use crate::domain::Lsn;
 use crate::domain::change::{CDC_COLUMNS, LSN, SEQVAL};
@@ -206,6 +207,24 @@ pub enum BronzeOutcome {
     Empty,
 }
 
+/// What [`BronzeTable::prepare`] found.
+pub enum Prepared {
+    /// Nothing to commit: the table holds the commit, or it has no rows.
+    Done(BronzeOutcome),
+    /// The commit to make.
+    Ready(PreparedCommit),
+}
+
+/// A batch's sealed files and the commit that adds them, to be committed
+/// (again, after a transient error) without uploading them again.
+pub struct PreparedCommit {
+    /// The commit's `txn`.
+    pub txn: Txn,
+    adds: Vec<Action>,
+    metadata: serde_json::Map<String, serde_json::Value>,
+    rows: u64,
+}
+
 /// Why bronze could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum BronzeError {
@@ -228,6 +247,15 @@ pub enum BronzeError {
         /// deltalake's error.
         source: Box<DeltaTableError>,
     },
+    /// The table's properties would break exactly-once (refused at open).
+    #[error(transparent)]
+    UnsafeProperty(Box<UnsafeTableProperty>),
+}
+
+impl From<UnsafeTableProperty> for BronzeError {
+    fn from(refused: UnsafeTableProperty) -> Self {
+        BronzeError::UnsafeProperty(Box::new(refused))
+    }
 }
 
 /// The bronze table of one stream.
@@ -266,6 +294,7 @@ impl BronzeTable {
         let table = open_or_create(location, options, fields, comment)
             .await
             .map_err(delta_error)?;
+        refuse_unsafe(&table, &location.to_string())?;
         Ok(BronzeTable {
             table,
             location: location.to_string(),
@@ -380,26 +409,41 @@ impl BronzeTable {
     /// version carrying `txn` and `record` (in commitInfo), unless the table
     /// already holds `txn`. A replayed batch or chunk is therefore never
     /// written twice. Staged files with no rows commit nothing
-    /// ([`BronzeOutcome::Empty`]).
+    /// ([`BronzeOutcome::Empty`]). [`BronzeTable::prepare`] and
+    /// [`BronzeTable::commit_prepared`] are its two halves, for a caller
+    /// that retries a failed commit with the files it already uploaded.
     pub async fn commit_batch<R: Serialize>(
         &mut self,
         txn: &Txn,
         staged: StagedFiles,
         record: &R,
     ) -> Result<BronzeOutcome, BronzeError> {
+        match self.prepare(txn, staged, record).await? {
+            Prepared::Done(outcome) => Ok(outcome),
+            Prepared::Ready(commit) => self.commit_prepared(&commit).await,
+        }
+    }
+
+    /// Seals the staged files and builds their commit, unless the table
+    /// already holds `txn` or there is nothing to commit.
+    pub async fn prepare<R: Serialize>(
+        &mut self,
+        txn: &Txn,
+        staged: StagedFiles,
+        record: &R,
+    ) -> Result<Prepared, BronzeError> {
         if self.holds(txn).await? {
             staged.discard();
-            return Ok(BronzeOutcome::AlreadyCommitted);
+            return Ok(Prepared::Done(BronzeOutcome::AlreadyCommitted));
         }
         let rows = staged.rows;
         if rows == 0 {
             staged.discard();
-            return Ok(BronzeOutcome::Empty);
+            return Ok(Prepared::Done(BronzeOutcome::Empty));
         }
         let mut staged = staged;
         staged.seal().await?;
         let adds: Vec<Action> = staged.sealed.into_iter().map(Action::Add).collect();
-        crate::failpoint::hit("before_bronze_commit");
         let mut metadata = match serde_json::to_value(record) {
             Ok(serde_json::Value::Object(entries)) => entries,
             Ok(other) => {
@@ -411,9 +455,25 @@ impl BronzeTable {
         };
         metadata.insert(COMMIT_INFO_TXN_APP_ID.into(), txn.app_id.clone().into());
         metadata.insert(COMMIT_INFO_TXN_VERSION.into(), txn.version.into());
-        let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
-            .with_metadata(metadata);
+        Ok(Prepared::Ready(PreparedCommit {
+            txn: txn.clone(),
+            adds,
+            metadata,
+            rows,
+        }))
+    }
+
+    /// Commits a prepared batch. After a transient error it may be called
+    /// again, the files staying uploaded; ask [`BronzeTable::holds`] first,
+    /// as the failed attempt may have landed with its answer lost.
+    pub async fn commit_prepared(
+        &mut self,
+        commit: &PreparedCommit,
+    ) -> Result<BronzeOutcome, BronzeError> {
+        crate::failpoint::hit("before_bronze_commit");
+        let properties = commit_properties()
+            .with_application_transaction(Transaction::new(&commit.txn.app_id, commit.txn.version))
+            .with_metadata(commit.metadata.clone());
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: None,
@@ -421,7 +481,7 @@ impl BronzeTable {
         };
         let snapshot = self.table.snapshot().map_err(|e| self.delta_error(e))?;
         let finalized = CommitBuilder::from(properties)
-            .with_actions(adds)
+            .with_actions(commit.adds.clone())
             .build(Some(snapshot), self.table.log_store(), operation)
             .await
             .map_err(|e| self.delta_error(e))?;
@@ -431,7 +491,7 @@ impl BronzeTable {
         self.table.state = Some(finalized.snapshot());
         Ok(BronzeOutcome::Committed {
             version: i64::try_from(table_version).unwrap_or(i64::MAX),
-            rows,
+            rows: commit.rows,
         })
     }
 

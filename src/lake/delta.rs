@@ -1,11 +1,11 @@
 //! Small helpers over deltalake shared by the bronze and facts writers.
 
 use deltalake::kernel::StructField;
-use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::storage::{StorageLocation, StorageOptions, register_handlers};
+use super::table_properties::{commit_properties, owned};
 
 /// Opens the table at `location`, creating it with `fields` when no table is
 /// there yet. Two processes creating it at once both end with the same table.
@@ -19,7 +19,8 @@ pub(crate) async fn open_or_create(
 }
 
 /// [`open_or_create`], giving a new table `configuration` entries (our own
-/// `mssql_cdc.*` properties, which Delta readers ignore).
+/// `mssql_cdc.*` properties, which Delta readers ignore) besides the Delta
+/// properties every table of ours has ([`owned`]).
 pub(crate) async fn open_or_create_with(
     location: &StorageLocation,
     options: &StorageOptions,
@@ -46,14 +47,15 @@ pub(crate) async fn open_or_create_with(
         .with_columns(fields)
         .with_comment(comment)
         .with_configuration(
-            configuration
+            owned()
                 .iter()
+                .chain(configuration)
                 .map(|(key, value)| (key.to_string(), Some(value.clone()))),
         )
         // Our own properties (`mssql_cdc.*`) are not Delta's.
         .with_raise_if_key_not_exists(false)
         .with_save_mode(SaveMode::Ignore)
-        .with_commit_properties(CommitProperties::default().with_max_retries(0))
+        .with_commit_properties(commit_properties().with_max_retries(0))
         .await;
     match created {
         Ok(table) => Ok(table),
@@ -109,7 +111,12 @@ pub(crate) async fn add_missing_fields(
             return Ok(Vec::new());
         }
         let added = missing.iter().map(|f| f.name().clone()).collect();
-        match table.clone().add_columns().with_fields(missing).await {
+        let adding = table
+            .clone()
+            .add_columns()
+            .with_fields(missing)
+            .with_commit_properties(commit_properties());
+        match adding.await {
             Ok(evolved) => {
                 *table = evolved;
                 return Ok(added);

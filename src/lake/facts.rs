@@ -15,13 +15,13 @@ use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::json::ReaderBuilder;
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
-use deltalake::kernel::transaction::CommitProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::delta::{add_missing_fields, open_or_create};
 use super::schema::{arrow_schema, delta_fields};
 use super::storage::{StorageLocation, StorageOptions};
+use super::table_properties::{UnsafeTableProperty, commit_properties, refuse_unsafe};
 use super::txn::{FactSequence, Txn};
 use crate::domain::facts::COLUMNS;
 use crate::domain::{BatchId, FactEvent, FactRow};
@@ -87,6 +87,15 @@ pub enum FactsError {
         /// deltalake's error (shared by every append of a group commit).
         source: Arc<DeltaTableError>,
     },
+    /// The table's properties would break exactly-once (refused at open).
+    #[error(transparent)]
+    UnsafeProperty(Box<UnsafeTableProperty>),
+}
+
+impl From<UnsafeTableProperty> for FactsError {
+    fn from(refused: UnsafeTableProperty) -> Self {
+        FactsError::UnsafeProperty(Box::new(refused))
+    }
 }
 
 impl From<ArrowError> for FactsError {
@@ -145,6 +154,7 @@ impl FactsTable {
         let mut table = open_or_create(location, options, fields.clone(), TABLE_COMMENT)
             .await
             .map_err(delta_error)?;
+        refuse_unsafe(&table, &location.to_string())?;
         add_missing_fields(&mut table, &fields)
             .await
             .map_err(delta_error)?;
@@ -227,13 +237,24 @@ impl FactsTable {
             .iter()
             .flat_map(|(index, _)| group[*index].rows)
             .collect();
+        if let Some(row) = rows
+            .iter()
+            .find(|row| crate::failpoint::poisoned("facts_encode", &row.target))
+        {
+            return Err(FactsError::Encode(Arc::new(
+                ArrowError::InvalidArgumentError(format!(
+                    "failpoint facts_encode: the rows of {} are poisoned",
+                    row.target
+                )),
+            )));
+        }
         let batch = to_record_batch(&rows)?;
         let mut origins: Vec<&str> = todo
             .iter()
             .filter_map(|(index, _)| group[*index].origin)
             .collect();
         origins.dedup();
-        let mut properties = CommitProperties::default().with_application_transactions(
+        let mut properties = commit_properties().with_application_transactions(
             todo.iter()
                 .map(|(_, txn)| Transaction::new(txn.app_id.clone(), txn.version))
                 .collect(),

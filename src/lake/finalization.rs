@@ -12,12 +12,13 @@ use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{ArrayRef, StringArray, TimestampMicrosecondArray};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::datafusion::prelude::{DataFrame, SessionContext};
-use deltalake::kernel::transaction::{CommitProperties, TransactionError};
+use deltalake::kernel::transaction::TransactionError;
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::delta::open_or_create;
 use super::schema::{arrow_schema, delta_fields};
 use super::storage::{StorageLocation, StorageOptions};
+use super::table_properties::{UnsafeTableProperty, commit_properties, refuse_unsafe};
 use crate::domain::VerdictUpdate;
 use crate::domain::columns::{Column, ColumnKind, col};
 use crate::retry::{Backoff, Jitter, Policy};
@@ -105,6 +106,15 @@ pub enum FinalizationError {
         /// deltalake's error (shared by every update of a group).
         source: Arc<DeltaTableError>,
     },
+    /// The table's properties would break exactly-once (refused at open).
+    #[error(transparent)]
+    UnsafeProperty(Box<UnsafeTableProperty>),
+}
+
+impl From<UnsafeTableProperty> for FinalizationError {
+    fn from(refused: UnsafeTableProperty) -> Self {
+        FinalizationError::UnsafeProperty(Box::new(refused))
+    }
 }
 
 /// A finalization control table, possibly shared with other streams.
@@ -126,6 +136,7 @@ impl FinalizationTable {
                 location: location.to_string(),
                 source: Arc::new(source),
             })?;
+        refuse_unsafe(&table, &location.to_string())?;
         Ok(FinalizationTable {
             table,
             location: location.to_string(),
@@ -171,6 +182,15 @@ impl FinalizationTable {
                 location: self.location.clone(),
                 source,
             };
+        if let Some(update) = updates
+            .iter()
+            .find(|u| crate::failpoint::poisoned("finalization_encode", &u.table_name))
+        {
+            return Err(encode_error(Arc::new(std::io::Error::other(format!(
+                "failpoint finalization_encode: the verdict of {} is poisoned",
+                update.table_name
+            )))));
+        }
         let batch = source_batch(updates).map_err(|e| encode_error(Arc::new(e)))?;
         let source = SessionContext::new()
             .read_batch(batch)
@@ -212,7 +232,7 @@ impl FinalizationTable {
             .with_source_alias("source")
             .with_target_alias("target")
             // Conflicts come back to `upsert`, which reloads before retrying.
-            .with_commit_properties(CommitProperties::default().with_max_retries(0))
+            .with_commit_properties(commit_properties().with_max_retries(0))
             .when_matched_update(|u| {
                 u.update("app_id", "source.app_id")
                     .update("granularity", "source.granularity")

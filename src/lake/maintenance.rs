@@ -5,10 +5,15 @@
 //! rows are the durable record of snapshots, schema changes and lost data,
 //! and are never deleted), rewrites small files into large ones (the facts
 //! table z-ordered by `target, app_id`, which every monitoring query
-//! filters or groups by, a silver table by its keys) and vacuums files no table version needs any
-//! more. Every step is an ordinary Delta commit, so it runs safely next to
-//! streams that keep appending: their appends are blind, and a facts
-//! append that loses a race retries on its `txn` key.
+//! filters or groups by, a silver table by its keys), vacuums files no
+//! table version needs any more (those the log removed and those no
+//! commit ever added: a failed commit's upload, a crash between upload and
+//! commit), and deletes log entries older than the log's retention, which
+//! the engine's commits no longer do themselves
+//! ([`super::table_properties`]). Every step is an ordinary Delta commit,
+//! so it runs safely next to streams that keep appending: their appends
+//! are blind, and a facts append that loses a race retries on its `txn`
+//! key.
 
 use std::time::Duration;
 
@@ -16,11 +21,13 @@ use chrono::{DateTime, Utc};
 use deltalake::datafusion::prelude::{col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 use deltalake::operations::optimize::OptimizeType;
+use deltalake::operations::vacuum::VacuumMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::delta::open_existing;
 use super::silver::KEYS_PROPERTY;
 use super::storage::{StorageLocation, StorageOptions};
+use super::table_properties::commit_properties;
 
 /// The shortest vacuum retention allowed without
 /// [`VacuumRetention::allow_short`]: Delta's default
@@ -150,6 +157,7 @@ impl Maintenance {
             .clone()
             .delete()
             .with_predicate(predicate)
+            .with_commit_properties(commit_properties())
             .await
             .map_err(|e| self.error("delete", e))?;
         self.table = table;
@@ -169,13 +177,18 @@ impl Maintenance {
             .clone()
             .optimize()
             .with_type(kind)
+            .with_commit_properties(commit_properties())
             .await
             .map_err(|e| self.error("optimize", e))?;
         self.table = table;
         Ok((metrics.num_files_removed, metrics.num_files_added))
     }
 
-    /// Deletes files that no table version within `retention` references.
+    /// Deletes the files of the table's directory that no table version
+    /// within `retention` references and that are older than it: those
+    /// the log removed (even after a checkpoint dropped their remove
+    /// actions) and those no commit ever added. Folders whose name starts
+    /// with `_` or `.` (`_delta_log`, the name claims) are never touched.
     pub async fn vacuum(&mut self, retention: VacuumRetention) -> Result<u64, MaintenanceError> {
         retention.check()?;
         let period = chrono::Duration::from_std(retention.retain).map_err(|_| {
@@ -189,10 +202,29 @@ impl Maintenance {
             .vacuum()
             .with_retention_period(period)
             .with_enforce_retention_duration(!retention.allow_short)
+            .with_mode(VacuumMode::Full)
+            .with_commit_properties(commit_properties())
             .await
             .map_err(|e| self.error("vacuum", e))?;
         self.table = table;
         Ok(metrics.files_deleted.len() as u64)
+    }
+
+    /// Deletes the log's commits and checkpoints older than the table's
+    /// `delta.logRetentionDuration` that come before a checkpoint also
+    /// older than it, so the table's state can still be read at every
+    /// version inside the retention. Returns how many log files it deleted.
+    pub async fn clean_up_log(&mut self) -> Result<usize, MaintenanceError> {
+        let deleted = deltalake::checkpoints::cleanup_metadata(&self.table, None)
+            .await
+            .map_err(|e| self.error("log cleanup", e))?;
+        if deleted > 0 {
+            self.table
+                .update_state()
+                .await
+                .map_err(|e| self.error("log cleanup", e))?;
+        }
+        Ok(deleted)
     }
 
     /// The key columns a silver table was created with (its

@@ -11,8 +11,9 @@
 //! the shared table with one row per batch and event; `claims` keeps two
 //! tables from sharing one name in a shared table; `finalization` the
 //! control table saying up to which instant each target is complete;
-//! `schema` gives our columns their Delta and Arrow types; `delta` holds
-//! deltalake helpers they share; `maintenance` compacts and vacuums;
+//! `schema` gives our columns their Delta and Arrow types; `table_properties`
+//! the Delta properties and commit settings every table of ours has, and
+//! the ones it refuses; `delta` holds deltalake helpers they share; `maintenance` compacts and vacuums;
 //! `transient` tells a passing store error from a lasting one; `requests`
 //! counts object-store requests (`bench --requests`); `faults` (the
 //! `failpoints` feature) makes chosen store calls fail for the fault
@@ -37,6 +38,7 @@ mod s3;
 pub mod schema;
 pub mod silver;
 pub mod storage;
+pub mod table_properties;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod txn;

@@ -7,7 +7,8 @@
 //! in a [`CountingStore`] that records each call by [`Kind`] and by the
 //! class a [`Classifier`] gives its full URL. Ranged reads are counted
 //! after object_store coalesces them, one per request an S3 store would
-//! send; a listing counts once per call (S3 pages at 1000 keys).
+//! send; a listing counts once per page of [`LIST_PAGE`] keys it returns, as
+//! S3 sends them (an empty listing is one page).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -271,7 +272,30 @@ impl CountingStore {
     fn count(&self, kind: Kind, location: &Path) {
         record(kind, &format!("{}{}", self.base, location));
     }
+
+    /// Counts a listing's first page now and one more for each further
+    /// [`LIST_PAGE`] keys as they arrive.
+    fn paged(
+        &self,
+        prefix: Option<&Path>,
+        listing: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let url = format!("{}{}", self.base, prefix.cloned().unwrap_or_default());
+        record(Kind::List, &url);
+        let mut keys = 0usize;
+        listing
+            .inspect(move |_| {
+                keys += 1;
+                if keys > LIST_PAGE && keys % LIST_PAGE == 1 {
+                    record(Kind::List, &url);
+                }
+            })
+            .boxed()
+    }
 }
+
+/// Keys in one page of an S3 listing.
+pub const LIST_PAGE: usize = 1000;
 
 impl fmt::Display for CountingStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -341,8 +365,7 @@ impl ObjectStore for CountingStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.count(Kind::List, &prefix.cloned().unwrap_or_default());
-        self.inner.list(prefix)
+        self.paged(prefix, self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -350,13 +373,18 @@ impl ObjectStore for CountingStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.count(Kind::List, &prefix.cloned().unwrap_or_default());
-        self.inner.list_with_offset(prefix, offset)
+        self.paged(prefix, self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.count(Kind::List, &prefix.cloned().unwrap_or_default());
-        self.inner.list_with_delimiter(prefix).await
+        let listed = self.inner.list_with_delimiter(prefix).await;
+        let keys = listed
+            .as_ref()
+            .map_or(0, |l| l.objects.len() + l.common_prefixes.len());
+        for _ in 0..keys.div_ceil(LIST_PAGE).max(1) {
+            self.count(Kind::List, &prefix.cloned().unwrap_or_default());
+        }
+        listed
     }
 
     async fn rename_opts(
@@ -413,6 +441,33 @@ mod tests {
             .get(&(class.to_string(), kind))
             .copied()
             .unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn a_listing_counts_one_request_per_page_of_keys() {
+        let (store, counter) = counted("memory:///c4/");
+        install(counter.clone());
+        for i in 0..(2 * LIST_PAGE + 1) {
+            store
+                .put(&Path::from(format!("c4/log/{i:05}")), "x".into())
+                .await
+                .unwrap();
+        }
+        let before = counter.snapshot();
+        let all: Vec<_> = store.list(Some(&Path::from("c4/log"))).collect().await;
+        assert_eq!(all.len(), 2 * LIST_PAGE + 1);
+        let offset = Path::from(format!("c4/log/{:05}", 2 * LIST_PAGE - 1));
+        let tail: Vec<_> = store
+            .list_with_offset(Some(&Path::from("c4/log")), &offset)
+            .collect()
+            .await;
+        assert_eq!(tail.len(), 1);
+        let none: Vec<_> = store.list(Some(&Path::from("c4/empty"))).collect().await;
+        assert!(none.is_empty());
+        let counts = counter.snapshot().since(&before);
+        remove(&counter);
+        assert_eq!(count(&counts, "log", Kind::List), 3 + 1);
+        assert_eq!(count(&counts, "empty", Kind::List), 1);
     }
 
     #[tokio::test]

@@ -21,6 +21,8 @@ use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 
+use super::table_properties::commit_properties;
+
 /// What a column's new type means for the table holding the old one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TypeChange {
@@ -163,7 +165,7 @@ pub(crate) fn widening_commit(retypes: &[Retype]) -> CommitProperties {
             })
         })
         .collect();
-    CommitProperties::default().with_metadata([(
+    commit_properties().with_metadata([(
         "mssql_cdc.widened".to_string(),
         serde_json::Value::Array(widened),
     )])

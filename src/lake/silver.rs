@@ -28,6 +28,7 @@ use serde::Serialize;
 use super::delta::{open_or_create_with, txn_version};
 use super::retype::{Retype, rewrite_widened, widening_commit};
 use super::storage::{StorageLocation, StorageOptions};
+use super::table_properties::{self, UnsafeTableProperty, refuse_unsafe};
 use super::txn::Txn;
 use crate::domain::Lsn;
 use crate::domain::change::{COMMIT_TS, LSN, OPERATION, Operation, SEQVAL};
@@ -96,6 +97,15 @@ pub enum SilverError {
         /// deltalake's error.
         source: Box<DeltaTableError>,
     },
+    /// The table's properties would break exactly-once (refused at open).
+    #[error(transparent)]
+    UnsafeProperty(Box<UnsafeTableProperty>),
+}
+
+impl From<UnsafeTableProperty> for SilverError {
+    fn from(refused: UnsafeTableProperty) -> Self {
+        SilverError::UnsafeProperty(Box::new(refused))
+    }
 }
 
 /// What applying a commit did.
@@ -208,6 +218,7 @@ impl SilverTable {
         )
         .await
         .map_err(delta_error)?;
+        refuse_unsafe(&table, &where_)?;
         let silver = SilverTable {
             table,
             location: where_,
@@ -347,7 +358,7 @@ impl SilverTable {
             let predicate = Expr::Column(named(to))
                 .is_null()
                 .and(Expr::Column(named(from)).is_not_null());
-            let properties = CommitProperties::default().with_metadata([(
+            let properties = table_properties::commit_properties().with_metadata([(
                 "mssql_cdc.renamed".to_string(),
                 serde_json::json!({"from": from, "to": to}),
             )]);
@@ -456,6 +467,7 @@ impl SilverTable {
         changes: DataFrame,
         properties: CommitProperties,
     ) -> Result<ApplyOutcome, SilverError> {
+        crate::failpoint::panic_at("silver_merge", &self.location);
         let latest = self.reduce(changes).await?;
         let columns = self.columns()?;
         let on_keys = on_keys(&self.keys, &self.nullable_keys);
@@ -640,7 +652,7 @@ fn commit_properties<R: Serialize>(
         }
         Err(e) => return Err(refused(e.to_string())),
     };
-    Ok(CommitProperties::default()
+    Ok(table_properties::commit_properties()
         .with_application_transaction(Transaction::new(&txn.app_id, txn.version))
         .with_metadata(metadata))
 }

@@ -103,6 +103,17 @@ impl StorageLocation {
         &self.url
     }
 
+    /// Whether this location lies inside `table`'s directory at a path a
+    /// full vacuum of that table would delete: anywhere but below a folder
+    /// whose name starts with `_` or `.` (as `_delta_log` does).
+    pub fn exposed_inside(&self, table: &StorageLocation) -> bool {
+        let (inner, outer) = (self.url.as_str(), table.url.as_str());
+        inner
+            .strip_prefix(outer)
+            .filter(|rest| !rest.is_empty())
+            .is_some_and(|rest| !rest.starts_with('_') && !rest.starts_with('.'))
+    }
+
     /// Which store the location is on.
     pub fn kind(&self) -> StorageKind {
         self.kind

@@ -69,6 +69,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         EngineError::SourceDown(_) => Failure::new(SOURCE_UNAVAILABLE, said),
         EngineError::UnsafeStorage { .. } => Failure::new("UnsafeStorage", said),
         EngineError::NotWritable(_) => Failure::new(VOLUME_NOT_WRITABLE, said),
+        EngineError::Panicked(_) => Failure::new("TablePanicked", said),
         EngineError::Claim(claim)
             if matches!(
                 **claim,
@@ -77,6 +78,7 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
         {
             Failure::new("NameClaimed", said)
         }
+        _ if error.unsafe_table_property().is_some() => Failure::new("UnsafeTableProperty", said),
         EngineError::Bronze(_)
         | EngineError::Facts(_)
         | EngineError::Finalization(_)

@@ -320,6 +320,32 @@ impl Checker {
         Some(TableConfig { name, location })
     }
 
+    /// Maintenance vacuums every file of a table's directory that no
+    /// commit added: a checkpoint or another table inside it would be
+    /// deleted. `(field, location, is a Delta table)`.
+    fn none_exposed_inside_a_table(
+        &mut self,
+        locations: &[(&str, Option<&StorageLocation>, bool)],
+    ) {
+        for (field, location, _) in locations {
+            let Some(location) = location else { continue };
+            let around = locations.iter().find(|(_, table, is_table)| {
+                *is_table && table.is_some_and(|table| location.exposed_inside(table))
+            });
+            if let Some((table_field, _, _)) = around {
+                self.0.push(SpecError::Invalid {
+                    field: (*field).into(),
+                    value: location.to_string(),
+                    reason: format!(
+                        "it lies inside the Delta table of {table_field}, whose maintenance \
+                         deletes every file no commit added; give it a location of its own, or a \
+                         folder of that table whose name starts with _"
+                    ),
+                });
+            }
+        }
+    }
+
     fn finalization(&mut self, spec: Option<&FinalizationSpec>) -> Option<FinalizationConfig> {
         let spec = spec?;
         let table = self.table(
@@ -637,6 +663,30 @@ impl CdcStreamSpec {
                 AlertLimits::default()
             }
         };
+
+        c.none_exposed_inside_a_table(&[
+            (
+                "spec.target.location",
+                target.as_ref().map(|t| &t.location),
+                true,
+            ),
+            ("spec.checkpoint", checkpoint.as_ref(), false),
+            (
+                "spec.facts.location",
+                facts.as_ref().map(|t| &t.location),
+                true,
+            ),
+            (
+                "spec.finalization.location",
+                finalization.as_ref().map(|f| &f.table.location),
+                true,
+            ),
+            (
+                "spec.silver.location",
+                silver.as_ref().map(|s| &s.table.location),
+                true,
+            ),
+        ]);
 
         match (table, password, target, checkpoint, facts) {
             (Some(table), Some(password), Some(target), Some(checkpoint), Some(facts))

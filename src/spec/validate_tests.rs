@@ -456,3 +456,38 @@ fn a_slash_in_the_app_id_or_target_name_is_refused_since_txn_ids_would_read_alik
         "dots stay allowed"
     );
 }
+
+#[test]
+fn a_location_inside_a_tables_directory_is_refused_unless_hidden_there() {
+    let said = errors(|s| {
+        s.target.location = "s3://lake/bronze/orders".into();
+        s.checkpoint = "s3://lake/bronze/orders/checkpoint".into();
+    });
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("spec.checkpoint:") && said[0].contains("spec.target.location"),
+        "{said:?}"
+    );
+    let said = errors(|s| {
+        s.target.location = "/lake/bronze/orders".into();
+        s.facts.as_mut().expect("facts").location = "/lake/bronze/orders/facts".into();
+    });
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].starts_with("spec.facts.location:"), "{said:?}");
+    assert!(
+        errors(|s| {
+            s.target.location = "s3://lake/bronze/orders".into();
+            s.checkpoint = "s3://lake/bronze/orders/_checkpoint".into();
+        })
+        .is_empty(),
+        "a folder starting with _ is never vacuumed"
+    );
+    assert!(
+        errors(|s| {
+            s.target.location = "s3://lake/bronze/orders".into();
+            s.checkpoint = "s3://lake/bronze/orders-checkpoint".into();
+        })
+        .is_empty(),
+        "a sibling whose name starts alike is not inside"
+    );
+}

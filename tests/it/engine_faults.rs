@@ -450,3 +450,49 @@ async fn count(store: &dyn TestStore, table: &str, sql: &str) -> Vec<Vec<String>
     let uri = format!("{}/{table}", store.base_uri().trim_end_matches('/'));
     query_uri(&uri, &store.options(), sql).await
 }
+
+/// A bronze commit that the store fails is tried again with the files it
+/// already uploaded, instead of failing its batch, whose replay would
+/// upload them again: every Parquet file in bronze's directory is one a
+/// table version references, none left behind by a failed attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_bronze_commit_is_tried_again_without_uploading_its_files_again() {
+    let server = TestServer::start().await;
+    let (mut client, stream) = orders(&server).await;
+    let plan = lake_faults(&stream);
+    plan.add(Rule {
+        path: "bronze/_delta_log".into(),
+        calls: vec![Call::Put],
+        fault: Fault::Unavailable,
+        odds: 1.0,
+        // Fewer than a commit's attempts, so each fault is retried in place.
+        limit: Some(3),
+        // The table's creation passes; its first commit meets the faults.
+        after: 1,
+    });
+    install(plan.clone());
+    stream_through(&mut client, &stream, &plan).await;
+    remove(&plan);
+    assert!(plan.injected() > 0, "no bronze commit failed");
+    assert_exactly_once(&mut client, &stream, "failed bronze commits").await;
+
+    let bronze = stream.path("bronze");
+    let table = crate::support::stream::open_table(&bronze).await;
+    let referenced: std::collections::BTreeSet<String> = table
+        .get_file_uris()
+        .expect("bronze's files")
+        .filter_map(|uri| uri.rsplit('/').next().map(str::to_string))
+        .collect();
+    let on_disk: std::collections::BTreeSet<String> = std::fs::read_dir(&bronze)
+        .expect("bronze's directory")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".parquet"))
+        .collect();
+    assert_eq!(
+        on_disk,
+        referenced,
+        "{} failed commits left files no version references",
+        plan.injected()
+    );
+}

@@ -150,3 +150,153 @@ async fn maintain_refuses_a_short_retention_before_touching_the_table() {
         "{stderr}"
     );
 }
+
+/// A Parquet file no commit ever added (a failed commit's upload, a crash
+/// between upload and commit) is deleted once older than the retention;
+/// the log, the name claims and every file a version needs are kept. The
+/// finalization table is maintained as well.
+#[tokio::test]
+async fn maintain_deletes_files_no_commit_added_and_nothing_hidden() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("facts");
+    facts_lake(&dir).await;
+    let orphan = dir.join("part-00000-never-committed.c000.snappy.parquet");
+    let any_parquet = std::fs::read_dir(&dir)
+        .expect("table dir")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+        .expect("a parquet file")
+        .path();
+    std::fs::copy(&any_parquet, &orphan).expect("orphan");
+    let claims = dir.join("_mssql_cdc_claims");
+    std::fs::create_dir_all(&claims).expect("claims dir");
+    std::fs::write(claims.join("bronze.a.json"), "{}").expect("claim");
+    let finalization = tmp.path().join("finalization");
+    let location = StorageLocation::parse(finalization.to_str().expect("utf-8")).expect("location");
+    mssql_cdc::lake::finalization::FinalizationTable::open_or_create(
+        &location,
+        &Default::default(),
+    )
+    .await
+    .expect("finalization table");
+
+    let out = maintain(
+        &dir,
+        &[
+            "--keep-days",
+            "30",
+            "--retain-hours",
+            "0",
+            "--allow-short-retention",
+            "--finalization",
+            finalization.to_str().expect("utf-8"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "maintain failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!orphan.exists(), "the orphan was kept: {stdout}");
+    assert!(claims.join("bronze.a.json").exists(), "a claim was deleted");
+    assert!(
+        dir.join("_delta_log")
+            .join("00000000000000000000.json")
+            .exists()
+    );
+    assert!(stdout.contains("finalization "), "{stdout}");
+    // The table reads as before, with the same rows.
+    let rows = query_table(&dir, "SELECT count(*) FROM t").await;
+    assert_eq!(rows, vec![vec!["6".to_string()]]);
+}
+
+/// `maintain -f` takes a source's manifest and maintains what it names:
+/// the shared facts table once, each stream's bronze table and checkpoint,
+/// numbered as it goes; nothing is asked of SQL Server.
+#[tokio::test]
+async fn maintain_of_a_manifest_covers_each_table_it_names_once() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lake = tmp.path();
+    facts_lake(&lake.join("facts")).await;
+    let captured =
+        deltalake::arrow::datatypes::Schema::new(vec![deltalake::arrow::datatypes::Field::new(
+            "id",
+            deltalake::arrow::datatypes::DataType::Int32,
+            false,
+        )]);
+    let schema = mssql_cdc::lake::bronze::bronze_schema(&captured).expect("bronze schema");
+    let mut manifest = format!(
+        "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcSource\nmetadata: {{name: shop}}\nspec:\n  \
+         connection:\n    host: \"127.0.0.1\"\n    port: 1433\n    database: shop\n    \
+         credentials: {{username: u, passwordFrom: {{env: MSSQL_CDC_PASSWORD}}}}\n  \
+         defaults:\n    facts: {{name: ops.facts, location: \"{}\"}}\n",
+        lake.join("facts").display()
+    );
+    for name in ["orders", "items"] {
+        let bronze = lake.join("bronze").join(name);
+        let location = StorageLocation::parse(bronze.to_str().expect("utf-8")).expect("location");
+        mssql_cdc::lake::bronze::BronzeTable::open_or_create(
+            &location,
+            &Default::default(),
+            &schema,
+        )
+        .await
+        .expect("bronze table");
+        std::fs::create_dir_all(lake.join("checkpoints").join(name)).expect("checkpoint");
+        manifest.push_str(&format!(
+            "---\napiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\nmetadata: {{name: {name}}}\n\
+             spec:\n  appId: it-{name}\n  sourceRef: {{name: shop}}\n  source: {{table: dbo.{name}}}\n  \
+             target: {{name: bronze.{name}, location: \"{}\"}}\n  checkpoint: \"{}\"\n",
+            bronze.display(),
+            lake.join("checkpoints").join(name).display()
+        ));
+    }
+    let file = lake.join("shop.yaml");
+    std::fs::write(&file, manifest).expect("manifest");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .arg("maintain")
+        .arg("-f")
+        .arg(&file)
+        .args(["--retain-hours", "0", "--allow-short-retention"])
+        .output()
+        .expect("mssql-cdc runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "maintain failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(steps.len(), 5, "{stdout}");
+    assert!(steps[0].starts_with("[1/5] facts "), "{stdout}");
+    for name in ["orders", "items"] {
+        assert!(
+            steps
+                .iter()
+                .any(|l| l.contains(" bronze ") && l.contains(name)),
+            "{stdout}"
+        );
+        assert!(
+            steps
+                .iter()
+                .any(|l| l.contains(" checkpoint ") && l.contains(name)),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("deleted 4 micro-batch rows"), "{stdout}");
+
+    let both = Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .arg("maintain")
+        .arg("-f")
+        .arg(&file)
+        .arg("--bronze")
+        .arg(lake.join("bronze/orders"))
+        .output()
+        .expect("mssql-cdc runs");
+    assert!(
+        !both.status.success(),
+        "-f and a table flag together are refused"
+    );
+}

@@ -124,6 +124,16 @@ fn source_worker_logging_to(
     password: &str,
     log: Option<&std::path::Path>,
 ) -> tokio::process::Child {
+    source_worker_with(kube, password, log, &[])
+}
+
+/// [`source_worker_logging_to`] with variables `env` set too.
+fn source_worker_with(
+    kube: &KubeEnv,
+    password: &str,
+    log: Option<&std::path::Path>,
+    env: &[(&str, &str)],
+) -> tokio::process::Child {
     let output = || match log {
         Some(path) => std::fs::OpenOptions::new()
             .create(true)
@@ -144,6 +154,7 @@ fn source_worker_logging_to(
         .args(["--status-interval", "1s"])
         .env("KUBECONFIG", &kube.kubeconfig)
         .env("MSSQL_CDC_PASSWORD", password)
+        .envs(env.iter().copied())
         .stdout(output())
         .stderr(output())
         .kill_on_drop(true)
@@ -407,6 +418,130 @@ async fn a_table_stopped_by_its_own_error_is_still_measured_while_the_others_str
         "measured, it is still the stopped table: {measured:?}"
     );
     drop(worker);
+}
+
+/// A panic anywhere in one table's pipeline (here its silver MERGE, on
+/// every pass) stops that table alone: its status names where it panicked
+/// (never the panic's text), its position is still measured, and the
+/// source's other tables stream on in the same worker, never restarted.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn a_panic_in_one_tables_pipeline_stops_that_table_alone() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    for table in ["orders", "items", "payments"] {
+        crate::engine_source::seeded_capture(&mut client, table, 1).await;
+    }
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let kube = KubeEnv::start().await;
+    kube.install_crd().await;
+    let tables = [
+        ("orders", "dbo.orders"),
+        ("items", "dbo.items"),
+        ("payments", "dbo.payments"),
+    ];
+    let silver = lake.join("silver/items").display().to_string();
+    let manifests = |trigger| {
+        source_manifests(&server, &db, lake, &tables, ("", trigger)).replace(
+            "target: {name: bronze.items,",
+            &format!(
+                "silver: {{name: silver.items, location: \"{silver}\"}}\n  target: {{name: bronze.items,"
+            ),
+        )
+    };
+    // First every table takes its snapshot, silver's included.
+    let file = kube.write("once.yaml", &manifests("{availableNow: true}"));
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    let out = worker(&kube, "--source", "default/sales", &fixture.password).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Then items' next batch panics in its silver MERGE, every time.
+    let file = kube.write("on.yaml", &manifests("{processingTime: 1s}"));
+    kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
+        .await;
+    let before = crate::support::cdc::max_lsn(&mut client).await;
+    run(&mut client, "INSERT INTO dbo.items VALUES (2, N'x')")
+        .await
+        .expect("items changes");
+    crate::support::cdc::wait_for_capture(&mut client, "dbo_items", before.as_deref(), 1).await;
+    let log = lake.join("worker.log");
+    let mut worker = source_worker_with(
+        &kube,
+        &fixture.password,
+        Some(&log),
+        &[("MSSQL_CDC_PANIC_AT", "silver_merge@silver/items")],
+    );
+    let api: Api<CdcStream> = Api::namespaced(kube.client().await, "default");
+    let stopped = eventually("items stopped by its panic", || async {
+        let worker = api.get("items").await.ok()?.status?.worker?;
+        (worker.state == mssql_cdc::spec::WorkerState::Failed).then_some(worker)
+    })
+    .await;
+    assert_eq!(stopped.reason, "TablePanicked", "{stopped:?}");
+    assert!(
+        stopped.message.contains("silver.rs:")
+            && stopped.message.contains("during batch")
+            && !stopped.message.contains("panicking in"),
+        "where and in which batch it panicked, not the panic's text: {stopped:?}"
+    );
+
+    // The others stream on: a change to each lands after the panic.
+    let mut newest = None;
+    for table in ["orders", "payments"] {
+        let before = crate::support::cdc::max_lsn(&mut client).await;
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.{table} VALUES (2, N'on')"),
+        )
+        .await
+        .expect("a change");
+        newest = Some(
+            crate::support::cdc::wait_for_capture(
+                &mut client,
+                &format!("dbo_{table}"),
+                before.as_deref(),
+                1,
+            )
+            .await,
+        );
+    }
+    let newest = crate::support::cdc::lsn_literal(&newest.expect("a change"));
+    for table in ["orders", "payments"] {
+        let bronze = lake.join(format!("bronze/{table}"));
+        eventually("the change in bronze", || async {
+            let rows = query_table(&bronze, "SELECT COUNT(*) FROM t").await;
+            (rows == [["2".to_string()]]).then_some(())
+        })
+        .await;
+    }
+    // Stopped, items' position is still measured against the source.
+    eventually("items measured up to the others' changes", || async {
+        let progress = api.get("items").await.ok()?.status?.progress?;
+        let seen = progress.latest_offset?.lsn;
+        (seen.as_str() >= newest.as_str() && progress.retention_headroom_hours.is_some())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        matches!(worker.try_wait(), Ok(None)),
+        "the worker process runs on"
+    );
+    for table in ["bronze.orders", "bronze.payments"] {
+        assert_eq!(
+            logged(&log, "the table starts", table),
+            1,
+            "{table} started once"
+        );
+    }
+    assert!(
+        logged(&log, "the table starts", "bronze.items") >= 1,
+        "items starts and is retried on its own"
+    );
 }
 
 /// The discovery of source `sales` as its status shows it: (count, names).
