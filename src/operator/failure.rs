@@ -6,7 +6,9 @@
 
 use crate::engine::EngineError;
 use crate::lake::claims::ClaimError;
-use crate::source::SourceError;
+use crate::source::{
+    COLUMN_PERMISSION_DENIED, OBJECT_PERMISSION_DENIED, SourceError, SourceOutage,
+};
 use crate::spec::StreamConfig;
 
 /// The longest message a status or termination message carries.
@@ -31,11 +33,11 @@ impl Failure {
     }
 }
 
-/// SQL Server's "Login failed for user".
-const LOGIN_FAILED: u32 = 18456;
-/// Permission errors: SELECT denied, no permission, permission denied, no
-/// access to the database.
-const DENIED: [u32; 4] = [229, 297, 300, 916];
+/// Permission errors on what a statement reads: SELECT denied on an object
+/// or a column, no permission for the action, a server permission denied.
+/// A refused login and a database the login cannot open are the source's
+/// outages ([`SourceError::outage`]), one list for a stream and a source.
+const DENIED: [u32; 4] = [OBJECT_PERMISSION_DENIED, COLUMN_PERMISSION_DENIED, 297, 300];
 
 /// The failure `error` stopped the engine of `config` with.
 pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
@@ -154,13 +156,23 @@ pub fn stream_read_failure(error: &kube::Error, namespace: &str, name: &str) -> 
 fn source_failure(error: &SourceError, config: &StreamConfig) -> Failure {
     let source = &config.source;
     let said = error.to_string();
+    let outage = error.outage();
     match error {
-        _ if error.server_code() == Some(LOGIN_FAILED) => Failure::new(
+        _ if outage == Some(SourceOutage::LoginFailed) => Failure::new(
             "LoginFailed",
             format!(
                 "SQL Server refused login {} to {}:{}: check spec.source.credentials.username and \
                  the password in its Secret",
                 source.username, source.host, source.port
+            ),
+        ),
+        _ if outage == Some(SourceOutage::DatabaseUnavailable) => Failure::new(
+            SourceOutage::DatabaseUnavailable.reason(),
+            format!(
+                "{said}; {} (database {} as login {})",
+                SourceOutage::DatabaseUnavailable.remedy(),
+                source.database,
+                source.username
             ),
         ),
         _ if error.server_code().is_some_and(|c| DENIED.contains(&c)) => Failure::new(
@@ -230,6 +242,26 @@ mod tests {
     fn config() -> StreamConfig {
         crate::operator::children::worker_config(&stream(serde_json::json!({})))
             .expect("valid fixture")
+    }
+
+    #[test]
+    fn a_denied_permission_is_never_the_sources_outage() {
+        // One list decides a stream's and a source's reason: a number is a
+        // permission a statement lacks, or the source's outage, never both.
+        for code in DENIED {
+            assert_eq!(SourceOutage::of_server_error(code), None, "{code}");
+        }
+        for code in [18456, 18452, 18470, 18486, 18487, 18488] {
+            assert_eq!(
+                SourceOutage::of_server_error(code),
+                Some(SourceOutage::LoginFailed),
+                "{code}"
+            );
+        }
+        assert_eq!(
+            SourceOutage::of_server_error(916),
+            Some(SourceOutage::DatabaseUnavailable)
+        );
     }
 
     #[test]

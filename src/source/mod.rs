@@ -36,5 +36,5 @@ pub mod unique_keys;
 
 pub use cdc::CaptureInfo;
 pub use connection::{SqlClient, client_config, connect};
-pub use error::{SourceError, SourceOutage};
+pub use error::{COLUMN_PERMISSION_DENIED, OBJECT_PERMISSION_DENIED, SourceError, SourceOutage};
 pub use session::SourceSession;
