@@ -179,6 +179,7 @@ async fn drive(
             return Ok(());
         }
     };
+    sink.retry_commits_with(run.options.backoff.clone());
     run.read_permit = None;
     run.observer().running();
     if !sink.columns_added().is_empty() {

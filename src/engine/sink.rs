@@ -4,7 +4,6 @@
 //! through these.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
@@ -35,10 +34,6 @@ use crate::spec::{SilverConfig, SilverDeletes, StreamConfig};
 /// Attempts of one bronze commit after its first, with the files it
 /// already uploaded, before the batch fails and is replayed.
 pub const COMMIT_ATTEMPTS: u32 = 5;
-/// The first wait before a bronze commit is tried again.
-const COMMIT_RETRY_FIRST: Duration = Duration::from_millis(500);
-/// The longest wait between two attempts of one bronze commit.
-const COMMIT_RETRY_MAX: Duration = Duration::from_secs(8);
 
 /// Where a run writes.
 pub struct Sink {
@@ -61,6 +56,9 @@ pub struct Sink {
     bronze_mark: Option<BronzeMark>,
     /// The columns bronze gained when this run opened it.
     columns_added: Vec<String>,
+    /// How a bronze commit the store failed is tried again in place: the
+    /// run's backoff ([`Sink::retry_commits_with`]).
+    commit_retry: Backoff,
 }
 
 /// Gives bronze the columns the run reads that it lacks. Bronze's columns
@@ -241,7 +239,14 @@ impl Sink {
             lease,
             bronze_mark,
             columns_added,
+            commit_retry: Backoff::default(),
         })
+    }
+
+    /// Tries a bronze commit the store failed again with `backoff`'s
+    /// waits (the run's own), instead of the default one.
+    pub fn retry_commits_with(&mut self, backoff: Backoff) {
+        self.commit_retry = backoff;
     }
 
     /// The columns this run reads that bronze lacked when it opened, and
@@ -272,7 +277,8 @@ impl Sink {
 
     /// Commits staged rows to bronze under `txn`, unless bronze holds it.
     /// A commit that fails on a transient store error is tried again (up
-    /// to [`COMMIT_ATTEMPTS`] times, the lease checked before each) with
+    /// to [`COMMIT_ATTEMPTS`] times, after the run's backoff, the lease
+    /// checked before each) with
     /// the files already uploaded, rather than failing the batch, whose
     /// replay would read and upload them again and leave the first copy
     /// behind.
@@ -287,7 +293,8 @@ impl Sink {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Ready(commit) => commit,
         };
-        let mut backoff = Backoff::new(COMMIT_RETRY_FIRST, COMMIT_RETRY_MAX);
+        let mut backoff = self.commit_retry.clone();
+        backoff.reset();
         let outcome = loop {
             let error = match self.bronze.commit_prepared(&commit).await {
                 Ok(outcome) => break outcome,

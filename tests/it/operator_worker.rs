@@ -385,17 +385,7 @@ async fn a_table_stopped_by_its_own_error_is_still_measured_while_the_others_str
     // measured position follows it while items stays stopped.
     let mut newest = None;
     for id in 2..=3 {
-        let before = crate::support::cdc::max_lsn(&mut client).await;
-        run(
-            &mut client,
-            &format!("INSERT INTO dbo.orders VALUES ({id}, N'on')"),
-        )
-        .await
-        .expect("orders changes");
-        newest = Some(
-            crate::support::cdc::wait_for_capture(&mut client, "dbo_orders", before.as_deref(), 1)
-                .await,
-        );
+        newest = Some(captured_insert(&mut client, "orders", id).await);
     }
     let newest = crate::support::cdc::lsn_literal(&newest.expect("a change"));
     let bronze = lake.join("bronze/orders");
@@ -464,11 +454,7 @@ async fn a_panic_in_one_tables_pipeline_stops_that_table_alone() {
     let file = kube.write("on.yaml", &manifests("{processingTime: 1s}"));
     kube.kubectl_ok(&["apply", "-n", "default", "-f", &file])
         .await;
-    let before = crate::support::cdc::max_lsn(&mut client).await;
-    run(&mut client, "INSERT INTO dbo.items VALUES (2, N'x')")
-        .await
-        .expect("items changes");
-    crate::support::cdc::wait_for_capture(&mut client, "dbo_items", before.as_deref(), 1).await;
+    captured_insert(&mut client, "items", 2).await;
     let log = lake.join("worker.log");
     let mut worker = source_worker_with(
         &kube,
@@ -493,22 +479,7 @@ async fn a_panic_in_one_tables_pipeline_stops_that_table_alone() {
     // The others stream on: a change to each lands after the panic.
     let mut newest = None;
     for table in ["orders", "payments"] {
-        let before = crate::support::cdc::max_lsn(&mut client).await;
-        run(
-            &mut client,
-            &format!("INSERT INTO dbo.{table} VALUES (2, N'on')"),
-        )
-        .await
-        .expect("a change");
-        newest = Some(
-            crate::support::cdc::wait_for_capture(
-                &mut client,
-                &format!("dbo_{table}"),
-                before.as_deref(),
-                1,
-            )
-            .await,
-        );
+        newest = Some(captured_insert(&mut client, table, 2).await);
     }
     let newest = crate::support::cdc::lsn_literal(&newest.expect("a change"));
     for table in ["orders", "payments"] {
@@ -542,6 +513,20 @@ async fn a_panic_in_one_tables_pipeline_stops_that_table_alone() {
         logged(&log, "the table starts", "bronze.items") >= 1,
         "items starts and is retried on its own"
     );
+}
+
+/// Inserts row `id` into `dbo.{table}` and waits until CDC captured it;
+/// the LSN of its change.
+async fn captured_insert(client: &mut Client, table: &str, id: i32) -> Vec<u8> {
+    let before = crate::support::cdc::max_lsn(client).await;
+    run(
+        client,
+        &format!("INSERT INTO dbo.{table} VALUES ({id}, N'on')"),
+    )
+    .await
+    .expect("a change");
+    crate::support::cdc::wait_for_capture(client, &format!("dbo_{table}"), before.as_deref(), 1)
+        .await
 }
 
 /// The discovery of source `sales` as its status shows it: (count, names).
