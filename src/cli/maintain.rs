@@ -147,28 +147,28 @@ impl Plan {
                         .collect::<anyhow::Result<_>>()?
                 }
             };
-        let mut plan = Plan::default();
+        // The shared tables first, then each stream's own.
+        let shared = configs.iter().flat_map(|c| {
+            std::iter::once((Kind::Facts, c, &c.facts.location)).chain(
+                c.finalization
+                    .iter()
+                    .map(move |f| (Kind::Finalization, c, &f.table.location)),
+            )
+        });
+        let own = configs.iter().flat_map(|c| {
+            std::iter::once((Kind::Bronze, c, &c.target.location))
+                .chain(
+                    c.silver
+                        .iter()
+                        .map(move |s| (Kind::Silver, c, &s.table.location)),
+                )
+                .chain(std::iter::once((Kind::Checkpoint, c, &c.checkpoint)))
+        });
         let env: Vec<(String, String)> = std::env::vars().collect();
-        for config in &configs {
-            let mut add = |kind: Kind, location: &StorageLocation| {
-                let options = location.options(&config.storage_options, env.iter().cloned());
-                plan.add(kind, location.clone(), options);
-            };
-            add(Kind::Facts, &config.facts.location);
-            if let Some(finalization) = &config.finalization {
-                add(Kind::Finalization, &finalization.table.location);
-            }
-        }
-        for config in &configs {
-            let mut add = |kind: Kind, location: &StorageLocation| {
-                let options = location.options(&config.storage_options, env.iter().cloned());
-                plan.add(kind, location.clone(), options);
-            };
-            add(Kind::Bronze, &config.target.location);
-            if let Some(silver) = &config.silver {
-                add(Kind::Silver, &silver.table.location);
-            }
-            add(Kind::Checkpoint, &config.checkpoint);
+        let mut plan = Plan::default();
+        for (kind, config, location) in shared.chain(own) {
+            let options = location.options(&config.storage_options, env.iter().cloned());
+            plan.add(kind, location.clone(), options);
         }
         Ok(plan)
     }
