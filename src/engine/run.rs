@@ -3,6 +3,7 @@
 //! error that retrying cannot fix. A transient error (a cut connection, a
 //! store that answers 503) waits with backoff and reconnects.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::SecretString;
@@ -26,7 +27,18 @@ use crate::spec::{StreamConfig, Trigger, resolve_password};
 
 /// Runs the stream until it is caught up (`once` / availableNow), stopped,
 /// or fails with an error that retrying cannot fix.
+/// Whatever stops it, before its first batch or after, is told to the
+/// run's observer: a table of a source says why in its own status.
 pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary, EngineError> {
+    let observer = Arc::clone(&options.observer);
+    let result = run_stream(config, options).await;
+    if let Err(error) = &result {
+        observer.failed(error);
+    }
+    result
+}
+
+async fn run_stream(config: StreamConfig, options: RunOptions) -> Result<RunSummary, EngineError> {
     if let Some(found_in) = unsafe_rename_source(&config.storage_options, &options.env) {
         return Err(EngineError::UnsafeStorage {
             setting: UNSAFE_RENAME,
@@ -70,9 +82,6 @@ pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary
         Ok(None) => Ok(()),
         Err(error) => Err(error),
     };
-    if let Err(error) = &result {
-        options.observer.failed(error);
-    }
     result.map(|()| run.summary)
 }
 

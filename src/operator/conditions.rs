@@ -21,6 +21,7 @@ use super::capture_conditions::{capture_current, capture_healthy, live_capture_l
 use super::children::BuildError;
 use super::rollout::{observed_generation, progressing};
 use super::status::{Transition, failure_note};
+pub use super::worker_condition::Runner;
 use super::worker_condition::{WorkloadFault, worker_running};
 use crate::domain::CopyShare;
 use crate::health::{
@@ -114,6 +115,9 @@ pub struct Observed<'a> {
     pub reconcile_error: Option<&'a str>,
     /// Why the worker's pods cannot be created, when its Deployment says.
     pub workload_fault: Option<&'a WorkloadFault>,
+    /// Whose worker `pods` are: a table of a source is judged on the
+    /// source's pods, which run on while the table alone is failed.
+    pub runner: Runner,
     /// The time conditions are judged at.
     pub now: DateTime<Utc>,
     /// How much older than the worker's own the status may be: moving
@@ -170,6 +174,7 @@ pub fn conditions(stream: &CdcStream, phase: Phase, observed: &Observed<'_>) -> 
             phase,
             failure,
             observed.workload_fault,
+            observed.runner,
         ),
         progressing(stream, phase),
         headroom(health.as_ref(), &limits),

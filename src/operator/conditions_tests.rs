@@ -19,6 +19,7 @@ fn conditions(
             failure,
             reconcile_error: None,
             workload_fault: None,
+            runner: super::Runner::Own,
             now,
             allowance: std::time::Duration::ZERO,
         },

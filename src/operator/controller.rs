@@ -41,7 +41,9 @@ use super::admission::{Child, ChildKind, admit_in_cluster, child_state, explain_
 use super::children::{
     BuildError, SOURCE_LABEL, STREAM_LABEL, WorkerDefaults, Workload, desired_workload,
 };
-use super::conditions::{Observed, RECONCILE_ERROR, conditions, ready_changed, ready_event};
+use super::conditions::{
+    Observed, RECONCILE_ERROR, Runner, conditions, ready_changed, ready_event,
+};
 use super::metrics::OperatorMetrics;
 use super::rollout::observed_generation;
 use super::source_children::resolved_stream;
@@ -415,6 +417,7 @@ struct Found<'a> {
     build: Result<(), BuildError>,
     applied: Result<Option<WorkloadFault>, ReconcileError>,
     pods: Vec<Pod>,
+    runner: Runner,
 }
 
 /// A stream run by its own worker: that worker applied.
@@ -430,6 +433,7 @@ async fn alone<'a>(scope: &Scope, stream: &'a CdcStream, namespace: &str) -> Fou
         build: built.map(|_| ()),
         applied,
         pods: worker_pods(&scope.pods, namespace, STREAM_LABEL, &stream.name_any()),
+        runner: Runner::Own,
     }
 }
 
@@ -467,6 +471,7 @@ async fn in_source<'a>(
         build,
         applied: applied.map(|()| None),
         pods: worker_pods(&scope.pods, namespace, SOURCE_LABEL, source_name),
+        runner: Runner::Source,
     }
 }
 
@@ -512,6 +517,7 @@ async fn report(
         build,
         applied,
         pods,
+        runner,
     } = found;
     let stream = judged.as_ref();
     let name = stream.name_any();
@@ -528,6 +534,7 @@ async fn report(
         failure: build.err(),
         reconcile_error: reconcile_error.as_deref(),
         workload_fault: workload_fault.as_ref(),
+        runner,
         now: (context.clock)(),
         allowance: context.allowance(),
     };

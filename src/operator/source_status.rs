@@ -17,7 +17,7 @@ use super::children::BuildError;
 use super::conditions::{READY, RECONCILE_ERROR, judged, to_condition};
 use super::source_conditions::{operator_part, source_capture_healthy, source_connected};
 use super::status::failure_note;
-use super::worker_condition::{WorkloadFault, worker_running};
+use super::worker_condition::{Runner, WorkloadFault, worker_running};
 use crate::spec::{
     CdcSource, CdcSourceStatus, CdcStream, Phase, SOURCE_KIND, TableCounts, WorkerState,
 };
@@ -62,6 +62,7 @@ pub fn source_status(source: &CdcSource, observed: &SourceObserved<'_>) -> CdcSo
         phase,
         observed.failure,
         observed.workload_fault,
+        Runner::Own,
     );
     let connected = source_connected(source, &worker);
     let capture = source_capture_healthy(source, observed.now);

@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use crate::spec::{CdcStream, Phase};
 
 use super::children::BuildError;
-use super::conditions::{Observed, conditions};
+use super::conditions::{Observed, Runner, conditions};
 use super::status::phase;
 
 /// How often a worker writes moving numbers by default (`mssql-cdc worker
@@ -61,11 +61,17 @@ pub fn verdict(
 /// pods, a buildable worker) at `now`: what the worker and the
 /// controller's watch compare.
 pub fn reported_verdict(stream: &CdcStream, now: DateTime<Utc>, allowance: Duration) -> Verdict {
+    let runner = if stream.spec.source_ref.is_some() {
+        Runner::Source
+    } else {
+        Runner::Own
+    };
     let observed = Observed {
         pods: &[],
         failure: None,
         reconcile_error: None,
         workload_fault: None,
+        runner,
         now,
         allowance,
     };
@@ -213,6 +219,7 @@ mod tests {
             failure: None,
             reconcile_error: None,
             workload_fault: None,
+            runner: Runner::Own,
             now,
             allowance: Duration::from_secs(60),
         };

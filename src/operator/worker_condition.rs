@@ -34,6 +34,21 @@ struct PodVerdict {
     failing: bool,
     reason: String,
     message: String,
+    /// For a container running again after the worker stopped on an
+    /// error of its own: that error's reason and message (with the fix
+    /// only the operator knows), from the container's last termination.
+    restarted_after: Option<(String, String)>,
+}
+
+impl PodVerdict {
+    fn new(failing: bool, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        PodVerdict {
+            failing,
+            reason: reason.into(),
+            message: message.into(),
+            restarted_after: None,
+        }
+    }
 }
 
 /// Why the worker's controller cannot make its pods, in the API server's
@@ -120,6 +135,18 @@ impl WorkloadFault {
     }
 }
 
+/// Whose worker the pods are: the stream's own, or the source's that
+/// runs the stream as one of its tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runner {
+    /// The judged object's own worker (a standalone stream's, which exits
+    /// when the stream fails; a source's, judged as the source).
+    Own,
+    /// A `CdcSource`'s worker: its pod runs on while one table is failed
+    /// and retried, so the table's own report says whether it runs.
+    Source,
+}
+
 /// The WorkerRunning condition.
 pub(super) fn worker_running(
     pods: &[Pod],
@@ -127,6 +154,7 @@ pub(super) fn worker_running(
     phase: Phase,
     refused: Option<&BuildError>,
     fault: Option<&WorkloadFault>,
+    runner: Runner,
 ) -> Judged {
     if let Some(error) = refused.filter(|e| e.removes_worker()) {
         return judged(
@@ -180,7 +208,36 @@ pub(super) fn worker_running(
         };
         return judged(WORKER_RUNNING, "False", reason, message);
     }
+    // A table of a source that failed, before its first batch or after,
+    // while the source's worker runs its other tables.
+    if let (Runner::Source, Some(w)) = (runner, failed) {
+        let message = match live.first() {
+            Some(pod) => with_fix(&w.reason, &w.message, pod),
+            None => w.message.clone(),
+        };
+        return judged(
+            WORKER_RUNNING,
+            "False",
+            w.reason.clone(),
+            format!(
+                "{message} (the source's worker retries this table with backoff; its other \
+                 tables go on)"
+            ),
+        );
+    }
     if let Some(running) = verdicts.iter().find(|v| v.reason == "Running") {
+        // Between two crashes of a crash loop the container runs, and the
+        // worker has not reported since its last failure: that failure
+        // still stands until the worker reports running again.
+        let still_failed = failed.zip(running.restarted_after.as_ref());
+        if let Some((w, (_, message))) = still_failed.filter(|(w, (said, _))| *said == w.reason) {
+            return judged(
+                WORKER_RUNNING,
+                "False",
+                w.reason.clone(),
+                format!("{message} (the worker restarted and has not reported since)"),
+            );
+        }
         return judged(WORKER_RUNNING, "True", "Running", running.message.clone());
     }
     if let Some(w) = failed {
@@ -215,88 +272,76 @@ fn pod_verdict(pod: &Pod) -> PodVerdict {
         } else {
             c.reason.clone().unwrap_or_else(|| "Unschedulable".into())
         };
-        return PodVerdict {
-            failing: true,
+        return PodVerdict::new(
+            true,
             reason,
-            message: format!(
-                "{message}; create or bind the claim the worker mounts, or free a node"
-            ),
-        };
+            format!("{message}; create or bind the claim the worker mounts, or free a node"),
+        );
     }
     let containers: &[ContainerStatus] = status
         .and_then(|s| s.container_statuses.as_deref())
         .unwrap_or_default();
     for c in containers {
+        let last_said = c
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .and_then(|t| t.message.as_deref())
+            .and_then(worker_said);
         if let Some(waiting) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) {
             let reason = waiting.reason.clone().unwrap_or_default();
             if FAILING_WAITS.contains(&reason.as_str()) {
                 let oom = last_reason(c) == Some("OOMKilled");
-                let last_said = c
-                    .last_state
-                    .as_ref()
-                    .and_then(|s| s.terminated.as_ref())
-                    .and_then(|t| t.message.as_deref())
-                    .and_then(worker_said);
                 if let (Some((said, message)), false) = (last_said, oom) {
-                    return PodVerdict {
-                        failing: true,
-                        reason: said.to_string(),
-                        message: format!("{} ({reason})", with_fix(said, message, pod)),
-                    };
+                    return PodVerdict::new(
+                        true,
+                        said,
+                        format!("{} ({reason})", with_fix(said, message, pod)),
+                    );
                 }
-                return PodVerdict {
-                    failing: true,
-                    reason: if oom {
-                        "OOMKilled".into()
-                    } else {
-                        reason.clone()
-                    },
-                    message: waiting_message(&reason, waiting.message.as_deref(), oom),
-                };
+                let message = waiting_message(&reason, waiting.message.as_deref(), oom);
+                let reason = if oom { "OOMKilled".into() } else { reason };
+                return PodVerdict::new(true, reason, message);
             }
         }
         if let Some(terminated) = c.state.as_ref().and_then(|s| s.terminated.as_ref()) {
-            let reason = terminated.reason.clone().unwrap_or_default();
             if terminated.exit_code == 0 {
-                return PodVerdict {
-                    failing: false,
-                    reason: "Completed".into(),
-                    message: "the last run completed; the next one starts on schedule".into(),
-                };
+                return PodVerdict::new(
+                    false,
+                    "Completed",
+                    "the last run completed; the next one starts on schedule",
+                );
             }
             if let Some((said, message)) = terminated.message.as_deref().and_then(worker_said) {
-                return PodVerdict {
-                    failing: true,
-                    reason: said.to_string(),
-                    message: with_fix(said, message, pod),
-                };
+                return PodVerdict::new(true, said, with_fix(said, message, pod));
             }
-            return PodVerdict {
-                failing: true,
-                reason: if reason.is_empty() {
-                    "Error".into()
-                } else {
-                    reason
-                },
-                message: terminated
-                    .message
-                    .clone()
-                    .unwrap_or_else(|| format!("exited with code {}", terminated.exit_code)),
+            let reason = match terminated.reason.as_deref() {
+                None | Some("") => "Error",
+                Some(reason) => reason,
             };
+            let message = terminated
+                .message
+                .clone()
+                .unwrap_or_else(|| format!("exited with code {}", terminated.exit_code));
+            return PodVerdict::new(true, reason, message);
         }
         if c.state.as_ref().and_then(|s| s.running.as_ref()).is_some() {
             return PodVerdict {
-                failing: false,
-                reason: "Running".into(),
-                message: format!("worker pod {} runs", pod_name(pod)),
+                restarted_after: last_said
+                    .map(|(said, message)| (said.to_string(), with_fix(said, message, pod))),
+                ..PodVerdict::new(
+                    false,
+                    "Running",
+                    format!("worker pod {} runs", pod_name(pod)),
+                )
             };
         }
     }
-    PodVerdict {
-        failing: false,
-        reason: "Pending".into(),
-        message: format!("worker pod {} is starting", pod_name(pod)),
-    }
+    PodVerdict::new(
+        false,
+        "Pending",
+        format!("worker pod {} is starting", pod_name(pod)),
+    )
 }
 
 /// The reason and message a worker wrote into its termination message

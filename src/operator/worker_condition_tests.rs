@@ -26,6 +26,11 @@ fn failed(reason: &str, message: &str) -> WorkerStatus {
     }
 }
 
+/// WorkerRunning of a streaming standalone stream.
+fn streaming(pods: &[Pod], reported: Option<&WorkerStatus>) -> Judged {
+    worker_running(pods, reported, Phase::Streaming, None, None, Runner::Own)
+}
+
 #[test]
 fn a_crash_loop_takes_the_workers_own_reason_and_both_messages() {
     let pods = [waiting(
@@ -33,7 +38,7 @@ fn a_crash_loop_takes_the_workers_own_reason_and_both_messages() {
         "back-off 10s restarting failed container",
     )];
     let worker = failed("LoginFailed", "SQL Server refused login reader");
-    let got = worker_running(&pods, Some(&worker), Phase::Streaming, None, None);
+    let got = streaming(&pods, Some(&worker));
     assert_eq!((got.status, got.reason.as_str()), ("False", "LoginFailed"));
     assert!(
         got.message.contains("refused login reader"),
@@ -69,7 +74,7 @@ fn pod_level_reasons_stand_alone_without_a_worker_report() {
         (oom, "OOMKilled", "memory"),
     ];
     for (pod, reason, says) in cases {
-        let got = worker_running(&[pod], None, Phase::Streaming, None, None);
+        let got = streaming(&[pod], None);
         assert_eq!((got.status, got.reason.as_str()), ("False", reason));
         assert!(got.message.contains(says), "{reason}: {}", got.message);
     }
@@ -81,11 +86,11 @@ fn a_running_pod_is_true_and_no_pod_is_unknown() {
         "name": "worker", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
         "state": {"running": {"startedAt": "2026-11-29T10:00:00Z"}}
     }]}));
-    let got = worker_running(&[running], None, Phase::Streaming, None, None);
+    let got = streaming(&[running], None);
     assert_eq!((got.status, got.reason.as_str()), ("True", "Running"));
-    let got = worker_running(&[], None, Phase::Pending, None, None);
+    let got = worker_running(&[], None, Phase::Pending, None, None, Runner::Own);
     assert_eq!(got.status, "Unknown");
-    let got = worker_running(&[], None, Phase::Suspended, None, None);
+    let got = worker_running(&[], None, Phase::Suspended, None, None, Runner::Own);
     assert_eq!((got.status, got.reason.as_str()), ("False", "Suspended"));
 }
 
@@ -110,6 +115,7 @@ fn a_worker_forbidden_to_read_its_stream_says_which_account_to_bind() {
         Phase::Pending,
         None,
         None,
+        Runner::Own,
     );
     assert_eq!(
         (got.status, got.reason.as_str()),
@@ -128,7 +134,7 @@ fn a_worker_forbidden_to_read_its_stream_says_which_account_to_bind() {
         "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": said}}
     }]}))
     .expect("a status");
-    let got = worker_running(&[crashing], None, Phase::Pending, None, None);
+    let got = worker_running(&[crashing], None, Phase::Pending, None, None, Runner::Own);
     assert_eq!(got.reason, WORKER_FORBIDDEN);
     assert!(got.message.contains("cdc-worker"), "{}", got.message);
 }
@@ -159,7 +165,7 @@ fn pods_the_api_server_refuses_are_named_with_its_words() {
     }))
     .expect("a deployment");
     let fault = WorkloadFault::of_deployment(&deployment).expect("a fault");
-    let got = worker_running(&[], None, Phase::Pending, None, Some(&fault));
+    let got = worker_running(&[], None, Phase::Pending, None, Some(&fault), Runner::Own);
     assert_eq!((got.status, got.reason.as_str()), ("False", "FailedCreate"));
     assert!(
         got.message.contains("service account shop/nobody"),
@@ -171,7 +177,14 @@ fn pods_the_api_server_refuses_are_named_with_its_words() {
         "name": "worker", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
         "state": {"running": {"startedAt": "2026-11-29T10:00:00Z"}}
     }]}));
-    let got = worker_running(&[running], None, Phase::Streaming, None, Some(&fault));
+    let got = worker_running(
+        &[running],
+        None,
+        Phase::Streaming,
+        None,
+        Some(&fault),
+        Runner::Own,
+    );
     assert_eq!(got.status, "True");
     let healthy: Deployment = serde_json::from_value(json!({"metadata": {"name": "orders"},
         "status": {"conditions": [{"type": "Available", "status": "True"}]}}))
@@ -206,7 +219,7 @@ fn a_worker_that_may_not_write_its_lake_names_the_volume_and_the_fix() {
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "lake", "mountPath": "/lake"}
     ]));
-    let got = worker_running(&[on_claim], None, Phase::Pending, None, None);
+    let got = worker_running(&[on_claim], None, Phase::Pending, None, None, Runner::Own);
     assert_eq!(
         (got.status, got.reason.as_str()),
         ("False", VOLUME_NOT_WRITABLE)
@@ -221,7 +234,7 @@ fn a_worker_that_may_not_write_its_lake_names_the_volume_and_the_fix() {
     }
     // No volume holds the path: the read-only root is to blame.
     let no_volume = crashing(json!([{"name": "tmp", "mountPath": "/tmp"}]));
-    let got = worker_running(&[no_volume], None, Phase::Pending, None, None);
+    let got = worker_running(&[no_volume], None, Phase::Pending, None, None, Runner::Own);
     assert_eq!(got.reason, VOLUME_NOT_WRITABLE);
     assert!(
         got.message.contains("on no volume of the pod"),
@@ -267,7 +280,14 @@ fn a_scheduled_run_that_failed_says_so_with_the_job_controllers_words() {
     );
     // Its pods are gone: the fault is all there is, with the worker's word.
     let worker = failed_report();
-    let got = worker_running(&[], Some(&worker), Phase::Streaming, None, Some(&fault));
+    let got = worker_running(
+        &[],
+        Some(&worker),
+        Phase::Streaming,
+        None,
+        Some(&fault),
+        Runner::Own,
+    );
     assert_eq!(
         (got.status, got.reason.as_str()),
         ("False", "BackoffLimitExceeded")
@@ -299,4 +319,67 @@ fn a_scheduled_run_that_failed_says_so_with_the_job_controllers_words() {
 
 fn failed_report() -> WorkerStatus {
     failed("LoginFailed", "SQL Server refused login reader")
+}
+
+#[test]
+fn a_crash_loops_failure_stands_while_the_restarted_container_runs_unreported() {
+    let said = "LoginFailed: SQL Server refused login reader";
+    let restarted = pod(json!({"containerStatuses": [{
+        "name": "worker", "image": "x", "imageID": "", "ready": true, "restartCount": 3,
+        "state": {"running": {"startedAt": "2026-11-29T10:00:00Z"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": said}}
+    }]}));
+    let pods = std::slice::from_ref(&restarted);
+    let worker = failed("LoginFailed", "SQL Server refused login reader");
+    let got = streaming(pods, Some(&worker));
+    assert_eq!((got.status, got.reason.as_str()), ("False", "LoginFailed"));
+    assert!(got.message.contains("refused login"), "{}", got.message);
+    // Once the restarted worker reports running, the pod's word holds.
+    let got = streaming(pods, None);
+    assert_eq!((got.status, got.reason.as_str()), ("True", "Running"));
+    // A failure the last termination does not name is an older one.
+    let older = failed("DatabaseUnavailable", "cannot open database shop");
+    let got = streaming(pods, Some(&older));
+    assert_eq!((got.status, got.reason.as_str()), ("True", "Running"));
+}
+
+#[test]
+fn a_source_table_that_failed_is_not_running_while_the_sources_pod_runs() {
+    let source_pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "shop-abc", "namespace": "shop"},
+        "spec": {
+            "securityContext": {"fsGroup": 65532},
+            "volumes": [{"name": "lake", "persistentVolumeClaim": {"claimName": "shop-lake"}}],
+            "containers": [{"name": "worker",
+                "volumeMounts": [{"name": "lake", "mountPath": "/lake"}]}]
+        },
+        "status": {"containerStatuses": [{
+            "name": "worker", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-11-29T10:00:00Z"}}
+        }]}
+    }))
+    .expect("a pod");
+    let pods = std::slice::from_ref(&source_pod);
+    let table = failed(
+        VOLUME_NOT_WRITABLE,
+        "cannot write /lake/orders: /lake is owned by 0:0 with mode 0755",
+    );
+    let got = worker_running(
+        pods,
+        Some(&table),
+        Phase::Pending,
+        None,
+        None,
+        Runner::Source,
+    );
+    assert_eq!(
+        (got.status, got.reason.as_str()),
+        ("False", VOLUME_NOT_WRITABLE)
+    );
+    for part in ["PersistentVolumeClaim shop-lake", "its other tables go on"] {
+        assert!(got.message.contains(part), "{part}: {}", got.message);
+    }
+    // The source's pod runs, and so does every table that did not fail.
+    let got = worker_running(pods, None, Phase::Streaming, None, None, Runner::Source);
+    assert_eq!((got.status, got.reason.as_str()), ("True", "Running"));
 }

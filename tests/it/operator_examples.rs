@@ -428,17 +428,7 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
     // status, and the operator (woken by that report) says SourceConnected.
     let connected = "{.status.conditions[?(@.type==\"SourceConnected\")].status}";
     eventually("the source's SourceConnected to be True", || async {
-        let said = kube
-            .kubectl_ok(&[
-                "get",
-                "cdcsrc",
-                &source,
-                "-n",
-                ns,
-                "-o",
-                &format!("jsonpath={connected}"),
-            ])
-            .await;
+        let said = kube.jsonpath("cdcsrc", &source, connected).await;
         (said.trim() == "True").then_some(())
     })
     .await;
@@ -490,6 +480,24 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
     )
     .await;
     println!("refunds: {taken_up:?}");
+    // The user reads it where they look: the stream's Ready column, with
+    // the worker's own reason and fix, and the source's TablesDegraded.
+    let reason = "{.status.conditions[?(@.type==\"Ready\")].reason}";
+    eventually("kubectl get cdcs refunds to say why it stopped", || async {
+        let said = kube.jsonpath("cdcs", "refunds", reason).await;
+        (said.trim() == taken_up.reason).then_some(())
+    })
+    .await;
+    let degraded = "{.status.conditions[?(@.type==\"TablesDegraded\")]}";
+    let said = eventually(
+        "the source to count refunds among its degraded tables",
+        || async {
+            let said = kube.jsonpath("cdcsrc", &source, degraded).await;
+            (said.contains("\"status\":\"True\"") && said.contains("refunds")).then_some(said)
+        },
+    )
+    .await;
+    println!("TablesDegraded: {said}");
     let after = deployments
         .get(&worker)
         .await

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use mssql_cdc::operator::conditions::{Observed, conditions};
+use mssql_cdc::operator::conditions::{Observed, Runner, conditions};
 use mssql_cdc::operator::source_conditions::SOURCE_CONNECTED;
 use mssql_cdc::operator::source_status::{SourceObserved, condition, source_status};
 use mssql_cdc::spec::{CdcSource, CdcStream, Phase, WorkerState};
@@ -50,6 +50,7 @@ fn live(stream: &CdcStream) -> (String, String, String) {
             failure: None,
             reconcile_error: None,
             workload_fault: None,
+            runner: Runner::Source,
             now: chrono::Utc::now(),
             allowance: Duration::ZERO,
         },

@@ -235,6 +235,14 @@ impl KubeEnv {
         stdout.into_owned()
     }
 
+    /// What `kubectl get KIND NAME -o jsonpath=PATH` prints in the test
+    /// namespace, as a user reads one field.
+    pub async fn jsonpath(&self, kind: &str, name: &str, path: &str) -> String {
+        let path = format!("jsonpath={path}");
+        self.kubectl_ok(&["get", kind, name, "-n", &self.namespace, "-o", &path])
+            .await
+    }
+
     /// kubectl's stderr; fails the test when kubectl succeeds.
     pub async fn kubectl_fails(&self, args: &[&str]) -> String {
         let out = self.kubectl(args).await;
