@@ -9,6 +9,8 @@ use mssql_cdc::lake::maintenance::Maintenance;
 
 use crate::engine_safety::copy_dir;
 use crate::support::cdc::{capture_table, max_lsn, wait_for_capture};
+#[cfg(feature = "failpoints")]
+use crate::support::long_run_batches;
 use crate::support::server::{Client, TestServer, run};
 use crate::support::stream::{StreamFixture, open_table};
 
@@ -79,22 +81,12 @@ async fn bronze_version(stream: &StreamFixture) -> Option<u64> {
     open_table(&stream.path("bronze")).await.version()
 }
 
-/// Batches per run of the long-history test: two runs put the bootstrap
-/// past the old 200-version search. The 1,000 batches (two runs of
-/// 500) take about 15 minutes in the debug build (0.8 s a batch), too long
-/// for CI: `MSSQL_CDC_TEST_LONG_RUN=500` runs them.
-#[cfg(feature = "failpoints")]
-fn batches_per_run() -> i32 {
-    std::env::var("MSSQL_CDC_TEST_LONG_RUN")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(120)
-}
-
 #[cfg(feature = "failpoints")]
 #[tokio::test]
 async fn a_long_stream_restarts_after_compaction_and_a_kill() {
-    let per_run = batches_per_run();
+    // Two runs put the bootstrap past the old 200-version search; the
+    // issue's 1,000 batches are two runs of 500.
+    let per_run = long_run_batches();
     let server = TestServer::start().await;
     let (mut client, stream) = bootstrapped(&server).await;
     // Two runs of `per_run` batches with a compaction between them, so the

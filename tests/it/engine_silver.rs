@@ -20,6 +20,8 @@ use crate::engine_crash::run_until_killed;
 use crate::support::cdc::wait_for_capture;
 use crate::support::cdc::{capture_table, lsn_literal};
 use crate::support::duckdb::read_delta;
+#[cfg(feature = "failpoints")]
+use crate::support::long_run_batches;
 use crate::support::server::{Client, TestServer, run};
 #[cfg(feature = "failpoints")]
 use crate::support::stream::open_table;
@@ -916,14 +918,16 @@ impl Observer for PauseInFill {
     }
 }
 
-/// Silver named in the manifest of a stream that already made 300
-/// batches: it is filled from bronze before the next batch (killed once
+/// Silver named in the manifest of a stream that already made a long
+/// history of batches: it is filled from bronze before the next batch (killed once
 /// mid-fill), its verdict is held while it fills, and afterwards it is
 /// the source table row for row and streams on.
 #[cfg(feature = "failpoints")]
 #[tokio::test]
-async fn silver_added_after_300_batches_is_filled_and_held_until_it_is() {
-    const BATCHES: usize = 300;
+async fn silver_added_after_a_long_history_is_filled_and_held_until_it_is() {
+    // Past bronze's first checkpoint (every 100 commits); the full length
+    // (300 or more) with MSSQL_CDC_TEST_LONG_RUN, as the history tests.
+    let batches = long_run_batches();
     let server = TestServer::start().await;
     let seed = workload_seed();
     let mut workload = Workload::new(seed, []);
@@ -954,9 +958,17 @@ async fn silver_added_after_300_batches_is_filled_and_held_until_it_is() {
         "  finalization: {{name: ops.table_finalization, location: \"{control}\"}}\n"
     ));
     stream.run_once().await.expect("bootstrap");
-    apply_and_capture(&mut client, &workload.round(BATCHES), 0).await;
+    apply_and_capture(
+        &mut client,
+        &workload.round(batches.unsigned_abs() as usize),
+        0,
+    )
+    .await;
     let ran = stream.run_once().await.expect("the batches");
-    assert!(ran.batches >= BATCHES as u64, "seed {seed}: {ran:?}");
+    assert!(
+        ran.batches >= u64::from(batches.unsigned_abs()),
+        "seed {seed}: {ran:?}"
+    );
 
     // Silver is added to the manifest; the first run dies mid-fill.
     let silver = stream.path("silver").display().to_string();
