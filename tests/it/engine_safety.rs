@@ -2,7 +2,9 @@
 //! plain crashes (those are in `engine_crash`): unsafe store settings,
 //! replaced checkpoints, store and source faults, two writers.
 
-use mssql_cdc::engine::EngineError;
+use std::sync::{Arc, Mutex};
+
+use mssql_cdc::engine::{EngineError, Observer};
 
 use crate::support::cdc::{capture_table, max_lsn, wait_for_capture};
 use crate::support::server::{Client, TestServer, run};
@@ -35,11 +37,16 @@ async fn unsafe_s3_rename_is_refused_before_anything_is_written() {
     options
         .env
         .insert("AWS_S3_ALLOW_UNSAFE_RENAME".into(), "true".into());
+    let heard = Arc::new(Failures::default());
+    options.observer = heard.clone();
     let refused = mssql_cdc::engine::run(stream.config(), options).await;
     match refused {
         Err(EngineError::UnsafeStorage { found_in, .. }) => assert_eq!(found_in, "environment"),
         other => panic!("expected UnsafeStorage, got {other:?}"),
     }
+    // The observer hears it too: a table of a source says it in its status.
+    let heard = heard.0.lock().expect("lock").clone();
+    assert_eq!(heard, ["unsafe_storage"]);
     for dir in ["checkpoint", "bronze", "facts"] {
         assert!(!stream.path(dir).exists(), "{dir} was written");
     }
@@ -60,6 +67,16 @@ async fn unsafe_s3_rename_is_refused_before_anything_is_written() {
         ),
         "{refused:?}"
     );
+}
+
+/// The kinds of the errors a run told its observer it failed on.
+#[derive(Default)]
+struct Failures(Mutex<Vec<&'static str>>);
+
+impl Observer for Failures {
+    fn failed(&self, error: &EngineError) {
+        self.0.lock().expect("lock").push(error.kind());
+    }
 }
 
 /// Runs `sql` on the source and waits until capture has its `rows` changes.
