@@ -132,7 +132,9 @@ impl Sandbox {
             TlsSource::Files { cert, key } => TlsSettings::from_pem_files(cert, key),
         }
         .map_err(SandboxError::Tls)?;
-        let engine = Engine::new(options.engine_config()?);
+        let config = options.engine_config()?;
+        let tds_config = tds::TdsConfig::for_product_version(&config.product_version);
+        let engine = Engine::new(config);
         if let Some(script) = &options.script {
             engine.run_script(script).map_err(SandboxError::Script)?;
         }
@@ -154,10 +156,11 @@ impl Sandbox {
                 source,
             })?;
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(tds::serve(
+        let server = tokio::spawn(tds::serve_with_config(
             listener,
             Arc::new(engine.clone()),
             Arc::new(tls),
+            tds_config,
             async move {
                 let _ = stopped.await;
             },

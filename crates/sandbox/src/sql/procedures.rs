@@ -235,7 +235,10 @@ fn sp_executesql(
     cancel: &CancelToken,
     out: &mut Vec<Output>,
 ) -> SqlResult<ProcResult> {
-    let stmt = param_text(param(params, "@stmt", 0)).ok_or_else(|| {
+    // The documented name is @stmt; SQL Server names it @statement itself
+    // (its error 214 does), accepts both, and tedious sends @statement.
+    let statement = param(params, "@stmt", 0).or_else(|| param(params, "@statement", 0));
+    let stmt = param_text(statement).ok_or_else(|| {
         SqlError::new(
             214,
             "Procedure expects parameter '@statement' of type 'ntext/nchar/nvarchar'.",

@@ -101,6 +101,50 @@ fn sp_executesql_and_prepared_statements() {
 }
 
 #[test]
+fn sp_executesql_takes_its_statement_named_statement_as_tedious_sends_it() {
+    let (_e, mut s) = shop();
+    let nv = DataType::NVarChar(Length::Max);
+    let p = |name: &str, ty: DataType, value: Value| Param {
+        name: name.into(),
+        ty,
+        value,
+        output: false,
+    };
+    for statement in ["@statement", "@stmt"] {
+        let out = s.execute(
+            Request::Rpc {
+                procedure: "sp_executesql".into(),
+                params: vec![
+                    p(
+                        statement,
+                        nv,
+                        text("SELECT name FROM customers WHERE id = @id"),
+                    ),
+                    p("@params", nv, text("@id int")),
+                    p("@id", DataType::Int, int(2)),
+                ],
+            },
+            &CancelToken::default(),
+        );
+        assert!(errors(&out).is_empty(), "{statement}: {out:?}");
+        assert_eq!(
+            result_sets(&out)[0].1,
+            vec![vec![text("Bob")]],
+            "{statement}"
+        );
+    }
+    // Without a statement, SQL Server's own error 214.
+    let out = s.execute(
+        Request::Rpc {
+            procedure: "sp_executesql".into(),
+            params: vec![p("@params", nv, text("@id int"))],
+        },
+        &CancelToken::default(),
+    );
+    assert_eq!(error_numbers(&out), vec![214]);
+}
+
+#[test]
 fn exec_statements_need_no_semicolon_between_them() {
     let (_e, mut s) = shop();
     let sets = ok(

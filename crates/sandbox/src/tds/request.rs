@@ -158,6 +158,14 @@ fn quote_name(name: &str) -> String {
     format!("[{}]", name.replace(']', "]]"))
 }
 
+/// A transaction's name in a TM request: B_VARBYTE, a one-byte count of
+/// bytes (not characters) then UCS-2 (MS-TDS 2.2.6.9), as Microsoft's
+/// drivers and tedious send it.
+fn transaction_name(r: &mut Reader<'_>) -> Result<String, TdsError> {
+    let n = usize::from(r.u8()?);
+    Ok(from_ucs2(r.bytes(n)?))
+}
+
 /// A TM request as the equivalent T-SQL batch. TM_GET_DTC_ADDRESS and
 /// distributed transactions are not supported.
 pub(crate) fn parse_transaction_manager(payload: &[u8]) -> Result<Request, TdsError> {
@@ -167,7 +175,7 @@ pub(crate) fn parse_transaction_manager(payload: &[u8]) -> Result<Request, TdsEr
     let sql = match request_type {
         TM_BEGIN_XACT => {
             let level = r.u8()?;
-            let name = r.b_varchar()?;
+            let name = transaction_name(&mut r)?;
             let begin = if name.is_empty() {
                 "BEGIN TRANSACTION".to_string()
             } else {
@@ -179,7 +187,7 @@ pub(crate) fn parse_transaction_manager(payload: &[u8]) -> Result<Request, TdsEr
             }
         }
         TM_COMMIT_XACT | TM_ROLLBACK_XACT => {
-            let name = r.b_varchar()?;
+            let name = transaction_name(&mut r)?;
             let verb = if request_type == TM_COMMIT_XACT {
                 "COMMIT"
             } else {
@@ -193,7 +201,7 @@ pub(crate) fn parse_transaction_manager(payload: &[u8]) -> Result<Request, TdsEr
             // fBeginXact: start a new transaction right away.
             if r.remaining() > 0 && r.u8()? & 0x01 != 0 {
                 let level = r.u8()?;
-                let new_name = r.b_varchar()?;
+                let new_name = transaction_name(&mut r)?;
                 if let Some(level) = isolation(level) {
                     sql.push_str(&format!("; SET TRANSACTION ISOLATION LEVEL {level}"));
                 }
@@ -205,7 +213,10 @@ pub(crate) fn parse_transaction_manager(payload: &[u8]) -> Result<Request, TdsEr
             }
             sql
         }
-        TM_SAVE_XACT => format!("SAVE TRANSACTION {}", quote_name(&r.b_varchar()?)),
+        TM_SAVE_XACT => format!(
+            "SAVE TRANSACTION {}",
+            quote_name(&transaction_name(&mut r)?)
+        ),
         TM_GET_DTC_ADDRESS => {
             return Err(TdsError::protocol(
                 "distributed transactions (TM_GET_DTC_ADDRESS) are not supported",

@@ -40,13 +40,37 @@ impl Default for TdsConfig {
         Self {
             server_name: "SANDBOX".to_string(),
             program_name: "Microsoft SQL Server".to_string(),
-            version: (16, 0, 1000),
+            version: (16, 0, 4135),
             default_packet_size: 4096,
             language: "us_english".to_string(),
             max_message_size: 256 * 1024 * 1024,
             handshake_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(2),
         }
+    }
+}
+
+impl TdsConfig {
+    /// The configuration of a server whose `SERVERPROPERTY('ProductVersion')`
+    /// is `product_version` (`16.0.4135.4`): PRELOGIN and LOGINACK carry its
+    /// major, minor and build, as SQL Server's do, so a client sees one
+    /// version wherever it looks. A version that does not parse keeps the
+    /// default's.
+    pub fn for_product_version(product_version: &str) -> Self {
+        let mut parts = product_version.split('.');
+        let mut next = || parts.next().and_then(|p| p.parse::<u16>().ok());
+        let parsed = (next(), next(), next());
+        let default = Self::default();
+        let version = match parsed {
+            (Some(major), Some(minor), Some(build)) => {
+                match (u8::try_from(major), u8::try_from(minor)) {
+                    (Ok(major), Ok(minor)) => (major, minor, build),
+                    _ => default.version,
+                }
+            }
+            _ => default.version,
+        };
+        Self { version, ..default }
     }
 }
 

@@ -241,6 +241,22 @@ async fn network_wait_is_measured_under_back_pressure() {
     .await
 }
 
+/// The text of every SQL batch the server was sent, TM requests as the
+/// batches they map to.
+fn batches(server: &TestServer) -> Vec<String> {
+    server
+        .events
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| match r {
+            Request::Batch { sql } => Some(sql.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn transaction_manager_requests_map_to_batches() {
     bounded(async {
@@ -251,17 +267,7 @@ async fn transaction_manager_requests_map_to_batches() {
         client.commit_transaction().await.unwrap();
         client.begin_transaction().await.unwrap();
         client.rollback_transaction().await.unwrap();
-        let sql: Vec<String> = server
-            .events
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|r| match r {
-                Request::Batch { sql } => Some(sql.clone()),
-                _ => None,
-            })
-            .collect();
+        let sql = batches(&server);
         assert_eq!(
             sql,
             [
@@ -271,6 +277,37 @@ async fn transaction_manager_requests_map_to_batches() {
                 "BEGIN TRANSACTION",
                 "ROLLBACK"
             ]
+        );
+        server.shutdown().await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_named_transactions_name_is_counted_in_bytes() {
+    bounded(async {
+        let server = TestServer::start().await;
+        let (mut raw, _) = Raw::login(server.addr, "secret", 4096).await;
+        // TM_BEGIN_XACT, then TM_COMMIT_XACT, of transaction "load": its
+        // name a B_VARBYTE of 8 bytes (MS-TDS 2.2.6.9), as tedious sends it.
+        let tm = |request: u16, begin_level: Option<u8>| {
+            let mut payload = all_headers();
+            payload.extend_from_slice(&request.to_le_bytes());
+            payload.extend(begin_level);
+            payload.push(8);
+            put_ucs2(&mut payload, "load");
+            payload
+        };
+        raw.send(kind::TRANSACTION_MANAGER, &tm(5, Some(0)), 4096)
+            .await;
+        raw.message().await.expect("the begin's response");
+        raw.send(kind::TRANSACTION_MANAGER, &tm(7, None), 4096)
+            .await;
+        raw.message().await.expect("the commit's response");
+        let sql = batches(&server);
+        assert_eq!(
+            sql,
+            ["BEGIN TRANSACTION [load]", "COMMIT TRANSACTION [load]"]
         );
         server.shutdown().await;
     })

@@ -7,6 +7,7 @@ use tiberius::EncryptionLevel;
 
 use super::raw::{Raw, contains};
 use super::{TestServer, bounded, config, connect, connect_with, select_one};
+use crate::tds::TdsConfig;
 use crate::tds::packet::{HEADER_LEN, kind, status};
 use crate::tds::wire::put_ucs2;
 
@@ -122,7 +123,8 @@ async fn login_response_tokens_and_packet_size() {
         );
         let mut ack = vec![0x01, 0x74, 0x00, 0x00, 0x04, 20];
         put_ucs2(&mut ack, "Microsoft SQL Server");
-        ack.extend_from_slice(&[16, 0, 0x03, 0xE8]);
+        // 16.0.4135: SERVERPROPERTY('ProductVersion')'s major, minor, build.
+        ack.extend_from_slice(&[16, 0, 0x10, 0x27]);
         assert!(contains(&response, &ack), "LOGINACK");
         let mut db = vec![];
         put_ucs2(&mut db, "Changed database context to 'testdb'.");
@@ -209,6 +211,21 @@ async fn disconnect_closes_the_backend_session() {
         drop(client);
         server.events.session_closed.notified().await;
         assert_eq!(server.events.closed.load(Ordering::SeqCst), 1);
+        server.shutdown().await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn loginack_carries_the_product_version_the_server_reports() {
+    bounded(async {
+        let server = TestServer::start_with(TdsConfig::for_product_version("15.0.4355.3")).await;
+        let (_raw, response) = Raw::login(server.addr, "secret", 4096).await;
+        let mut ack = vec![];
+        put_ucs2(&mut ack, "Microsoft SQL Server");
+        // 15.0.4355 = 0x1103, the build big-endian as MS-TDS 2.2.7.14 has it.
+        ack.extend_from_slice(&[15, 0, 0x11, 0x03]);
+        assert!(contains(&response, &ack), "LOGINACK of SQL Server 2019");
         server.shutdown().await;
     })
     .await
