@@ -434,6 +434,54 @@ mod tests {
         );
     }
 
+    /// Every `.rs` path under `dir`, relative to the repository.
+    fn rust_files(repo: &Path, dir: &Path, into: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(repo, &path, into);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && let Ok(relative) = path.strip_prefix(repo)
+            {
+                into.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_file_the_architecture_doc_names_exists() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        for dir in ["src", "crates", "tests"] {
+            rust_files(repo, &repo.join(dir), &mut files);
+        }
+        let doc = include_str!("../docs/architecture.md");
+        // Each `name.rs` or `dir/name.rs` in backticks: a file of that
+        // path (under src/ when it names no crate) must exist.
+        let named: Vec<&str> = doc
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|quoted| {
+                let stem = quoted.strip_suffix(".rs").unwrap_or_default();
+                !stem.is_empty() && !stem.ends_with('/') && !quoted.contains(' ')
+            })
+            .collect();
+        assert!(named.len() > 20, "the map names files: {named:?}");
+        let missing: Vec<&str> = named
+            .into_iter()
+            .filter(|name| {
+                !files
+                    .iter()
+                    .any(|f| f == name || f.ends_with(&format!("/{name}")))
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/architecture.md names files that do not exist: {missing:?}"
+        );
+    }
+
     #[test]
     fn the_architecture_doc_draws_the_same_layers() {
         let doc = include_str!("../docs/architecture.md");
