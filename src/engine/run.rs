@@ -27,6 +27,7 @@ use crate::spec::{StreamConfig, Trigger, resolve_password};
 
 /// Runs the stream until it is caught up (`once` / availableNow), stopped,
 /// or fails with an error that retrying cannot fix.
+///
 /// Whatever stops it, before its first batch or after, is told to the
 /// run's observer: a table of a source says why in its own status.
 pub async fn run(config: StreamConfig, options: RunOptions) -> Result<RunSummary, EngineError> {

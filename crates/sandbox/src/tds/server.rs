@@ -58,19 +58,18 @@ impl TdsConfig {
     /// default's.
     pub fn for_product_version(product_version: &str) -> Self {
         let mut parts = product_version.split('.');
-        let mut next = || parts.next().and_then(|p| p.parse::<u16>().ok());
-        let parsed = (next(), next(), next());
+        let parsed = (|| {
+            Some((
+                parts.next()?.parse().ok()?,
+                parts.next()?.parse().ok()?,
+                parts.next()?.parse().ok()?,
+            ))
+        })();
         let default = Self::default();
-        let version = match parsed {
-            (Some(major), Some(minor), Some(build)) => {
-                match (u8::try_from(major), u8::try_from(minor)) {
-                    (Ok(major), Ok(minor)) => (major, minor, build),
-                    _ => default.version,
-                }
-            }
-            _ => default.version,
-        };
-        Self { version, ..default }
+        Self {
+            version: parsed.unwrap_or(default.version),
+            ..default
+        }
     }
 }
 
