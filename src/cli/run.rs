@@ -12,7 +12,10 @@ use mssql_cdc::engine::{
 };
 use mssql_cdc::lake::lease::DEFAULT_LEASE_TTL;
 use mssql_cdc::metrics::{Metrics, MetricsServer};
-use mssql_cdc::spec::{CdcSource, CdcStream, Manifests, load_documents, source_stream_config};
+use mssql_cdc::spec::{
+    CdcSource, CdcStream, Manifests, Membership, load_documents, source_membership,
+    source_stream_config,
+};
 
 use super::console::Console;
 
@@ -116,6 +119,9 @@ async fn run_source(
     let mut tables = Vec::new();
     for stream in &streams {
         let name = stream.metadata.name.as_deref().unwrap_or("(unnamed)");
+        if let Membership::Refused(refused) = source_membership(source, stream) {
+            bail!("manifest {file}: {refused}");
+        }
         let config = source_stream_config(source_name, &source.spec, name, &stream.spec)
             .with_context(|| format!("manifest {file}"))?;
         if stream.spec.suspend || source.spec.suspend {

@@ -11,38 +11,38 @@ use futures::StreamExt;
 use kube::runtime::watcher;
 use kube::runtime::watcher::Event;
 use kube::{Api, ResourceExt};
-use mssql_cdc::spec::CdcStream;
+use mssql_cdc::spec::{CdcSource, CdcStream, Membership, source_membership};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The streams run, by name, with the generation each was started at.
 pub type Members = BTreeMap<String, Option<i64>>;
 
-/// The streams of `streams` that name the source `source`.
-pub fn members(streams: &[CdcStream], source: &str) -> Members {
+/// The streams of `streams` that are tables of `source`.
+pub fn members(streams: &[CdcStream], source: &CdcSource) -> Members {
     streams
         .iter()
-        .filter(|s| names(s, source))
+        .filter(|s| is_member(s, source))
         .map(|s| (s.name_any(), s.metadata.generation))
         .collect()
 }
 
-fn names(stream: &CdcStream, source: &str) -> bool {
-    stream
-        .spec
-        .source_ref
-        .as_ref()
-        .is_some_and(|r| r.name == source)
+/// Whether the worker runs `stream` as a table of `source`: it names the
+/// source and matches its `spec.members` (a stream refused says why in
+/// its status, which the operator writes; the worker leaves it alone).
+pub fn is_member(stream: &CdcStream, source: &CdcSource) -> bool {
+    matches!(source_membership(source, stream), Membership::Member)
 }
 
 /// Whether `event` changes what a worker running `members` of `source`
 /// should run. A watch that starts over (`InitDone`) counts as a change:
-/// a stream deleted while it was not watching sends no event.
-pub fn changes(members: &Members, source: &str, event: &Event<CdcStream>) -> bool {
+/// a stream deleted while it was not watching sends no event. A label
+/// edit that takes a stream into or out of `spec.members` is one too.
+pub fn changes(members: &Members, source: &CdcSource, event: &Event<CdcStream>) -> bool {
     match event {
         Event::Apply(stream) | Event::InitApply(stream) => {
             let started = members.get(&stream.name_any());
-            match (names(stream, source), started) {
+            match (is_member(stream, source), started) {
                 (true, Some(generation)) => *generation != stream.metadata.generation,
                 (true, None) => true,
                 (false, Some(_)) => true,
@@ -90,7 +90,7 @@ pub fn moves(running: &Members, now: &Members) -> Moves {
 /// never stops the tables.
 pub async fn watch(
     api: Api<CdcStream>,
-    source: String,
+    source: CdcSource,
     members: Arc<Mutex<Members>>,
     changed: mpsc::UnboundedSender<()>,
     stop: CancellationToken,
@@ -110,7 +110,7 @@ pub async fn watch(
                     }
                 }
                 Some(Err(error)) => {
-                    tracing::warn!(source = %source, "watching the source's CdcStreams: {error}; retrying");
+                    tracing::warn!(source = %source.name_any(), "watching the source's CdcStreams: {error}; retrying");
                     tokio::select! {
                         () = stop.cancelled() => return,
                         () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
@@ -126,6 +126,22 @@ pub async fn watch(
 mod tests {
     use super::*;
     use mssql_cdc::spec::SourceRef;
+    use std::collections::BTreeMap;
+
+    /// The shipped source example, named `name`, admitting `members`.
+    fn source(
+        name: &str,
+        members: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    ) -> CdcSource {
+        let example = include_str!("../../examples/kubernetes/shop-source.yaml");
+        let mut source: CdcSource = serde_yaml::Deserializer::from_str(example)
+            .filter_map(|doc| serde::Deserialize::deserialize(doc).ok())
+            .find(|s: &CdcSource| s.spec.connection.database == "shop")
+            .expect("the example holds a CdcSource");
+        source.metadata.name = Some(name.into());
+        source.spec.members = members;
+        source
+    }
 
     /// A stream of the shipped example, renamed, in `source` or not.
     fn of(name: &str, source: Option<&str>, generation: i64) -> CdcStream {
@@ -148,7 +164,7 @@ mod tests {
                 of("other", Some("hr"), 1),
                 of("solo", None, 1),
             ],
-            "sales",
+            &source("sales", None),
         );
         assert_eq!(running.keys().collect::<Vec<_>>(), ["orders"]);
         let cases = [
@@ -188,12 +204,60 @@ mod tests {
                 "a stream of its own",
             ),
         ];
+        let sales = source("sales", None);
         for (event, restarts, what) in cases {
-            assert_eq!(changes(&running, "sales", &event), restarts, "{what}");
+            assert_eq!(changes(&running, &sales, &event), restarts, "{what}");
         }
         assert!(
-            changes(&running, "sales", &Event::InitDone),
+            changes(&running, &sales, &Event::InitDone),
             "a watch started over looks again"
+        );
+    }
+
+    #[test]
+    fn a_source_with_members_runs_only_the_streams_its_selector_admits() {
+        let sales = source(
+            "sales",
+            Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                    match_labels: Some(BTreeMap::from([("team".into(), "shop".into())])),
+                    ..Default::default()
+                },
+            ),
+        );
+        let labelled = |name: &str, team: &str, generation: i64| {
+            let mut s = of(name, Some("sales"), generation);
+            s.metadata.labels = Some(BTreeMap::from([("team".into(), team.into())]));
+            s
+        };
+        let running = members(
+            &[
+                labelled("orders", "shop", 1),
+                labelled("payroll", "hr", 1),
+                of("unlabelled", Some("sales"), 1),
+            ],
+            &sales,
+        );
+        assert_eq!(running.keys().collect::<Vec<_>>(), ["orders"]);
+        assert!(
+            changes(&running, &sales, &Event::Apply(labelled("orders", "hr", 1))),
+            "a member relabelled out of the selector is stopped"
+        );
+        assert!(
+            !changes(
+                &running,
+                &sales,
+                &Event::Apply(labelled("payroll", "hr", 2))
+            ),
+            "a refused stream's edits are none of the worker's business"
+        );
+        assert!(
+            changes(
+                &running,
+                &sales,
+                &Event::Apply(labelled("payroll", "shop", 1))
+            ),
+            "a stream relabelled into the selector joins"
         );
     }
 
@@ -205,7 +269,7 @@ mod tests {
                 of("items", Some("sales"), 1),
                 of("notes", Some("sales"), 4),
             ],
-            "sales",
+            &source("sales", None),
         );
         let now = members(
             &[
@@ -214,7 +278,7 @@ mod tests {
                 of("payments", Some("sales"), 1),
                 of("notes", None, 5),
             ],
-            "sales",
+            &source("sales", None),
         );
         assert_eq!(
             moves(&running, &now),

@@ -130,13 +130,7 @@ async fn read_members(
     let mine: Vec<CdcStream> = listed
         .items
         .into_iter()
-        .filter(|stream| {
-            stream
-                .spec
-                .source_ref
-                .as_ref()
-                .is_some_and(|r| r.name == name)
-        })
+        .filter(|stream| source_members::is_member(stream, &source))
         .collect();
     tracing::info!(
         source = name,
@@ -211,11 +205,11 @@ impl Round<'_> {
             members.insert(stream.name_any(), member);
             tables.extend(table);
         }
-        let watched = Arc::new(Mutex::new(source_members::members(mine, name)));
+        let watched = Arc::new(Mutex::new(source_members::members(mine, source)));
         let (changed_tx, mut changed) = mpsc::unbounded_channel();
         let watching = tokio::spawn(source_members::watch(
             streams.clone(),
-            name.to_string(),
+            source.clone(),
             Arc::clone(&watched),
             changed_tx,
             stop.child_token(),
@@ -265,7 +259,7 @@ impl Round<'_> {
                     }
                 }
                 Some(()) = changed.recv() => {
-                    let Some(now) = self.read_streams().await else { continue };
+                    let Some(now) = self.read_streams(source).await else { continue };
                     for table in self.follow(source, &mut members, &now).await {
                         if let Some(tx) = &added_tx {
                             let _ = tx.send(table);
@@ -276,7 +270,7 @@ impl Round<'_> {
                         .filter(|s| members.contains_key(&s.name_any()))
                         .collect();
                     *watched.lock().unwrap_or_else(PoisonError::into_inner) =
-                        source_members::members(&streamed, name);
+                        source_members::members(&streamed, source);
                     discovering.abort();
                     discovering = self.discover(&streamed, idle_commit);
                 }
@@ -353,9 +347,9 @@ impl Round<'_> {
                     if news.is_none() {
                         return false;
                     }
-                    let Some(now) = self.read_streams().await else { continue };
+                    let Some(now) = self.read_streams(source).await else { continue };
                     let running = watched.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                    if source_members::members(&now, self.name) != running {
+                    if source_members::members(&now, source) != running {
                         return true;
                     }
                 }
@@ -419,17 +413,12 @@ impl Round<'_> {
 
     /// The source's streams now, or `None` (logged) when they cannot be
     /// listed: the tables run on as they are.
-    async fn read_streams(&self) -> Option<Vec<CdcStream>> {
+    async fn read_streams(&self, source: &CdcSource) -> Option<Vec<CdcStream>> {
         match self.streams.list(&ListParams::default()).await {
             Ok(list) => Some(
                 list.items
                     .into_iter()
-                    .filter(|s| {
-                        s.spec
-                            .source_ref
-                            .as_ref()
-                            .is_some_and(|r| r.name == self.name)
-                    })
+                    .filter(|s| source_members::is_member(s, source))
                     .collect(),
             ),
             Err(error) => {
@@ -458,7 +447,7 @@ impl Round<'_> {
             .filter(|(_, m)| !matches!(m.then, Then::Leave))
             .map(|(name, m)| (name.clone(), m.generation))
             .collect();
-        let moves = source_members::moves(&running, &source_members::members(now, self.name));
+        let moves = source_members::moves(&running, &source_members::members(now, source));
         let by_name: BTreeMap<String, &CdcStream> = now.iter().map(|s| (s.name_any(), s)).collect();
         let mut start = Vec::new();
         for name in &moves.removed {

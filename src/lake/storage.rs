@@ -114,6 +114,20 @@ impl StorageLocation {
             .is_some_and(|rest| !rest.starts_with('_') && !rest.starts_with('.'))
     }
 
+    /// Whether this location is `prefix` or lies below it, on the same
+    /// store: directory by directory, so `s3://lake/shop/` holds
+    /// `s3://lake/shop/orders/` but not `s3://lake/shop-other/`. A local
+    /// path keeps its `..` segments (the file system, not the text, says
+    /// where they lead, through symlinks too), so one with `..` lies under
+    /// no prefix.
+    pub fn lies_under(&self, prefix: &StorageLocation) -> bool {
+        let climbs = self
+            .url
+            .path_segments()
+            .is_some_and(|mut segments| segments.any(|s| s == ".." || s == "."));
+        !climbs && self.url.as_str().starts_with(prefix.url.as_str())
+    }
+
     /// Which store the location is on.
     pub fn kind(&self) -> StorageKind {
         self.kind
@@ -243,6 +257,31 @@ pub fn register_handlers() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_location_lies_under_a_prefix_directory_by_directory() {
+        let at = |text: &str| StorageLocation::parse(text).unwrap();
+        let cases = [
+            ("s3://lake/shop/orders", "s3://lake/shop", true),
+            ("s3://lake/shop", "s3://lake/shop/", true),
+            ("s3://lake/shop-other/orders", "s3://lake/shop", false),
+            ("s3://lake/shop/../private", "s3://lake/shop", false),
+            ("s3://lake/shop/%2e%2e/private", "s3://lake/shop", false),
+            ("s3://other/shop/orders", "s3://lake/shop", false),
+            ("s3a://lake/shop/orders", "s3://lake/shop", false),
+            ("/lake/shop/orders", "/lake/shop", true),
+            ("/lake/shop/../private", "/lake/shop", false),
+            ("/lake/shop/./orders", "/lake/shop", true),
+            ("file:///lake/shop/orders", "/lake/shop", true),
+        ];
+        for (location, prefix, under) in cases {
+            assert_eq!(
+                at(location).lies_under(&at(prefix)),
+                under,
+                "{location} under {prefix}"
+            );
+        }
+    }
 
     #[test]
     fn parses_supported_locations() {

@@ -183,8 +183,29 @@ pub enum BuildError {
     )]
     SourceNotFound(String),
     /// The stream cannot be run as a table of its CdcSource.
-    #[error("{0}; fix the stream or its CdcSource")]
-    NotInSource(String),
+    #[error("{message}")]
+    NotInSource {
+        /// `SourceRefError::reason`: `NotAMemberOfSource`,
+        /// `LocationNotAllowed`, `StorageOptionNotAllowed` or `InvalidSpec`.
+        reason: &'static str,
+        /// What is wrong and the fix.
+        message: String,
+    },
+}
+
+impl From<SourceRefError> for BuildError {
+    fn from(error: SourceRefError) -> Self {
+        let message = match &error {
+            SourceRefError::OtherSource { .. }
+            | SourceRefError::SourceField { .. }
+            | SourceRefError::Invalid { .. } => format!("{error}; fix the stream or its CdcSource"),
+            _ => error.to_string(),
+        };
+        BuildError::NotInSource {
+            reason: error.reason(),
+            message,
+        }
+    }
 }
 
 impl BuildError {
@@ -201,6 +222,7 @@ impl BuildError {
             BuildError::NotAllowed(refusal) => refusal.reason(),
             BuildError::ChildNotOwned { .. } => "ChildNotOwned",
             BuildError::SourceNotFound(_) => "SourceNotFound",
+            BuildError::NotInSource { reason, .. } => reason,
             _ => "InvalidSpec",
         }
     }
@@ -216,7 +238,7 @@ impl BuildError {
             BuildError::NotAllowed(_)
                 | BuildError::ChildNotOwned { .. }
                 | BuildError::SourceNotFound(_)
-                | BuildError::NotInSource(_)
+                | BuildError::NotInSource { .. }
         )
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::spec::{CdcSource, CdcStream, resolve_source_stream};
+use crate::spec::{CdcSource, CdcStream, Membership, resolve_source_stream, source_membership};
 
 use super::children::{
     BuildError, ChildMeta, SOURCE_LABEL, WorkerDefaults, Workload, admit, workload,
@@ -57,8 +57,10 @@ pub fn desired_source_workload(
 pub fn resolved_stream(source: &CdcSource, stream: &CdcStream) -> Result<CdcStream, BuildError> {
     let source_name = source.metadata.name.as_deref().unwrap_or_default();
     let stream_name = stream.metadata.name.as_deref().unwrap_or_default();
-    let spec = resolve_source_stream(source_name, &source.spec, stream_name, &stream.spec)
-        .map_err(|error| BuildError::NotInSource(error.to_string()))?;
+    if let Membership::Refused(error) = source_membership(source, stream) {
+        return Err((*error).into());
+    }
+    let spec = resolve_source_stream(source_name, &source.spec, stream_name, &stream.spec)?;
     let mut resolved = stream.clone();
     resolved.spec = spec;
     Ok(resolved)

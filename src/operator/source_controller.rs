@@ -26,7 +26,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use crate::spec::{CdcSource, CdcStream};
+use crate::spec::{CdcSource, CdcStream, Membership, source_membership};
 
 use super::admission::{Child, Owner, admit_owner_in_cluster, explain_fault};
 use super::children::SOURCE_LABEL;
@@ -213,10 +213,13 @@ async fn reconcile(
     }
     let pods = worker_pods(&scope.pods, &namespace, SOURCE_LABEL, &name);
     let streams = scope.streams.state();
+    // Its tables: the streams that name it and that its spec.members
+    // admits (one refused stays out of the counts, with its own status).
     let mine: Vec<&CdcStream> = streams
         .iter()
         .filter(|s| {
-            source_of(s).is_some_and(|r| r.name == name && r.namespace == Some(namespace.clone()))
+            s.namespace().as_deref() == Some(namespace.as_str())
+                && matches!(source_membership(&source, s), Membership::Member)
         })
         .map(|s| s.as_ref())
         .collect();

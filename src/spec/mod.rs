@@ -35,8 +35,9 @@ pub use load::{
 };
 pub use source::{
     CdcSource, CdcSourceSpec, CdcSourceStatus, ConcurrencySpec, ConnectionSpec, ConnectionStatus,
-    DEFAULT_IDLE_COMMIT_INTERVAL, SOURCE_KIND, SourcePacing, SourceRefError, StreamDefaults,
-    TableCounts, resolve as resolve_source_stream, stream_config as source_stream_config,
+    DEFAULT_IDLE_COMMIT_INTERVAL, MEMBER_STORAGE_OPTIONS, Membership, SOURCE_KIND, SourcePacing,
+    SourceRefError, StreamDefaults, TableCounts, membership as source_membership,
+    resolve as resolve_source_stream, stream_config as source_stream_config,
 };
 pub use status::{
     CaptureErrorStatus, CaptureStatus, DataLossAction, DataLossStatus, FinalizationStatus,

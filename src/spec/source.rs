@@ -13,18 +13,22 @@ use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
+use kube::ResourceExt;
+use kube::core::{Selector, SelectorExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::alerts::{AlertsSpec, parse_duration};
 use super::discovery::{DiscoverySpec, DiscoveryStatus};
 use super::types::{
-    CdcStreamSpec, CredentialsSpec, Encrypt, FinalizationSpec, HeartbeatSpec, MonitoringSpec,
-    OnDataLoss, SnapshotSpec, TableSpec, TriggerSpec,
+    CdcStream, CdcStreamSpec, CredentialsSpec, Encrypt, FinalizationSpec, HeartbeatSpec,
+    MonitoringSpec, OnDataLoss, SnapshotSpec, TableSpec, TriggerSpec,
 };
 use super::validate::{SpecError, StreamConfig, ValidationErrors};
 use super::worker::WorkerSpec;
+use crate::lake::StorageLocation;
 
 /// The `kind` of a source manifest.
 pub const SOURCE_KIND: &str = "CdcSource";
@@ -91,6 +95,17 @@ pub struct CdcSourceSpec {
     /// streams them; `mssql-cdc generate-streams` writes their streams).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery: Option<DiscoverySpec>,
+    /// Which CdcStreams may be tables of this source: a label selector a
+    /// stream naming the source in `sourceRef` must match to join. A
+    /// member runs with the source's login and its pod's cloud identity;
+    /// when absent, any stream of the namespace that names the source joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<LabelSelector>,
+    /// URI prefixes (or local directories) every member's target, silver,
+    /// facts, finalization and checkpoint locations must lie under; any
+    /// location when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_locations: Vec<String>,
 }
 
 /// What `CdcStream.spec.source` holds today, less the table's own fields.
@@ -230,7 +245,97 @@ pub enum SourceRefError {
         /// Every problem found.
         errors: ValidationErrors,
     },
+    /// The stream names the source, but its labels do not match the
+    /// source's `spec.members`.
+    #[error(
+        "spec.sourceRef: {stream} names CdcSource {source_name:?}, whose spec.members ({selector}) \
+         its labels do not match, so it is not one of its tables: give the stream the labels the \
+         source's owner asks for (kubectl get cdcsrc {source_name} -o jsonpath='{{.spec.members}}'), \
+         or remove spec.sourceRef to run it with a connection of its own"
+    )]
+    NotAMember {
+        /// The stream's name.
+        stream: String,
+        /// The source's name.
+        source_name: String,
+        /// The selector, as `kubectl -l` writes one.
+        selector: String,
+    },
+    /// A location of the stream lies outside the source's `allowedLocations`.
+    #[error(
+        "{field}: {location} lies under none of CdcSource {source_name:?}'s \
+         spec.allowedLocations ({allowed}): move it under one of them, or ask the source's owner \
+         to allow it"
+    )]
+    LocationNotAllowed {
+        /// The field, e.g. `spec.target.location`.
+        field: &'static str,
+        /// The location, normalized.
+        location: String,
+        /// The source's name.
+        source_name: String,
+        /// The allowed prefixes, comma-separated.
+        allowed: String,
+    },
+    /// The stream sets a storage option only its source may set.
+    #[error(
+        "spec.storageOptions.{key}: a table of CdcSource {source_name:?} may not set this key: \
+         where the worker sends its requests and credentials is the source's to say (its \
+         spec.defaults.storageOptions); remove it from the stream. A table may set only {allowed}"
+    )]
+    StorageOptionNotAllowed {
+        /// The key (never its value, which may be a secret).
+        key: String,
+        /// The source's name.
+        source_name: String,
+        /// The keys a member may set, comma-separated.
+        allowed: String,
+    },
+    /// A field of the source itself is wrong, so none of its tables runs.
+    #[error("CdcSource {source_name:?}: {field}: {problem}")]
+    SourceInvalid {
+        /// The source's name.
+        source_name: String,
+        /// The source's field, e.g. `spec.members`.
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
 }
+
+impl SourceRefError {
+    /// The reason a stream's status gives for this refusal.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SourceRefError::NotAMember { .. } => "NotAMemberOfSource",
+            SourceRefError::LocationNotAllowed { .. } => "LocationNotAllowed",
+            SourceRefError::StorageOptionNotAllowed { .. } => "StorageOptionNotAllowed",
+            SourceRefError::OtherSource { .. }
+            | SourceRefError::SourceField { .. }
+            | SourceRefError::Invalid { .. }
+            | SourceRefError::SourceInvalid { .. } => "InvalidSpec",
+        }
+    }
+}
+
+/// The `storageOptions` keys a table of a source may set itself (in any
+/// case): client timeouts and the region. Every other key (endpoints,
+/// proxies, credentials, tokens, profiles, TLS and HTTP switches, and any
+/// key object_store or delta-rs adds later) decides where or how the
+/// worker's requests and credentials go, so only the source's
+/// `defaults.storageOptions` may set it.
+pub const MEMBER_STORAGE_OPTIONS: &[&str] = &[
+    "region",
+    "aws_region",
+    "aws_default_region",
+    "timeout",
+    "connect_timeout",
+    "pool_idle_timeout",
+    "pool_max_idle_per_host",
+    "http2_keep_alive_interval",
+    "http2_keep_alive_timeout",
+    "http2_keep_alive_while_idle",
+];
 
 /// What a source reports: bounded aggregates over its tables only (never
 /// an entry per table, so its size does not grow with the database); each
@@ -353,9 +458,61 @@ impl CdcSourceSpec {
     }
 }
 
+/// Whether `stream` is a table of `source`: it names the source in
+/// `spec.sourceRef` and its labels match the source's `spec.members`. The
+/// one answer the operator (the stream's status) and the source's worker
+/// (which tables it runs) both ask.
+pub fn membership(source: &CdcSource, stream: &CdcStream) -> Membership {
+    let source_name = source.metadata.name.as_deref().unwrap_or_default();
+    let names_it = stream
+        .spec
+        .source_ref
+        .as_ref()
+        .is_some_and(|r| r.name == source_name);
+    if !names_it {
+        return Membership::Elsewhere;
+    }
+    let Some(members) = &source.spec.members else {
+        return Membership::Member;
+    };
+    let refused = |error| Membership::Refused(Box::new(error));
+    let selector = match Selector::try_from(members.clone()) {
+        Ok(selector) => selector,
+        Err(error) => {
+            return refused(SourceRefError::SourceInvalid {
+                source_name: source_name.into(),
+                field: "spec.members".into(),
+                problem: format!("{error}; no stream joins until it is fixed"),
+            });
+        }
+    };
+    if selector.matches(stream.labels()) {
+        Membership::Member
+    } else {
+        refused(SourceRefError::NotAMember {
+            stream: stream.metadata.name.clone().unwrap_or_default(),
+            source_name: source_name.into(),
+            selector: selector.to_string(),
+        })
+    }
+}
+
+/// What [`membership`] found.
+#[derive(Debug)]
+pub enum Membership {
+    /// A table of the source.
+    Member,
+    /// The stream names the source but may not join it.
+    Refused(Box<SourceRefError>),
+    /// The stream names another source, or none.
+    Elsewhere,
+}
+
 /// The stream as if it ran alone: the source's connection, then the
 /// stream's fields over the source's defaults. `stream` names the stream in
-/// errors.
+/// errors. Whether the stream may join at all is [`membership`]'s answer;
+/// this refuses what a member may not choose (a location outside the
+/// source's `allowedLocations`, a storage option only the source sets).
 pub fn resolve(
     source_name: &str,
     source: &CdcSourceSpec,
@@ -390,6 +547,7 @@ pub fn resolve(
             return Err(source_field(field));
         }
     }
+    member_storage_options(source_name, stream)?;
     let connection = &source.connection;
     let defaults = &source.defaults;
     let mut resolved = stream.clone();
@@ -423,7 +581,84 @@ pub fn resolve(
     let mut options = defaults.storage_options.clone();
     options.extend(stream.storage_options.clone());
     resolved.storage_options = options;
+    allowed_locations(source_name, source, &resolved)?;
     Ok(resolved)
+}
+
+/// Refuses a member's storage option outside [`MEMBER_STORAGE_OPTIONS`].
+fn member_storage_options(source_name: &str, stream: &CdcStreamSpec) -> Result<(), SourceRefError> {
+    let refused = stream.storage_options.keys().find(|key| {
+        let key = key.to_ascii_lowercase();
+        !MEMBER_STORAGE_OPTIONS.contains(&key.as_str())
+    });
+    match refused {
+        None => Ok(()),
+        Some(key) => Err(SourceRefError::StorageOptionNotAllowed {
+            key: key.clone(),
+            source_name: source_name.into(),
+            allowed: MEMBER_STORAGE_OPTIONS.join(", "),
+        }),
+    }
+}
+
+/// Refuses a location of the resolved stream (its own or a default) that
+/// lies under none of the source's `allowedLocations`. Locations are
+/// compared as normalized directory URLs (`..` resolved, a trailing `/`),
+/// so `s3://lake/shop` allows `s3://lake/shop/orders` but not
+/// `s3://lake/shop-other`. A location that does not parse is left to the
+/// stream's own validation, which names it.
+fn allowed_locations(
+    source_name: &str,
+    source: &CdcSourceSpec,
+    resolved: &CdcStreamSpec,
+) -> Result<(), SourceRefError> {
+    if source.allowed_locations.is_empty() {
+        return Ok(());
+    }
+    let mut allowed = Vec::with_capacity(source.allowed_locations.len());
+    for (index, prefix) in source.allowed_locations.iter().enumerate() {
+        let parsed =
+            StorageLocation::parse(prefix).map_err(|error| SourceRefError::SourceInvalid {
+                source_name: source_name.into(),
+                field: format!("spec.allowedLocations[{index}]"),
+                problem: error.to_string(),
+            })?;
+        allowed.push(parsed);
+    }
+    let locations = [
+        ("spec.target.location", Some(&resolved.target.location)),
+        ("spec.checkpoint", Some(&resolved.checkpoint)),
+        (
+            "spec.facts.location",
+            resolved.facts.as_ref().map(|f| &f.location),
+        ),
+        (
+            "spec.silver.location",
+            resolved.silver.as_ref().map(|s| &s.location),
+        ),
+        (
+            "spec.finalization.location",
+            resolved.finalization.as_ref().map(|f| &f.location),
+        ),
+    ];
+    for (field, location) in locations {
+        let Some(Ok(location)) = location.map(|l| StorageLocation::parse(l)) else {
+            continue;
+        };
+        if !allowed.iter().any(|prefix| location.lies_under(prefix)) {
+            return Err(SourceRefError::LocationNotAllowed {
+                field,
+                location: location.to_string(),
+                source_name: source_name.into(),
+                allowed: allowed
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// [`resolve`], then the stream's own checks: the config the worker runs

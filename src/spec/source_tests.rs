@@ -196,3 +196,142 @@ fn the_crd_rules_make_source_ref_exclusive_with_the_connection() {
     assert_eq!(source["spec"]["names"]["shortNames"][0], "cdcsrc");
     assert_eq!(source["spec"]["names"]["categories"][0], "mssql-cdc");
 }
+
+#[test]
+fn a_member_may_set_only_the_storage_options_that_send_nothing_elsewhere() {
+    for key in [
+        "endpoint",
+        "AWS_ENDPOINT_URL",
+        "proxy_url",
+        "aws_access_key_id",
+        "aws_profile",
+    ] {
+        let mut stream = orders();
+        stream
+            .spec
+            .storage_options
+            .insert(key.into(), "http://attacker.example".into());
+        let error = stream_config("sales", &source().spec, "orders", &stream.spec).unwrap_err();
+        assert_eq!(error.reason(), "StorageOptionNotAllowed", "{key}: {error}");
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("spec.storageOptions.{key}: ")),
+            "{message}"
+        );
+        assert!(
+            !message.contains("attacker"),
+            "the value never shows: {message}"
+        );
+    }
+    let mut stream = orders();
+    stream.spec.storage_options = BTreeMap::from([
+        ("Region".into(), "eu-west-1".into()),
+        ("timeout".into(), "30s".into()),
+    ]);
+    stream_config("sales", &source().spec, "orders", &stream.spec).expect("harmless keys pass");
+}
+
+#[test]
+fn every_location_of_a_member_lies_under_the_sources_allowed_locations() {
+    let mut sales = source();
+    sales.spec.allowed_locations = vec!["/lake/bronze".into(), "/lake/ops/".into()];
+    let mut stream = orders();
+    stream.spec.checkpoint = "/lake/bronze/_checkpoints/orders".into();
+    stream_config("sales", &sales.spec, "orders", &stream.spec).expect("all under the prefixes");
+    type Mutation = fn(&mut CdcStreamSpec);
+    let cases: [(Mutation, &str); 5] = [
+        (
+            |s| s.target.location = "/lake/bronze-other/orders".into(),
+            "spec.target.location",
+        ),
+        (
+            |s| s.target.location = "/lake/bronze/../private/orders".into(),
+            "spec.target.location",
+        ),
+        (
+            |s| s.checkpoint = "/elsewhere/orders".into(),
+            "spec.checkpoint",
+        ),
+        (
+            |s| {
+                s.facts = Some(TableSpec {
+                    name: "x.facts".into(),
+                    location: "/tmp/facts".into(),
+                })
+            },
+            "spec.facts.location",
+        ),
+        (
+            |s| {
+                s.finalization = Some(FinalizationSpec {
+                    name: "x.fin".into(),
+                    location: "s3://other-bucket/fin".into(),
+                    granularity: Default::default(),
+                })
+            },
+            "spec.finalization.location",
+        ),
+    ];
+    for (mutate, field) in cases {
+        let mut stream = orders();
+        stream.spec.checkpoint = "/lake/bronze/_checkpoints/orders".into();
+        mutate(&mut stream.spec);
+        let error = stream_config("sales", &sales.spec, "orders", &stream.spec).unwrap_err();
+        assert_eq!(error.reason(), "LocationNotAllowed", "{field}: {error}");
+        assert!(error.to_string().starts_with(field), "{error}");
+    }
+    // A default the source sets is held to the same prefixes.
+    sales.spec.allowed_locations = vec!["/lake/bronze".into()];
+    let error = stream_config("sales", &sales.spec, "orders", &stream.spec).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("spec.facts.location: file:///lake/ops/facts/"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_stream_joins_a_source_with_members_only_when_its_labels_match() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    let mut sales = source();
+    sales.spec.members = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([("team".into(), "sales".into())])),
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "tier".into(),
+            operator: "NotIn".into(),
+            values: Some(vec!["restricted".into()]),
+        }]),
+    });
+    let mut stream = orders();
+    let refused = match membership(&sales, &stream) {
+        Membership::Refused(error) => error,
+        other => panic!("an unlabelled stream joined: {other:?}"),
+    };
+    assert_eq!(refused.reason(), "NotAMemberOfSource");
+    let message = refused.to_string();
+    assert!(
+        message.contains("team=sales") && message.contains("tier notin (restricted)"),
+        "the selector is named: {message}"
+    );
+    stream.metadata.labels = Some(BTreeMap::from([("team".into(), "sales".into())]));
+    assert!(matches!(membership(&sales, &stream), Membership::Member));
+    stream
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("tier".into(), "restricted".into());
+    assert!(matches!(
+        membership(&sales, &stream),
+        Membership::Refused(_)
+    ));
+    stream.spec.source_ref = None;
+    assert!(matches!(membership(&sales, &stream), Membership::Elsewhere));
+    sales.spec.members = None;
+    stream.spec.source_ref = orders().spec.source_ref;
+    assert!(
+        matches!(membership(&sales, &stream), Membership::Member),
+        "without spec.members any stream naming the source joins"
+    );
+}

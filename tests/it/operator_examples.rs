@@ -371,6 +371,7 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
     let source = example.source_name();
     let names = example.stream_names();
     assert_eq!(names.len(), 3, "{names:?}");
+    let shop = example.source().expect("the example's CdcSource").clone();
     cluster.apply(example).await;
     // Each table's snapshot in the one worker's log, then a change in each.
     let selector = format!("mssql-cdc.io/source={source}");
@@ -515,6 +516,101 @@ async fn the_source_example_runs_its_three_tables_in_one_worker_pod() {
         [workers[0].metadata.uid.clone()],
         "the same one worker pod runs"
     );
+    a_source_decides_who_may_use_it(kube, shop).await;
+}
+
+/// A second source on the same database, suspended (only the operator's
+/// verdicts are under test), that admits streams labelled `team: shop`
+/// with locations under `/lake/guarded`: each refusal shows in `kubectl
+/// get cdcs`, a refused stream stays out of the source's counts, and a
+/// label edit lets it in.
+async fn a_source_decides_who_may_use_it(kube: &KubeEnv, mut source: serde_yaml::Value) {
+    let ns = kube.namespace.as_str();
+    let yaml = |text: &str| serde_yaml::from_str::<serde_yaml::Value>(text).expect("yaml");
+    source["metadata"] = yaml("{name: guarded}");
+    let spec = &mut source["spec"];
+    spec["suspend"] = yaml("true");
+    spec["members"] = yaml("{matchLabels: {team: shop}}");
+    spec["allowedLocations"] = yaml("[/lake/guarded]");
+    spec["defaults"]["facts"] =
+        yaml("{name: ops.guarded_facts, location: /lake/guarded/ops/facts}");
+    let stream = |name: &str, labels: &str, location: &str, options: &str| {
+        format!(
+            "apiVersion: mssql-cdc.io/v1alpha1\nkind: CdcStream\n\
+             metadata: {{name: {name}, labels: {{{labels}}}}}\n\
+             spec: {{sourceRef: {{name: guarded}}, appId: {name}-v1, source: {{table: dbo.orders}}, \
+             target: {{name: bronze.{name}, location: {location}}}, \
+             checkpoint: /lake/guarded/_checkpoints/{name}, storageOptions: {{{options}}}}}\n"
+        )
+    };
+    let manifests = [
+        serde_yaml::to_string(&source).expect("yaml"),
+        stream("outsider", "", "/lake/guarded/outsider", ""),
+        stream("wanderer", "team: shop", "/lake/elsewhere/wanderer", ""),
+        stream(
+            "redirector",
+            "team: shop",
+            "/lake/guarded/redirector",
+            "endpoint: 'http://127.0.0.1:9'",
+        ),
+        stream(
+            "insider",
+            "team: shop",
+            "/lake/guarded/insider",
+            "region: eu-north-1",
+        ),
+    ]
+    .join("---\n");
+    let file = kube.write("guarded-source.yaml", &manifests);
+    kube.kubectl_ok(&["apply", "-n", ns, "-f", &file]).await;
+    let ready = "{.status.conditions[?(@.type==\"Ready\")]}";
+    let condition_of = |name: &'static str, reason: &'static str| async move {
+        eventually(
+            &format!("kubectl get cdcs {name} to say {reason}"),
+            || async {
+                let said = kube.jsonpath("cdcs", name, ready).await;
+                said.contains(&format!("\"reason\":\"{reason}\""))
+                    .then_some(said)
+            },
+        )
+        .await
+    };
+    let outsider = condition_of("outsider", "NotAMemberOfSource").await;
+    assert!(
+        outsider.contains("team=shop") && outsider.contains("kubectl get cdcsrc guarded"),
+        "the selector and the fix: {outsider}"
+    );
+    let wanderer = condition_of("wanderer", "LocationNotAllowed").await;
+    assert!(
+        wanderer.contains("spec.target.location") && wanderer.contains("/lake/guarded/"),
+        "the field and the allowed prefix: {wanderer}"
+    );
+    let redirector = condition_of("redirector", "StorageOptionNotAllowed").await;
+    assert!(
+        redirector.contains("spec.storageOptions.endpoint") && !redirector.contains("127.0.0.1"),
+        "the key, never its value: {redirector}"
+    );
+    let phase = eventually("the admitted stream to be Suspended", || async {
+        let phase = kube.jsonpath("cdcs", "insider", "{.status.phase}").await;
+        (phase.trim() == "Suspended").then_some(phase)
+    })
+    .await;
+    println!("insider: {phase}");
+    // The source counts its members only: not the outsider.
+    let total = "{.status.tables.total}";
+    eventually("the guarded source to count 3 tables", || async {
+        (kube.jsonpath("cdcsrc", "guarded", total).await.trim() == "3").then_some(())
+    })
+    .await;
+    // The source's owner admits the outsider by its label.
+    kube.kubectl_ok(&["label", "cdcs", "-n", ns, "outsider", "team=shop"])
+        .await;
+    eventually("the relabelled stream to join", || async {
+        let phase = kube.jsonpath("cdcs", "outsider", "{.status.phase}").await;
+        let total = kube.jsonpath("cdcsrc", "guarded", total).await;
+        (phase.trim() == "Suspended" && total.trim() == "4").then_some(())
+    })
+    .await;
 }
 
 /// Whether `job` completed.

@@ -98,7 +98,7 @@ pub struct TestApiServer {
     state: State,
     addr: SocketAddr,
     shutdown: tokio::sync::watch::Sender<bool>,
-    serve: Option<JoinHandle<()>>,
+    serve: Option<JoinHandle<tokio::net::TcpListener>>,
     background: Vec<JoinHandle<()>>,
     kubelet_data: Option<std::path::PathBuf>,
     /// The kubelet's container process groups, stopped with the server.
@@ -154,7 +154,10 @@ impl TestApiServer {
         Ok(me)
     }
 
-    fn spawn_serve(&self, listener: tokio::net::TcpListener) -> JoinHandle<()> {
+    fn spawn_serve(
+        &self,
+        listener: tokio::net::TcpListener,
+    ) -> JoinHandle<tokio::net::TcpListener> {
         let ctx = http::Ctx {
             state: self.state.clone(),
             shutdown: self.shutdown.subscribe(),
@@ -242,24 +245,37 @@ impl TestApiServer {
     /// Simulates an API server restart: closes every connection and watch,
     /// compacts the event history (so resuming clients get 410 Gone and must
     /// re-list), and serves again on the same address with the same objects.
+    /// The listening socket is kept across the restart (clients that connect
+    /// meanwhile wait in its backlog), so the port cannot be lost to another
+    /// socket; it is bound afresh only if the old one could not be recovered.
     pub async fn restart(&mut self) -> Result<(), StartError> {
-        self.stop_serving().await;
+        let kept = self.stop_serving().await;
         self.state.store.compact();
         self.shutdown.send_replace(false);
-        let listener = bind(self.addr).await?;
+        let listener = match kept {
+            Some(l) => l,
+            None => bind(self.addr).await?,
+        };
         self.serve = Some(self.spawn_serve(listener));
         Ok(())
     }
 
-    async fn stop_serving(&mut self) {
+    /// Stops serving; the listener back if the server stopped in time.
+    async fn stop_serving(&mut self) -> Option<tokio::net::TcpListener> {
         self.shutdown.send_replace(true);
-        if let Some(h) = self.serve.take() {
-            // Bounded: a client holding a connection open must not hang the test.
-            if tokio::time::timeout(Duration::from_secs(5), h)
-                .await
-                .is_err()
-            {
+        let mut h = self.serve.take()?;
+        // Bounded: a client holding a connection open must not hang the test.
+        match tokio::time::timeout(Duration::from_secs(5), &mut h).await {
+            Ok(Ok(listener)) => Some(listener),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the serving task ended abnormally");
+                None
+            }
+            Err(_) => {
                 tracing::warn!("graceful shutdown timed out");
+                h.abort();
+                let _ = h.await;
+                None
             }
         }
     }

@@ -1,7 +1,9 @@
 //! The HTTPS listener: TLS with the server's certificate, the verified
 //! client certificate's subject handed to the router as a request
 //! extension, HTTP/1.1 with upgrades. Stopping drops every connection at
-//! once (watches included), which is what `TestApiServer::restart` needs.
+//! once (watches included) and hands the listener back, which is what
+//! `TestApiServer::restart` needs: the port stays bound across a restart,
+//! so no other socket (another test's ephemeral client port) can take it.
 
 use crate::auth::PeerIdentity;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -11,13 +13,14 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tower_service::Service;
 
-/// Serves `app` on `listener` until `stop` turns true.
+/// Serves `app` on `listener` until `stop` turns true; returns the
+/// listener once every connection it accepted is closed.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+) -> TcpListener {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let mut connections = JoinSet::new();
     loop {
@@ -65,4 +68,6 @@ pub async fn serve(
         while connections.try_join_next().is_some() {}
     }
     connections.abort_all();
+    while connections.join_next().await.is_some() {}
+    listener
 }
