@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use mssql_cdc::domain::{CopyShare, FactRow};
-use mssql_cdc::engine::{EngineError, Observer, SnapshotProgress};
+use mssql_cdc::engine::{EngineError, Observer, SnapshotProgress, StoreDown};
 
 /// Prints the engine's progress for people.
 pub struct Console {
@@ -75,6 +75,19 @@ impl Observer for Console {
             self.tag,
             short_duration(delay)
         );
+    }
+
+    fn store_outage(&self, down: Option<&StoreDown>) {
+        match down {
+            Some(down) => eprintln!(
+                "{}StoreUnavailable: the store has failed every attempt since {}; retrying \
+                 until it answers (nothing is lost): {}",
+                self.tag,
+                down.since.format("%H:%M:%S UTC"),
+                down.answer
+            ),
+            None => eprintln!("{}the store answers again", self.tag),
+        }
     }
 }
 

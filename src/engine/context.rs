@@ -46,6 +46,9 @@ pub struct Run<'a> {
     /// The columns this run widened in bronze, for the `schema_change` row
     /// of the statement that did it.
     pub widened: Vec<crate::lake::retype::Retype>,
+    /// How long the lake's store has failed this run's attempts: the
+    /// status names an outage past `spec.alerts.storeOutageAfter`.
+    pub store_outage: std::sync::Arc<super::store_outage::StoreOutage>,
 }
 
 impl<'a> Run<'a> {
@@ -64,6 +67,10 @@ impl<'a> Run<'a> {
             in_step: None,
             types_read_for: None,
             widened: Vec::new(),
+            store_outage: super::store_outage::StoreOutage::new(
+                options.observer.clone(),
+                config.alerts.store_outage_after,
+            ),
         }
     }
 

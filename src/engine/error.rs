@@ -477,6 +477,37 @@ impl EngineError {
         }
     }
 
+    /// Whether the error is the lake's object store failing (a 5xx, a
+    /// timeout, a cut connection) on one of the stream's tables or its
+    /// checkpoint: what may last for hours, and what
+    /// `StoreOutage` times. A lost commit race is transient but is
+    /// another writer's doing, not the store's.
+    pub fn is_store_failure(&self) -> bool {
+        fn failing(error: &deltalake::DeltaTableError) -> bool {
+            use deltalake::DeltaTableError as E;
+            use deltalake::kernel::transaction::TransactionError as T;
+            match error {
+                E::VersionAlreadyExists(_) => false,
+                E::Transaction { source } => !matches!(
+                    source,
+                    T::VersionAlreadyExists(_) | T::CommitConflict(_) | T::MaxCommitAttempts(_)
+                ),
+                _ => true,
+            }
+        }
+        self.is_transient()
+            && match self {
+                EngineError::Bronze(BronzeError::Delta { source, .. })
+                | EngineError::Silver(SilverError::Delta { source, .. }) => failing(source),
+                EngineError::Facts(FactsError::Delta { source, .. })
+                | EngineError::Finalization(FinalizationError::Delta { source, .. }) => {
+                    failing(source)
+                }
+                EngineError::Checkpoint(CheckpointError::Store { .. }) => true,
+                _ => false,
+            }
+    }
+
     /// Whether the error is the whole source's (every table of a
     /// `CdcSource` meets it), not this table's: then the source's worker
     /// backs off once for all of its tables instead of each on its own.

@@ -56,6 +56,7 @@ mod sql_server;
 mod step;
 #[cfg(test)]
 mod step_tests;
+mod store_outage;
 mod table_panic;
 mod tables;
 mod warnings;
@@ -74,5 +75,6 @@ pub use run::run;
 pub use silver_keys::SilverKeyNotUnique;
 pub use source_health::{SourceDown, SourceHealth};
 pub use source_writes::SourceWrites;
+pub use store_outage::{StoreDown, StoreOutage};
 pub use table_panic::TablePanic;
 pub use tables::{Joining, TABLE_RETRY_FIRST, TABLE_RETRY_MAX, TableOutcome, TableRun, run_tables};

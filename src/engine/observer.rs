@@ -13,6 +13,7 @@ use crate::domain::VerdictUpdate;
 
 use super::error::EngineError;
 use super::source_health::SourceHealth;
+use super::store_outage::StoreDown;
 
 /// Where a snapshot stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +106,10 @@ pub trait Observer: Send + Sync {
     /// A source's rounds found the source up or down (a change of state
     /// only); told to each of its tables and to the source's own observer.
     fn source_health(&self, _health: &SourceHealth) {}
+    /// The stream's object store has failed every attempt for longer than
+    /// `storeOutageAfter` (`Some`, once), or answers again (`None`, once
+    /// after a `Some`); the engine retries all the while.
+    fn store_outage(&self, _down: Option<&StoreDown>) {}
 }
 
 /// An observer that shows nothing (the engine still logs through `tracing`).
@@ -161,5 +166,8 @@ impl Observer for Fanout {
     }
     fn source_health(&self, health: &SourceHealth) {
         self.0.iter().for_each(|o| o.source_health(health));
+    }
+    fn store_outage(&self, down: Option<&StoreDown>) {
+        self.0.iter().for_each(|o| o.store_outage(down));
     }
 }

@@ -12,7 +12,7 @@ use super::context::Run;
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
 use super::options::{RunOptions, RunSummary};
-use super::sink::Sink;
+use super::sink::{CommitRetry, Sink};
 use super::source_writes::SourceWrites;
 use super::step::{Step, step};
 use super::{silver_fill, silver_keys};
@@ -189,7 +189,12 @@ async fn drive(
             return Ok(());
         }
     };
-    sink.retry_commits_with(run.options.backoff.clone());
+    sink.retry_commits_with(CommitRetry {
+        backoff: run.options.backoff.clone(),
+        outage: Some(Arc::clone(&run.store_outage)),
+        stop: run.options.stop.clone(),
+    });
+    run.store_outage.answered();
     run.read_permit = None;
     run.observer().running();
     if !sink.columns_added().is_empty() {
@@ -220,6 +225,9 @@ async fn drive(
         reconnect = false;
         run.read_permit = None;
         run.in_step = None;
+        if result.is_ok() {
+            run.store_outage.answered();
+        }
         match result {
             Ok(Step::Done) => return Ok(()),
             Ok(Step::Progress) => backoff.reset(),
@@ -340,6 +348,7 @@ async fn pause(
     if !error.is_transient() {
         return Err(error);
     }
+    run.store_outage.failed(&error);
     let (attempt, delay) = backoff.next_delay();
     tracing::warn!(%error, attempt, delay_s = delay.as_secs_f64(), "transient error; retrying");
     run.observer().retrying(&error, attempt, delay);

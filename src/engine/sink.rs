@@ -4,15 +4,18 @@
 //! through these.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use super::error::{EngineError, SchemaChangeRefused};
 use super::identity;
 use super::observer::Observer;
 use super::source_writes::{SharedFacts, SharedFinalization, SourceWrites};
+use super::store_outage::StoreOutage;
 use crate::domain::FactRow;
 use crate::domain::{Granularity, Lsn, VerdictUpdate, finalized_until};
 use crate::lake::bronze::{BronzeOutcome, BronzeTable, Prepared, StagedFiles, bronze_schema};
@@ -32,8 +35,31 @@ use crate::source::cdc::CaptureInfo;
 use crate::spec::{SilverConfig, SilverDeletes, StreamConfig};
 
 /// Attempts of one bronze commit after its first, with the files it
-/// already uploaded, before the batch fails and is replayed.
+/// already uploaded, before the batch fails and is replayed, when what
+/// fails is not the store (a lost commit race, say). A store that fails
+/// is tried for as long as it fails, so its outage never re-uploads.
 pub const COMMIT_ATTEMPTS: u32 = 5;
+
+/// How a bronze commit the store failed is tried again in place.
+#[derive(Clone)]
+pub struct CommitRetry {
+    /// The waits between attempts (the run's backoff).
+    pub backoff: Backoff,
+    /// Times the store's failures; the status names a long one.
+    pub outage: Option<Arc<StoreOutage>>,
+    /// Stops the retries (the worker was asked to stop).
+    pub stop: CancellationToken,
+}
+
+impl Default for CommitRetry {
+    fn default() -> Self {
+        CommitRetry {
+            backoff: Backoff::default(),
+            outage: None,
+            stop: CancellationToken::new(),
+        }
+    }
+}
 
 /// Where a run writes.
 pub struct Sink {
@@ -57,8 +83,8 @@ pub struct Sink {
     /// The columns bronze gained when this run opened it.
     columns_added: Vec<String>,
     /// How a bronze commit the store failed is tried again in place: the
-    /// run's backoff ([`Sink::retry_commits_with`]).
-    commit_retry: Backoff,
+    /// run's backoff, outage and stop ([`Sink::retry_commits_with`]).
+    commit_retry: CommitRetry,
 }
 
 /// Gives bronze the columns the run reads that it lacks. Bronze's columns
@@ -239,14 +265,14 @@ impl Sink {
             lease,
             bronze_mark,
             columns_added,
-            commit_retry: Backoff::default(),
+            commit_retry: CommitRetry::default(),
         })
     }
 
-    /// Tries a bronze commit the store failed again with `backoff`'s
-    /// waits (the run's own), instead of the default one.
-    pub fn retry_commits_with(&mut self, backoff: Backoff) {
-        self.commit_retry = backoff;
+    /// Tries a bronze commit the store failed again with the run's
+    /// backoff, outage tracker and stop, instead of the defaults.
+    pub fn retry_commits_with(&mut self, retry: CommitRetry) {
+        self.commit_retry = retry;
     }
 
     /// The columns this run reads that bronze lacked when it opened, and
@@ -276,12 +302,12 @@ impl Sink {
     }
 
     /// Commits staged rows to bronze under `txn`, unless bronze holds it.
-    /// A commit that fails on a transient store error is tried again (up
-    /// to [`COMMIT_ATTEMPTS`] times, after the run's backoff, the lease
-    /// checked before each) with
-    /// the files already uploaded, rather than failing the batch, whose
-    /// replay would read and upload them again and leave the first copy
-    /// behind.
+    /// A commit that fails on a transient error is tried again with the
+    /// files already uploaded (after the run's backoff, the lease checked
+    /// before each), rather than failing the batch, whose replay would
+    /// read and upload them again and leave the first copy behind: for as
+    /// long as the store fails (until the run is stopped), any other
+    /// transient error up to [`COMMIT_ATTEMPTS`] times.
     pub async fn commit_to_bronze<R: Serialize>(
         &mut self,
         txn: &Txn,
@@ -293,24 +319,42 @@ impl Sink {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Ready(commit) => commit,
         };
-        let mut backoff = self.commit_retry.clone();
+        let CommitRetry {
+            mut backoff,
+            outage,
+            stop,
+        } = self.commit_retry.clone();
         backoff.reset();
+        let mut other_failures = 0;
         let outcome = loop {
             let error = match self.bronze.commit_prepared(&commit).await {
                 Ok(outcome) => break outcome,
                 Err(error) => EngineError::from(error),
             };
-            let (attempt, delay) = backoff.next_delay();
-            if !error.is_transient() || attempt > COMMIT_ATTEMPTS {
+            if !error.is_transient() || stop.is_cancelled() {
                 return Err(error);
             }
+            if error.is_store_failure() {
+                if let Some(outage) = &outage {
+                    outage.failed(&error);
+                }
+            } else {
+                other_failures += 1;
+                if other_failures > COMMIT_ATTEMPTS {
+                    return Err(error);
+                }
+            }
+            let (attempt, delay) = backoff.next_delay();
             tracing::warn!(
                 %error,
                 attempt,
                 delay_s = delay.as_secs_f64(),
                 "the bronze commit failed; it is tried again with the files already uploaded"
             );
-            tokio::time::sleep(delay).await;
+            tokio::select! {
+                () = stop.cancelled() => return Err(error),
+                () = tokio::time::sleep(delay) => {}
+            }
             self.fence()?;
             if self.bronze.holds(&commit.txn).await? {
                 break BronzeOutcome::AlreadyCommitted;

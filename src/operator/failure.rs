@@ -114,6 +114,9 @@ pub fn engine_failure(error: &EngineError, config: &StreamConfig) -> Failure {
 /// condition) while SQL Server cannot be read at all: the source's, not
 /// the table's; the message leads with the source's own reason.
 pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+/// The reason of a table whose object store has failed every attempt for
+/// longer than `spec.alerts.storeOutageAfter` (the worker retries on).
+pub const STORE_UNAVAILABLE: &str = "StoreUnavailable";
 
 /// The reason of a worker that may not write a local lake or checkpoint
 /// path (the operator adds which volume of the pod it is on, and the fix).

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::children::BuildError;
 use super::conditions::{READY, RECONCILE_ERROR, judged, to_condition};
+use super::failure::STORE_UNAVAILABLE;
 use super::source_conditions::{operator_part, source_capture_healthy, source_connected};
 use super::status::failure_note;
 use super::worker_condition::{Runner, WorkloadFault, worker_running};
@@ -121,12 +122,16 @@ fn counts(streams: &[&CdcStream]) -> TableCounts {
     counts
 }
 
+/// Stopped by an error of its own: failed, or waiting for its own object
+/// store past `storeOutageAfter` (a source's outage is the source's, and
+/// `SourceConnected` says it once).
 fn is_failed(stream: &CdcStream) -> bool {
     stream.status.as_ref().is_some_and(|s| {
         s.phase == Some(Phase::Failed)
-            || s.worker
-                .as_ref()
-                .is_some_and(|w| w.state == WorkerState::Failed)
+            || s.worker.as_ref().is_some_and(|w| {
+                w.state == WorkerState::Failed
+                    || (w.state == WorkerState::Waiting && w.reason == STORE_UNAVAILABLE)
+            })
     })
 }
 

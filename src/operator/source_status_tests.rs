@@ -101,6 +101,34 @@ fn a_failed_table_degrades_the_source_and_is_counted() {
 }
 
 #[test]
+fn a_table_whose_store_is_down_degrades_the_source_and_one_whose_source_is_down_does_not() {
+    let waiting = |name: &str, reason: &str| {
+        let mut stream = table(name, false, 1.0, 48.0);
+        if let Some(status) = stream.status.as_mut() {
+            status.worker = Some(crate::spec::WorkerStatus {
+                state: WorkerState::Waiting,
+                reason: reason.into(),
+                message: "m".into(),
+                since: now(),
+                restarts: 0,
+            });
+        }
+        stream
+    };
+    let store = waiting("orders", STORE_UNAVAILABLE);
+    let source = waiting("items", crate::operator::failure::SOURCE_UNAVAILABLE);
+    let status = status_of(&[&store, &source], &[running_pod()]);
+    assert_eq!(status.tables.unwrap().failed, 1);
+    let degraded = condition(&status, TABLES_DEGRADED).unwrap();
+    assert_eq!(degraded.status, "True");
+    assert!(
+        degraded.message.contains(": orders;"),
+        "{}",
+        degraded.message
+    );
+}
+
+#[test]
 fn no_tables_or_no_worker_pod_is_not_ready_and_says_what_to_do() {
     let status = status_of(&[], &[running_pod()]);
     let ready = condition(&status, READY).unwrap();

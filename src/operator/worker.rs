@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use crate::domain::{FactEvent, FactRow, VerdictUpdate};
 use crate::engine::{
-    EngineError, Observer, SnapshotProgress, SourceCheck, SourceDown, SourceHealth,
+    EngineError, Observer, SnapshotProgress, SourceCheck, SourceDown, SourceHealth, StoreDown,
 };
 use crate::metrics::{Exposition, Metrics};
 use crate::spec::{
@@ -31,7 +31,7 @@ use crate::spec::{
     KIND, Progress, SnapshotPhase, SnapshotStatus, WorkerState, WorkerStatus,
 };
 
-use super::failure::{Failure, SOURCE_UNAVAILABLE};
+use super::failure::{Failure, SOURCE_UNAVAILABLE, STORE_UNAVAILABLE};
 use super::progress::{record_batch, record_check, record_snapshot};
 use super::spec_hash::spec_hash;
 use super::verdict::{report_allowance, reported_verdict};
@@ -377,6 +377,49 @@ impl Observer for StatusObserver {
         }
     }
 
+    /// The store down for longer than `storeOutageAfter`: the table waits
+    /// for it (Waiting, reason StoreUnavailable, the store's answer in the
+    /// message); back: the table says again what it said before.
+    fn store_outage(&self, down: Option<&StoreDown>) {
+        let mut before = self.before_outage.lock().unwrap_or_else(|p| p.into_inner());
+        match down {
+            Some(down) => self.latest.send_modify(|report| {
+                let restarts = report.worker.as_ref().map_or(0, |w| w.restarts);
+                if let Some(w) = report.worker.take()
+                    && w.state != WorkerState::Waiting
+                {
+                    *before = Some(w);
+                }
+                report.worker = Some(WorkerStatus {
+                    state: WorkerState::Waiting,
+                    reason: STORE_UNAVAILABLE.into(),
+                    message: store_unavailable_message(down),
+                    since: down.since,
+                    restarts,
+                });
+            }),
+            None => {
+                let said = before.take();
+                self.latest.send_if_modified(|report| {
+                    let waiting = report
+                        .worker
+                        .as_ref()
+                        .is_some_and(|w| w.reason == STORE_UNAVAILABLE);
+                    if waiting {
+                        report.worker = Some(said.unwrap_or_else(|| WorkerStatus {
+                            state: WorkerState::Running,
+                            reason: "Running".into(),
+                            message: "the worker runs the stream".into(),
+                            since: Utc::now(),
+                            restarts: 0,
+                        }));
+                    }
+                    waiting
+                });
+            }
+        }
+    }
+
     fn failed(&self, error: &EngineError) {
         if let EngineError::DataLoss(loss) = error {
             self.latest.send_modify(|report| {
@@ -398,6 +441,19 @@ pub fn source_unavailable_message(down: &SourceDown) -> String {
         "{}; no table of the source can run until it is back, and this one goes on by itself \
          then (the CdcSource's SourceConnected condition says the same)",
         down.message()
+    ))
+}
+
+/// `status.worker.message` of a table whose store is down: since when,
+/// what the store answered, that nothing is lost, and what to check.
+pub fn store_unavailable_message(down: &StoreDown) -> String {
+    super::failure::one_line(&format!(
+        "the object store has failed every attempt since {}: {}; the worker retries with the \
+         batch's files uploaded once, loses nothing, and goes on by itself when the store \
+         answers: check the store's health, and the endpoint, network path and credentials the \
+         stream's storageOptions and the pod give it",
+        down.since.format("%Y-%m-%d %H:%M:%S UTC"),
+        down.answer
     ))
 }
 

@@ -348,3 +348,37 @@ fn a_table_waits_while_its_source_is_down_and_says_again_what_it_said_before() {
         "the table's own failure is its again"
     );
 }
+
+#[test]
+fn a_table_whose_store_stays_down_says_so_and_then_what_it_said_before() {
+    let (status, latest) = StatusObserver::new(&fresh());
+    status.worker_state(WorkerState::Running, None);
+    let down = crate::engine::StoreDown {
+        since: at(10),
+        answer: "Generic S3 error: HTTP status server error (503 Service Unavailable)".into(),
+    };
+    status.store_outage(Some(&down));
+    let worker = latest.borrow().worker.clone().expect("reported");
+    assert_eq!(
+        (worker.state, worker.reason.as_str()),
+        (WorkerState::Waiting, STORE_UNAVAILABLE)
+    );
+    assert_eq!(worker.since, at(10));
+    assert!(
+        worker.message.contains("503 Service Unavailable"),
+        "{}",
+        worker.message
+    );
+    assert!(
+        worker.message.contains("loses nothing"),
+        "{}",
+        worker.message
+    );
+    status.store_outage(None);
+    let worker = latest.borrow().worker.clone().expect("reported");
+    assert_eq!(
+        (worker.state, worker.reason.as_str()),
+        (WorkerState::Running, "Running"),
+        "the store back, the table runs as before"
+    );
+}

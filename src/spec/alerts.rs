@@ -42,6 +42,11 @@ pub struct AlertsSpec {
     /// `15m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalization_margin: Option<String>,
+    /// After the stream's object store has failed every attempt for this
+    /// long, its status says StoreUnavailable (with the store's answer)
+    /// while the worker keeps retrying (default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_outage_after: Option<String>,
 }
 
 /// `spec.alerts` with every default applied.
@@ -53,7 +58,14 @@ pub struct AlertLimits {
     pub finalization_margin: Duration,
     /// The live capture lag above which capture counts as not current.
     pub capture_lag: Duration,
+    /// How long the store fails before the status names the outage.
+    pub store_outage_after: Duration,
 }
+
+/// How long a store fails before the status says StoreUnavailable when
+/// `spec.alerts` sets no `storeOutageAfter`: longer than object_store's
+/// own retries of one request (3 minutes), so a blip never shows.
+pub const DEFAULT_STORE_OUTAGE_AFTER: Duration = Duration::from_secs(5 * 60);
 
 /// The live capture lag limit when `spec.alerts` sets none: the monitoring
 /// guide's limit on capture lag.
@@ -65,6 +77,7 @@ impl Default for AlertLimits {
             thresholds: Thresholds::default(),
             finalization_margin: FreshnessLimits::default().margin,
             capture_lag: DEFAULT_LIVE_CAPTURE_LAG,
+            store_outage_after: DEFAULT_STORE_OUTAGE_AFTER,
         }
     }
 }
@@ -111,6 +124,11 @@ impl AlertsSpec {
                 defaults.finalization_margin,
             ),
             capture_lag: parse("captureLag", &self.capture_lag, defaults.capture_lag),
+            store_outage_after: parse(
+                "storeOutageAfter",
+                &self.store_outage_after,
+                defaults.store_outage_after,
+            ),
         };
         if errors.is_empty() {
             Ok(limits)
@@ -165,6 +183,7 @@ mod tests {
             ("maxCaptureLag", t.max_capture_lag),
             ("finalizationMargin", defaults.finalization_margin),
             ("captureLag", defaults.capture_lag),
+            ("storeOutageAfter", defaults.store_outage_after),
         ];
         for (field, default) in cases {
             let description: String = schema["properties"][field]["description"]
@@ -195,6 +214,7 @@ mod tests {
             max_capture_lag: Some("90s".into()),
             finalization_margin: Some("1h 30m".into()),
             capture_lag: Some("2m".into()),
+            store_outage_after: Some("30s".into()),
         };
         let limits = spec.limits().unwrap();
         assert_eq!(limits.thresholds.silence, Duration::from_secs(7200));

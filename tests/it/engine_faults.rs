@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mssql_cdc::domain::{FactRow, Lsn};
-use mssql_cdc::engine::{Backoff, EngineError, Observer};
+use mssql_cdc::engine::{Backoff, EngineError, Observer, StoreDown};
 use mssql_cdc::lake::faults::{Call, Fault, FaultPlan, Rule, install, remove};
 use tokio_util::sync::CancellationToken;
 
@@ -94,9 +94,16 @@ async fn assert_exactly_once(client: &mut Client, stream: &StreamFixture, what: 
 /// Remembers the end of each batch the engine finished, and whether the
 /// bootstrap is done.
 #[derive(Default)]
-struct Ends(Mutex<Vec<Lsn>>, std::sync::atomic::AtomicBool);
+struct Ends(
+    Mutex<Vec<Lsn>>,
+    std::sync::atomic::AtomicBool,
+    Mutex<Vec<Option<StoreDown>>>,
+);
 
 impl Observer for Ends {
+    fn store_outage(&self, down: Option<&StoreDown>) {
+        self.2.lock().expect("lock").push(down.cloned());
+    }
     fn batch_done(&self, row: &FactRow) {
         if let Some(end) = row.end_lsn {
             self.0.lock().expect("lock").push(end);
@@ -119,7 +126,11 @@ impl Ends {
 /// Runs the stream continuously while the workload goes on under `plan`,
 /// then stops the faults and waits until the stream caught up: it must
 /// keep going by itself.
-async fn stream_through(client: &mut Client, stream: &StreamFixture, plan: &Arc<FaultPlan>) {
+async fn stream_through(
+    client: &mut Client,
+    stream: &StreamFixture,
+    plan: &Arc<FaultPlan>,
+) -> Arc<Ends> {
     let ends = Arc::new(Ends::default());
     let mut options = stream.options();
     options.once = false;
@@ -168,6 +179,7 @@ async fn stream_through(client: &mut Client, stream: &StreamFixture, plan: &Arc<
     let outcome = running.await.expect("the run's task");
     assert!(outcome.is_ok(), "the run ends cleanly: {outcome:?}");
     assert!(!timed_out, "the stream catches up once the faults stop");
+    ends
 }
 
 /// A fault plan, with no rule yet, for the stream's lake.
@@ -476,6 +488,12 @@ async fn a_failed_bronze_commit_is_tried_again_without_uploading_its_files_again
     assert!(plan.injected() > 0, "no bronze commit failed");
     assert_exactly_once(&mut client, &stream, "failed bronze commits").await;
 
+    assert_no_orphan_in_bronze(&stream, plan.injected()).await;
+}
+
+/// Every Parquet file in bronze's directory is one a table version
+/// references: none was uploaded again by a retry and left behind.
+async fn assert_no_orphan_in_bronze(stream: &StreamFixture, failures: u64) {
     let bronze = stream.path("bronze");
     let table = crate::support::stream::open_table(&bronze).await;
     let referenced: std::collections::BTreeSet<String> = table
@@ -490,9 +508,46 @@ async fn a_failed_bronze_commit_is_tried_again_without_uploading_its_files_again
         .filter(|name| name.ends_with(".parquet"))
         .collect();
     assert_eq!(
-        on_disk,
-        referenced,
-        "{} failed commits left files no version references",
-        plan.injected()
+        on_disk, referenced,
+        "{failures} failed commits left files no version references"
     );
+}
+
+/// A store that stays down (here: every bronze commit fails 60 times in a
+/// row, seconds with the test's fast backoff, past a `storeOutageAfter` of
+/// 300 ms): the commit is tried in place the whole time, so no retry
+/// uploads the batch again or leaves a file behind; the observer hears
+/// the outage once it passes the limit, with the store's answer, and its
+/// end once the store answers; nothing is lost or doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_down_past_its_outage_limit_is_named_and_its_batch_never_uploaded_again() {
+    let server = TestServer::start().await;
+    let (mut client, mut stream) = orders(&server).await;
+    stream
+        .manifest
+        .push_str("  alerts: {storeOutageAfter: 300ms}\n");
+    let plan = lake_faults(&stream);
+    plan.add(Rule {
+        path: "bronze/_delta_log".into(),
+        calls: vec![Call::Put],
+        fault: Fault::Unavailable,
+        odds: 1.0,
+        // Far more than COMMIT_ATTEMPTS: an outage, not a blip.
+        limit: Some(60),
+        after: 1,
+    });
+    install(plan.clone());
+    let ends = stream_through(&mut client, &stream, &plan).await;
+    remove(&plan);
+    assert_eq!(plan.injected(), 60, "the outage ran its course");
+    assert_exactly_once(&mut client, &stream, "a long store outage").await;
+    assert_no_orphan_in_bronze(&stream, plan.injected()).await;
+    let heard = ends.2.lock().expect("lock").clone();
+    assert_eq!(heard.len(), 2, "one outage and its end: {heard:?}");
+    let down = heard[0].as_ref().expect("the outage first");
+    assert!(
+        down.answer.contains("bronze") || down.answer.contains("_delta_log"),
+        "the store's answer names what failed: {down:?}"
+    );
+    assert_eq!(heard[1], None, "then the store answered again");
 }
