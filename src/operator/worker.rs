@@ -190,6 +190,52 @@ impl StatusObserver {
         });
     }
 
+    /// The table waits for something outside it (its source, its store):
+    /// `status.worker` says Waiting with `reason`, and what it said before
+    /// is kept for [`StatusObserver::end_wait`].
+    fn wait(&self, reason: &str, message: String, since: chrono::DateTime<Utc>) {
+        let mut before = self.before_outage.lock().unwrap_or_else(|p| p.into_inner());
+        self.latest.send_modify(|report| {
+            let restarts = report.worker.as_ref().map_or(0, |w| w.restarts);
+            if let Some(w) = report.worker.take()
+                && w.state != WorkerState::Waiting
+            {
+                *before = Some(w);
+            }
+            report.worker = Some(WorkerStatus {
+                state: WorkerState::Waiting,
+                reason: reason.into(),
+                message,
+                since,
+                restarts,
+            });
+        });
+    }
+
+    /// What the table waited for is back: when `status.worker` is still
+    /// the wait (`waiting` says so), it says again what it said before,
+    /// or that it runs.
+    fn end_wait(&self, waiting: impl Fn(&WorkerStatus) -> bool) {
+        let said = self
+            .before_outage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        self.latest.send_if_modified(|report| {
+            let still = report.worker.as_ref().is_some_and(&waiting);
+            if still {
+                report.worker = Some(said.unwrap_or_else(|| WorkerStatus {
+                    state: WorkerState::Running,
+                    reason: "Running".into(),
+                    message: "the worker runs the stream".into(),
+                    since: Utc::now(),
+                    restarts: 0,
+                }));
+            }
+            still
+        });
+    }
+
     /// What the monitoring login read of capture.
     pub fn capture_looked(&self, capture: CaptureStatus) {
         self.latest
@@ -337,42 +383,15 @@ impl Observer for StatusObserver {
     /// SourceUnavailable, the outage in the message); back: the table says
     /// again what it said before, unless it said something new meanwhile.
     fn source_health(&self, health: &SourceHealth) {
-        let mut before = self.before_outage.lock().unwrap_or_else(|p| p.into_inner());
         match health {
-            SourceHealth::Down(down) => self.latest.send_modify(|report| {
-                let restarts = report.worker.as_ref().map_or(0, |w| w.restarts);
-                if let Some(w) = report.worker.take()
-                    && w.state != WorkerState::Waiting
-                {
-                    *before = Some(w);
-                }
-                report.worker = Some(WorkerStatus {
-                    state: WorkerState::Waiting,
-                    reason: SOURCE_UNAVAILABLE.into(),
-                    message: source_unavailable_message(down),
-                    since: down.since,
-                    restarts,
-                });
-            }),
-            SourceHealth::Up { .. } => {
-                let said = before.take();
-                self.latest.send_if_modified(|report| {
-                    let waiting = report
-                        .worker
-                        .as_ref()
-                        .is_some_and(|w| w.state == WorkerState::Waiting);
-                    if waiting {
-                        report.worker = Some(said.unwrap_or_else(|| WorkerStatus {
-                            state: WorkerState::Running,
-                            reason: "Running".into(),
-                            message: "the worker runs the stream".into(),
-                            since: Utc::now(),
-                            restarts: 0,
-                        }));
-                    }
-                    waiting
-                });
+            SourceHealth::Down(down) => {
+                self.wait(
+                    SOURCE_UNAVAILABLE,
+                    source_unavailable_message(down),
+                    down.since,
+                );
             }
+            SourceHealth::Up { .. } => self.end_wait(|w| w.state == WorkerState::Waiting),
             SourceHealth::Unknown => {}
         }
     }
@@ -381,42 +400,13 @@ impl Observer for StatusObserver {
     /// for it (Waiting, reason StoreUnavailable, the store's answer in the
     /// message); back: the table says again what it said before.
     fn store_outage(&self, down: Option<&StoreDown>) {
-        let mut before = self.before_outage.lock().unwrap_or_else(|p| p.into_inner());
         match down {
-            Some(down) => self.latest.send_modify(|report| {
-                let restarts = report.worker.as_ref().map_or(0, |w| w.restarts);
-                if let Some(w) = report.worker.take()
-                    && w.state != WorkerState::Waiting
-                {
-                    *before = Some(w);
-                }
-                report.worker = Some(WorkerStatus {
-                    state: WorkerState::Waiting,
-                    reason: STORE_UNAVAILABLE.into(),
-                    message: store_unavailable_message(down),
-                    since: down.since,
-                    restarts,
-                });
-            }),
-            None => {
-                let said = before.take();
-                self.latest.send_if_modified(|report| {
-                    let waiting = report
-                        .worker
-                        .as_ref()
-                        .is_some_and(|w| w.reason == STORE_UNAVAILABLE);
-                    if waiting {
-                        report.worker = Some(said.unwrap_or_else(|| WorkerStatus {
-                            state: WorkerState::Running,
-                            reason: "Running".into(),
-                            message: "the worker runs the stream".into(),
-                            since: Utc::now(),
-                            restarts: 0,
-                        }));
-                    }
-                    waiting
-                });
-            }
+            Some(down) => self.wait(
+                STORE_UNAVAILABLE,
+                store_unavailable_message(down),
+                down.since,
+            ),
+            None => self.end_wait(|w| w.reason == STORE_UNAVAILABLE),
         }
     }
 
