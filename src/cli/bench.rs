@@ -445,8 +445,10 @@ async fn read_range(
 ) -> anyhow::Result<u64> {
     let fields = info.arrow_fields()?;
     let schema = bronze_schema(&Schema::new(fields))?;
+    // The engine's default limit, as a stream would read.
+    let limit = mssql_cdc::source::types::ValueLimit::new(mssql_cdc::spec::DEFAULT_MAX_VALUE_BYTES);
     let request = ReadRequest {
-        sql: cdc::changes_query(info),
+        sql: cdc::changes_query(info, limit),
         params: vec![
             ColumnData::Binary(Some(from.to_bytes().to_vec().into())),
             ColumnData::Binary(Some(to.to_bytes().to_vec().into())),
@@ -457,6 +459,7 @@ async fn read_range(
             utc_offset_minutes: 0,
         },
         batch_id: 1,
+        value_limit: limit,
         on_batch: None,
     };
     let (batches, task) = spawn_read(Box::new(client), request);

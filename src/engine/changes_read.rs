@@ -23,6 +23,7 @@ use crate::lake::records::LsnRange;
 use crate::source::SourceError;
 use crate::source::parts::{self, ChangesPart, PartQuery};
 use crate::source::reader::ReadStats;
+use crate::source::types::ValueLimit;
 
 /// What reading a batch's changes gave.
 pub struct ChangesRead {
@@ -212,6 +213,7 @@ fn changes_read<S: ChangeSource>(
         }),
         schema: read_schema(info, &sink.bronze.arrow_schema()?)?,
         batch_id: plan.batch_id.txn_version(),
+        value_limit: ValueLimit::new(run.config.max_value_bytes),
         on_batch: Some(Box::new(move |rows| {
             failpoint::hit("mid_read");
             let total = progress.fetch_add(rows - seen, Ordering::Relaxed) + rows - seen;

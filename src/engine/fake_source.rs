@@ -519,6 +519,7 @@ impl PartSession for FakeReader {
             schema,
             batch_id,
             mut on_batch,
+            ..
         } = read;
         let (rows, last_key) = {
             let state = self.db.state();

@@ -28,6 +28,7 @@ use crate::lake::records::ChunkRecord;
 use crate::lake::txn::Txn;
 use crate::source::CaptureInfo;
 use crate::source::parts::{self, ChunkPart, PartQuery};
+use crate::source::types::ValueLimit;
 
 /// What copying one snapshot's chunks needs to know.
 pub struct SnapshotCopy<'a> {
@@ -170,6 +171,7 @@ fn chunk_read(
             }),
             schema: shape.schema.clone(),
             batch_id: BatchId::SNAPSHOT.txn_version(),
+            value_limit: ValueLimit::new(run.config.max_value_bytes),
             on_batch: Some(progress.reading_observer(run)),
         },
         waits: false,

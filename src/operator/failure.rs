@@ -200,6 +200,14 @@ fn source_failure(error: &SourceError, config: &StreamConfig) -> Failure {
                  CdcStream with a new appId and target), or resnapshot into a new table"
             ),
         ),
+        SourceError::ValueTooLarge { column, .. } => Failure::new(
+            "ValueTooLarge",
+            format!(
+                "{said}; leave {column} out with spec.source.columns, or raise spec.maxValueBytes \
+                 (at most 1 GiB; the worker's memory grows with it): the table stops at this \
+                 change until then, and nothing after it is written"
+            ),
+        ),
         SourceError::UnsupportedType { .. } => Failure::new(
             "UnsupportedType",
             format!("{said}; leave the column out with spec.source.columns"),

@@ -13,7 +13,7 @@ use tiberius::{ColumnData, Row};
 use super::SourceError;
 use super::arrow_rows::naive_utc;
 use super::connection::SqlClient;
-use super::types::{SqlColumn, quote_literal, quote_table};
+use super::types::{SqlColumn, ValueLimit, quote_literal, quote_table};
 use crate::domain::TableName;
 use crate::domain::{CaptureInstance, Lsn};
 
@@ -474,13 +474,15 @@ pub async fn computed_columns(
 }
 
 /// The change query of one batch: every change in `[from, to]` in commit
-/// order, each with its commit time.
-pub fn changes_query(info: &CaptureInfo) -> String {
-    let columns: Vec<String> = info
+/// order, each with its commit time; values over `limit` are not sent
+/// (`ValueLimit`).
+pub fn changes_query(info: &CaptureInfo, limit: ValueLimit) -> String {
+    let mut columns: Vec<String> = info
         .columns
         .iter()
-        .map(|c| c.select_expr(Some("c")))
+        .map(|c| c.select_expr(Some("c"), limit))
         .collect();
+    columns.extend(limit.guard_columns(&info.columns, Some("c")));
     format!(
         "SELECT c.__$start_lsn, c.__$seqval, c.__$operation, m.tran_end_time, {} \
          FROM cdc.fn_cdc_get_all_changes_{}(@P1, @P2, N'all update old') AS c \

@@ -72,6 +72,22 @@ pub enum SourceError {
         /// its place in a snapshot read; empty until the reader knows it.
         row: String,
     },
+    /// A value larger than `spec.maxValueBytes`: SQL Server measured it
+    /// and did not send it.
+    #[error(
+        "column {column}: a value of {bytes} bytes is larger than spec.maxValueBytes \
+         ({limit}) ({row}; the value is not shown, and was not read)"
+    )]
+    ValueTooLarge {
+        /// The column.
+        column: String,
+        /// The value's size (`DATALENGTH`).
+        bytes: u64,
+        /// The limit it passed.
+        limit: u64,
+        /// Which row: its change-table key or its place in a snapshot read.
+        row: String,
+    },
     /// A decimal value with more digits than bronze's column holds (the
     /// source column was widened): written, it would be cut or wrapped.
     #[error(

@@ -17,6 +17,7 @@ use super::cdc::{self, CaptureInfo};
 use super::reader::{ReadRequest, ReadStats, RowShape, spawn_read};
 use super::session_stats::{self, NetworkWait};
 use super::snapshot::{KeyValues, KeyWindow, chunk_query, has_rows_within};
+use super::types::ValueLimit;
 use super::{SourceError, SqlClient};
 use crate::domain::{CaptureInstance, Lsn, TableName};
 use crate::lake::bronze::{StagedFiles, Stager};
@@ -71,6 +72,8 @@ pub struct PartRead {
     pub schema: SchemaRef,
     /// `_batch_id` of every row.
     pub batch_id: i64,
+    /// The largest value SQL Server may send (`spec.maxValueBytes`).
+    pub value_limit: ValueLimit,
     /// Called after each record batch is handed over (progress, failpoints).
     pub on_batch: Option<Box<dyn FnMut(u64) + Send>>,
 }
@@ -82,11 +85,12 @@ impl PartRead {
             query,
             schema,
             batch_id,
+            value_limit,
             on_batch,
         } = self;
         let (sql, params, columns, shape) = match query {
             PartQuery::Changes(part) => (
-                cdc::changes_query(&part.info),
+                cdc::changes_query(&part.info, value_limit),
                 vec![
                     ColumnData::Binary(Some(part.range.start.to_bytes().to_vec().into())),
                     ColumnData::Binary(Some(part.range.end.to_bytes().to_vec().into())),
@@ -102,7 +106,13 @@ impl PartRead {
                     upto: part.upto.as_deref(),
                 };
                 (
-                    chunk_query(&part.table, &part.paged, part.chunk_rows, window),
+                    chunk_query(
+                        &part.table,
+                        &part.paged,
+                        part.chunk_rows,
+                        window,
+                        value_limit,
+                    ),
                     window.params(),
                     part.paged.columns.clone(),
                     RowShape::Snapshot {
@@ -120,6 +130,7 @@ impl PartRead {
             schema,
             shape,
             batch_id,
+            value_limit,
             on_batch,
         }
     }

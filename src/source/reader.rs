@@ -21,7 +21,7 @@ use super::SourceError;
 use super::arrow_rows::{ColumnBuilder, naive_utc, wire_type};
 use super::cdc::lsn_of;
 use super::connection::SqlClient;
-use super::types::SqlColumn;
+use super::types::{SqlColumn, ValueLimit};
 use crate::domain::Lsn;
 use crate::domain::change::{CDC_COLUMNS, Operation};
 
@@ -66,6 +66,9 @@ pub struct ReadRequest {
     pub shape: RowShape,
     /// `_batch_id` of every row.
     pub batch_id: i64,
+    /// The largest value the query lets SQL Server send; when it guards a
+    /// column, each row ends with the two guard columns.
+    pub value_limit: ValueLimit,
     /// Called after each record batch is handed over (progress, failpoints).
     pub on_batch: Option<Box<dyn FnMut(u64) + Send>>,
 }
@@ -317,6 +320,28 @@ impl BatchBuilder {
                         }
                     })
                 })?;
+        }
+        if request.value_limit.guards_any(&request.columns) {
+            let column = next_value(&mut values, "the guard column")?;
+            let bytes = next_value(&mut values, "the guard's size column")?;
+            if let ColumnData::String(Some(column)) = column {
+                let bytes = match bytes {
+                    ColumnData::I64(Some(n)) => u64::try_from(n).unwrap_or(0),
+                    ColumnData::I32(Some(n)) => u64::try_from(n).unwrap_or(0),
+                    _ => 0,
+                };
+                return Err(SourceError::ValueTooLarge {
+                    column: column.into_owned(),
+                    bytes,
+                    limit: request.value_limit.bytes(),
+                    row: match &request.shape {
+                        RowShape::Changes { .. } => change_row(lsn, seqval),
+                        RowShape::Snapshot { .. } => {
+                            format!("snapshot at LSN {lsn}, row {} of this read", stats.rows + 1)
+                        }
+                    },
+                });
+            }
         }
         if !key.is_empty() {
             stats.last_key = Some(key);

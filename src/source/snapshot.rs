@@ -7,7 +7,7 @@ use tiberius::ColumnData;
 use super::cdc::CaptureInfo;
 use super::connection::SqlClient;
 use super::error::SourceError;
-use super::types::{ValueKind, quote_ident, quote_literal};
+use super::types::{ValueKind, ValueLimit, quote_ident, quote_literal};
 use crate::domain::TableName;
 
 /// How a snapshot pages through a table.
@@ -82,8 +82,14 @@ pub fn chunk_query(
     info: &CaptureInfo,
     rows: u64,
     window: KeyWindow<'_>,
+    limit: ValueLimit,
 ) -> String {
-    let columns: Vec<String> = info.columns.iter().map(|c| c.select_expr(None)).collect();
+    let mut columns: Vec<String> = info
+        .columns
+        .iter()
+        .map(|c| c.select_expr(None, limit))
+        .collect();
+    columns.extend(limit.guard_columns(&info.columns, None));
     let from = format!(
         "{}.{}",
         quote_ident(&table.schema),
@@ -160,7 +166,8 @@ pub async fn has_rows_within(
     info: &CaptureInfo,
     window: KeyWindow<'_>,
 ) -> Result<bool, SourceError> {
-    let sql = chunk_query(table, info, 1, window);
+    // Only whether a row exists matters: no value of any size is sent.
+    let sql = chunk_query(table, info, 1, window, ValueLimit::new(0));
     let values = window.params();
     let params: Vec<&dyn tiberius::ToSql> =
         values.iter().map(|p| p as &dyn tiberius::ToSql).collect();
@@ -281,7 +288,7 @@ mod tests {
             after: Some(&after),
             upto: None,
         };
-        let sql = chunk_query(&table, &info, 100, window);
+        let sql = chunk_query(&table, &info, 100, window, ValueLimit::none());
         assert!(
             sql.ends_with(
                 "WHERE (([id] > @P1) OR ([id] = @P1 AND [code] > CAST(@P2 AS varchar(8)))) \
@@ -289,7 +296,7 @@ mod tests {
             ),
             "{sql}"
         );
-        let first = chunk_query(&table, &info, 100, KeyWindow::default());
+        let first = chunk_query(&table, &info, 100, KeyWindow::default(), ValueLimit::none());
         assert!(!first.contains("WHERE"), "{first}");
     }
 
@@ -302,7 +309,7 @@ mod tests {
             after: Some(&low),
             upto: Some(&high),
         };
-        let sql = chunk_query(&table, &info, 5, both);
+        let sql = chunk_query(&table, &info, 5, both, ValueLimit::none());
         assert!(
             sql.ends_with("WHERE (([id] > @P1)) AND NOT (([id] > @P2)) ORDER BY [id]"),
             "{sql}"
@@ -312,7 +319,7 @@ mod tests {
             after: None,
             upto: Some(&high),
         };
-        let sql = chunk_query(&table, &info, 5, first_range);
+        let sql = chunk_query(&table, &info, 5, first_range, ValueLimit::none());
         assert!(
             sql.ends_with("WHERE NOT (([id] > @P1)) ORDER BY [id]"),
             "{sql}"

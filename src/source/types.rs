@@ -176,17 +176,114 @@ impl SqlColumn {
         }
     }
 
-    /// The select-list expression that reads the column losslessly.
-    pub fn select_expr(&self, alias: Option<&str>) -> String {
-        let column = match alias {
-            Some(alias) => format!("{alias}.{}", quote_ident(&self.name)),
-            None => quote_ident(&self.name),
-        };
+    /// The select-list expression that reads the column losslessly; a
+    /// value `limit` may hold too much of is sent as NULL when it is over
+    /// (the guard columns of [`ValueLimit::guard_columns`] say so).
+    pub fn select_expr(&self, alias: Option<&str>, limit: ValueLimit) -> String {
+        let column = self.reference(alias);
         match self.type_name.as_str() {
             "money" => format!("CAST({column} AS decimal(19,4))"),
             "smallmoney" => format!("CAST({column} AS decimal(10,4))"),
+            _ if limit.guards(self) => format!(
+                "CASE WHEN DATALENGTH({column}) > {} THEN NULL ELSE {column} END",
+                limit.bytes()
+            ),
             _ => column,
         }
+    }
+
+    fn reference(&self, alias: Option<&str>) -> String {
+        match alias {
+            Some(alias) => format!("{alias}.{}", quote_ident(&self.name)),
+            None => quote_ident(&self.name),
+        }
+    }
+}
+
+/// The largest value of one column a read lets SQL Server send
+/// (`spec.maxValueBytes`). SQL Server measures each value of a column that
+/// can exceed it (`DATALENGTH`) and sends NULL in its place, with two
+/// guard columns after the row's own naming the first column over and its
+/// size: the value is never sent, so no read buffers more than the limit
+/// per value, and the reader stops the table with `ValueTooLarge`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueLimit(u64);
+
+/// Names of the two guard columns (never a captured column's: `$` is not
+/// in CDC's column names' reach, and the prefix is ours).
+const GUARD_COLUMN: &str = "[__mssql_cdc$too_large]";
+const GUARD_BYTES: &str = "[__mssql_cdc$too_large_bytes]";
+
+impl ValueLimit {
+    /// At most `bytes` per value.
+    pub fn new(bytes: u64) -> Self {
+        ValueLimit(bytes)
+    }
+
+    /// No limit a value of SQL Server can reach (2 GiB): no guard.
+    pub fn none() -> Self {
+        ValueLimit(u64::from(u32::MAX))
+    }
+
+    /// The limit in bytes.
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+
+    /// Whether a value of `column` can exceed the limit: a `max` type
+    /// (`varchar(max)`, `nvarchar(max)`, `varbinary(max)`, `xml`, CLR
+    /// types), `text`, `ntext`, `image`, or a character or binary type
+    /// declared longer than it. Fixed-size types never are.
+    pub fn guards(self, column: &SqlColumn) -> bool {
+        let unbounded = column.max_length < 0
+            || matches!(
+                column.type_name.as_str(),
+                "text" | "ntext" | "image" | "xml"
+            );
+        let sized = matches!(
+            column.type_name.as_str(),
+            "char" | "varchar" | "nchar" | "nvarchar" | "binary" | "varbinary" | "sql_variant"
+        );
+        let declared = u64::try_from(column.max_length).unwrap_or(0);
+        (unbounded && self.0 < u64::from(u32::MAX)) || (sized && declared > self.0)
+    }
+
+    /// Whether any of `columns` is guarded: the rows then carry the guard
+    /// columns.
+    pub fn guards_any(self, columns: &[SqlColumn]) -> bool {
+        columns.iter().any(|c| self.guards(c))
+    }
+
+    /// The two guard columns' select-list expressions (`None` when no
+    /// column is guarded): the first guarded column whose value is over
+    /// the limit, and that value's size in bytes; both NULL otherwise.
+    pub fn guard_columns(self, columns: &[SqlColumn], alias: Option<&str>) -> Option<String> {
+        let over: Vec<(String, String)> = columns
+            .iter()
+            .filter(|c| self.guards(c))
+            .map(|c| {
+                let length = format!("DATALENGTH({})", c.reference(alias));
+                (format!("{length} > {}", self.0), length)
+            })
+            .collect();
+        if over.is_empty() {
+            return None;
+        }
+        let guarded: Vec<&SqlColumn> = columns.iter().filter(|c| self.guards(c)).collect();
+        let names: Vec<String> = over
+            .iter()
+            .zip(&guarded)
+            .map(|((test, _), c)| format!("WHEN {test} THEN {}", quote_literal(&c.name)))
+            .collect();
+        let sizes: Vec<String> = over
+            .iter()
+            .map(|(test, length)| format!("WHEN {test} THEN CAST({length} AS bigint)"))
+            .collect();
+        Some(format!(
+            "CASE {} END AS {GUARD_COLUMN}, CASE {} END AS {GUARD_BYTES}",
+            names.join(" "),
+            sizes.join(" ")
+        ))
     }
 }
 
@@ -265,7 +362,7 @@ mod tests {
             Some(DataType::Decimal128(19, 4))
         );
         assert_eq!(
-            column("money", 19, 4).select_expr(Some("c")),
+            column("money", 19, 4).select_expr(Some("c"), ValueLimit::none()),
             "CAST(c.[c] AS decimal(19,4))"
         );
     }
@@ -283,5 +380,58 @@ mod tests {
     fn identifiers_and_literals_are_quoted() {
         assert_eq!(quote_ident("a]b"), "[a]]b]");
         assert_eq!(quote_literal("o'neil"), "N'o''neil'");
+    }
+
+    #[test]
+    fn a_value_limit_guards_only_the_columns_that_can_pass_it() {
+        let limit = ValueLimit::new(1000);
+        let cases = [
+            ("nvarchar", -1, true),
+            ("varbinary", -1, true),
+            ("xml", -1, true),
+            ("geography", -1, true),
+            ("ntext", 16, true),
+            ("nvarchar", 4000, true),
+            ("varchar", 1000, false),
+            ("char", 10, false),
+            ("int", 4, false),
+            ("datetime2", 8, false),
+        ];
+        for (type_name, max_length, guarded) in cases {
+            let mut c = column(type_name, 0, 0);
+            c.max_length = max_length;
+            assert_eq!(limit.guards(&c), guarded, "{type_name}({max_length})");
+        }
+        let mut none = column("nvarchar", 0, 0);
+        none.max_length = -1;
+        assert!(!ValueLimit::none().guards(&none), "no limit guards nothing");
+        assert!(
+            ValueLimit::none()
+                .guard_columns(&[none.clone()], None)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_guarded_column_is_sent_as_null_over_the_limit_and_named_in_the_guard_columns() {
+        let mut body = column("nvarchar", 0, 0);
+        body.name = "body".into();
+        body.max_length = -1;
+        let mut id = column("int", 10, 0);
+        id.name = "id".into();
+        let limit = ValueLimit::new(64);
+        assert_eq!(
+            body.select_expr(Some("c"), limit),
+            "CASE WHEN DATALENGTH(c.[body]) > 64 THEN NULL ELSE c.[body] END"
+        );
+        assert_eq!(id.select_expr(Some("c"), limit), "c.[id]");
+        assert_eq!(
+            limit.guard_columns(&[id, body], Some("c")).as_deref(),
+            Some(
+                "CASE WHEN DATALENGTH(c.[body]) > 64 THEN N'body' END AS [__mssql_cdc$too_large], \
+                 CASE WHEN DATALENGTH(c.[body]) > 64 THEN CAST(DATALENGTH(c.[body]) AS bigint) END \
+                 AS [__mssql_cdc$too_large_bytes]"
+            )
+        );
     }
 }

@@ -204,6 +204,7 @@ fn probe(source_name: &str) -> CdcStreamSpec {
         storage_options: BTreeMap::new(),
         trigger: TriggerSpec::default(),
         max_commits_per_batch: None,
+        max_value_bytes: None,
         snapshot: None,
         suspend: false,
         worker: None,

@@ -44,9 +44,10 @@ pub use status::{
     LatestOffset, Phase, Progress, SnapshotPhase, SnapshotStatus, WorkerState, WorkerStatus,
 };
 pub use types::{
-    CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, Encrypt, FinalizationSpec,
-    HeartbeatSpec, MonitoringSpec, OnDataLoss, PasswordFrom, SecretKeyRef, SilverDeletes,
-    SilverSpec, SnapshotMode, SnapshotSpec, SourceRef, SourceSpec, TableSpec, TriggerSpec,
+    CdcStream, CdcStreamSpec, CdcStreamStatus, CredentialsSpec, DEFAULT_MAX_VALUE_BYTES, Encrypt,
+    FinalizationSpec, HeartbeatSpec, MAX_VALUE_BYTES_LIMIT, MonitoringSpec, OnDataLoss,
+    PasswordFrom, SecretKeyRef, SilverDeletes, SilverSpec, SnapshotMode, SnapshotSpec, SourceRef,
+    SourceSpec, TableSpec, TriggerSpec,
 };
 pub use validate::{
     API_VERSION, FinalizationConfig, HeartbeatConfig, KIND, MAX_READERS, MonitoringLogin,

@@ -206,6 +206,10 @@ pub struct StreamDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_commits_per_batch: Option<u64>,
+    /// The largest value of one column a table reads, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1073741824))]
+    pub max_value_bytes: Option<u64>,
     /// object_store options for every location.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub storage_options: BTreeMap<String, String>,
@@ -578,6 +582,7 @@ pub fn resolve(
     resolved.max_commits_per_batch = stream
         .max_commits_per_batch
         .or(defaults.max_commits_per_batch);
+    resolved.max_value_bytes = stream.max_value_bytes.or(defaults.max_value_bytes);
     let mut options = defaults.storage_options.clone();
     options.extend(stream.storage_options.clone());
     resolved.storage_options = options;

@@ -141,6 +141,14 @@ pub struct CdcStreamSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_commits_per_batch: Option<u64>,
+    /// The largest value of one column, in bytes, the stream reads (default
+    /// 64 MiB, at most 1 GiB, or the source's `defaults`). A larger value
+    /// stops the table with ValueTooLarge before it is sent, so a worker's
+    /// memory is bounded whatever the data; leave the column out with
+    /// `source.columns`, or raise this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1073741824))]
+    pub max_value_bytes: Option<u64>,
     /// Whether and how the current table contents are copied first
     /// (default: an initial snapshot, or the source's `defaults`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,6 +209,14 @@ pub struct HeartbeatSpec {
 
 /// The built-in `maxCommitsPerBatch`.
 pub(super) const DEFAULT_MAX_COMMITS_PER_BATCH: u64 = 10_000;
+
+/// `maxValueBytes` when neither the stream nor its source sets it: far
+/// above any ordinary value, far below what would strain a worker.
+pub const DEFAULT_MAX_VALUE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The largest `maxValueBytes` allowed: one value and a full record batch
+/// together stay below Arrow's 2 GiB offsets of one column.
+pub const MAX_VALUE_BYTES_LIMIT: u64 = 1024 * 1024 * 1024;
 
 /// Names the `CdcSource` a stream belongs to.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]

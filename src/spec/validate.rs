@@ -220,6 +220,8 @@ pub struct StreamConfig {
     pub trigger: Trigger,
     /// Most source transactions per batch.
     pub max_commits_per_batch: NonZeroU64,
+    /// The largest value of one column the stream reads (`maxValueBytes`).
+    pub max_value_bytes: u64,
     /// Whether the stream snapshots first.
     pub snapshot_mode: SnapshotMode,
     /// Rows per snapshot chunk.
@@ -287,14 +289,19 @@ impl Checker {
     }
 
     fn within(&mut self, field: &str, value: u32, min: u32, max: u32) -> u32 {
+        let within = self.within_u64(field, value.into(), min.into(), max.into());
+        u32::try_from(within).unwrap_or(min)
+    }
+
+    fn within_u64(&mut self, field: &str, value: u64, min: u64, max: u64) -> u64 {
         if (min..=max).contains(&value) {
             return value;
         }
         self.0.push(SpecError::OutOfRange {
             field: field.into(),
-            min: min.into(),
-            max: max.into(),
-            value: value.into(),
+            min,
+            max,
+            value,
         });
         min
     }
@@ -648,6 +655,13 @@ impl CdcStreamSpec {
             self.max_commits_per_batch
                 .unwrap_or(super::types::DEFAULT_MAX_COMMITS_PER_BATCH),
         );
+        let max_value_bytes = c.within_u64(
+            "spec.maxValueBytes",
+            self.max_value_bytes
+                .unwrap_or(super::types::DEFAULT_MAX_VALUE_BYTES),
+            1,
+            super::types::MAX_VALUE_BYTES_LIMIT,
+        );
         let snapshot = self.snapshot.clone().unwrap_or_default();
         let snapshot_chunk_rows = c.positive("spec.snapshot.chunkRows", snapshot.chunk_rows);
         let readers = c.within("spec.source.readers", s.readers, 1, MAX_READERS);
@@ -715,6 +729,7 @@ impl CdcStreamSpec {
                     storage_options: self.storage_options.clone(),
                     trigger,
                     max_commits_per_batch,
+                    max_value_bytes,
                     snapshot_mode: snapshot.mode,
                     snapshot_chunk_rows,
                     on_data_loss: self.on_data_loss.unwrap_or_default(),

@@ -593,3 +593,84 @@ async fn run_refuses_a_manifest_with_a_misspelt_field_and_names_the_field() {
     );
     assert!(!lake.exists(), "nothing is written: {stderr}");
 }
+
+/// A value larger than `maxValueBytes` is measured by SQL Server and never
+/// sent: the snapshot and then a batch stop with ValueTooLarge naming the
+/// column, the size and the row (never the value), nothing of that row or
+/// after it is written, and values up to the limit stream as usual.
+#[tokio::test]
+async fn a_value_over_max_value_bytes_stops_the_table_before_it_is_sent() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    run(
+        &mut client,
+        "CREATE TABLE dbo.docs (id int NOT NULL PRIMARY KEY, body nvarchar(max) NULL, \
+         blob varbinary(max) NULL, tag nvarchar(20) NULL)",
+    )
+    .await
+    .expect("create table");
+    // 500 characters of nvarchar are 1,000 bytes: at the limit, not over.
+    run(
+        &mut client,
+        "INSERT INTO dbo.docs VALUES (1, REPLICATE(N'a', 500), 0x0102, N'small')",
+    )
+    .await
+    .expect("seed");
+    capture_table(&mut client, "docs").await;
+    let mut stream = StreamFixture::new(&server, &db, "  maxValueBytes: 1000\n");
+    stream.manifest = stream.manifest.replace("dbo.orders", "dbo.docs");
+    let first = stream.run_once().await.expect("values at the limit pass");
+    assert_eq!(first.snapshot_rows, 1);
+    let body = stream.bronze_query("SELECT LENGTH(body), tag FROM t").await;
+    assert_eq!(body, [["500", "small"]]);
+
+    run(
+        &mut client,
+        "INSERT INTO dbo.docs VALUES (2, N'fits', CAST(REPLICATE(CAST(0x41 AS varbinary(max)), 5000) AS varbinary(max)), N'big')",
+    )
+    .await
+    .expect("a large value");
+    wait_for_capture(&mut client, "dbo_docs", None, 1).await;
+    let error = stream
+        .run_once()
+        .await
+        .expect_err("the table stops at the large value");
+    let message = error.to_string();
+    assert!(
+        matches!(
+            &error,
+            EngineError::Source(mssql_cdc::source::SourceError::ValueTooLarge {
+                column,
+                bytes: 5000,
+                limit: 1000,
+                ..
+            }) if column == "blob"
+        ),
+        "{error:?}"
+    );
+    assert!(
+        message.contains("__$start_lsn"),
+        "the row is named: {message}"
+    );
+    assert!(!message.contains("AAAA"), "never the value: {message}");
+    let rows = stream
+        .bronze_query("SELECT COUNT(*) FROM t WHERE id = 2")
+        .await;
+    assert_eq!(rows, [["0"]], "nothing of the row was written");
+
+    // A fresh stream of the same table stops in its snapshot the same way.
+    let again = StreamFixture::new(&server, &db, "  maxValueBytes: 1000\n");
+    let mut again = again;
+    again.manifest = again.manifest.replace("dbo.orders", "dbo.docs");
+    let error = again
+        .run_once()
+        .await
+        .expect_err("the snapshot stops at the large value");
+    assert!(
+        error
+            .to_string()
+            .contains("column blob: a value of 5000 bytes"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("snapshot"), "{error}");
+}
