@@ -674,3 +674,76 @@ async fn a_value_over_max_value_bytes_stops_the_table_before_it_is_sent() {
     );
     assert!(error.to_string().contains("snapshot"), "{error}");
 }
+
+/// A 300 MB value with the default `maxValueBytes` (64 MiB): the real
+/// binary stops the table, and its peak RSS (the kernel's `VmHWM`, sampled
+/// until it exits) stays far below the value, since SQL Server never sent it.
+#[tokio::test]
+async fn a_300_mb_value_never_reaches_the_workers_memory() {
+    let server = TestServer::start().await;
+    let (mut client, db) = server.scratch_database().await;
+    run(
+        &mut client,
+        "CREATE TABLE dbo.docs (id int NOT NULL PRIMARY KEY, blob varbinary(max) NULL)",
+    )
+    .await
+    .expect("create table");
+    run(
+        &mut client,
+        "INSERT INTO dbo.docs VALUES (1, 0x01), \
+         (2, REPLICATE(CAST(0x41 AS varbinary(max)), 300000000))",
+    )
+    .await
+    .expect("a 300 MB value");
+    capture_table(&mut client, "docs").await;
+    let mut stream = StreamFixture::new(&server, &db, "");
+    stream.manifest = stream.manifest.replace("dbo.orders", "dbo.docs");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--once", "-f"])
+        .arg(stream.manifest_file())
+        .env(PASSWORD_ENV, &stream.password)
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary runs");
+    let status_file = format!("/proc/{}/status", child.id().expect("a pid"));
+    let mut peak_kib = 0u64;
+    let ended = tokio::time::timeout(Duration::from_secs(300), async {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&status_file)
+                && let Some(kib) = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak_kib = peak_kib.max(kib);
+            }
+            // Sampling the kernel's own peak, not waiting for an event.
+            tokio::select! {
+                status = child.wait() => return status,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    })
+    .await
+    .expect("the run ends")
+    .expect("its status");
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = pipe.read_to_string(&mut stderr).await;
+    }
+    assert!(!ended.success(), "the table stops: {stderr}");
+    assert!(
+        stderr.contains("column blob: a value of 300000000 bytes"),
+        "{stderr}"
+    );
+    println!("peak RSS of the worker: {} MiB", peak_kib / 1024);
+    assert!(peak_kib > 0, "the peak was sampled");
+    assert!(
+        peak_kib < 300 * 1024,
+        "the worker's peak RSS {} MiB reached the value's size",
+        peak_kib / 1024
+    );
+}

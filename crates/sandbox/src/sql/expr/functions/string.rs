@@ -118,6 +118,9 @@ pub(super) fn call(name: &str, args: &[&Expr], scope: &dyn Scope) -> Option<SqlR
         "REPLICATE" => (|| {
             arity(name, args, 2, 2)?;
             let (s, n) = (ev(args, 0, scope)?, ev(args, 1, scope)?);
+            if s.ty.is_binary() {
+                return replicate_binary(&s, int_arg(&n)?);
+            }
             let base = string_type(&s.ty);
             let ty = if base.is_max() {
                 base
@@ -132,10 +135,22 @@ pub(super) fn call(name: &str, args: &[&Expr], scope: &dyn Scope) -> Option<SqlR
             if n < 0 {
                 return Ok(Typed::null(ty));
             }
-            let mut out = text.repeat(n.min(1_000_000) as usize);
-            if let Length::Fixed(cap) = ty::string_length(&ty) {
-                out = out.chars().take(usize::from(cap)).collect();
+            let unit = if ty.is_unicode() { 2 } else { 1 };
+            let bytes = (text.chars().count() as u64)
+                .saturating_mul(n as u64)
+                .saturating_mul(unit);
+            if ty.is_max() && bytes > MAX_LOB_BYTES {
+                return Err(lob_too_large());
             }
+            let out = match ty::string_length(&ty) {
+                // Only what the result can hold is built.
+                Length::Fixed(cap) => {
+                    let enough = usize::from(cap) / text.chars().count().max(1) + 1;
+                    let out = text.repeat((n as usize).min(enough));
+                    out.chars().take(usize::from(cap)).collect()
+                }
+                Length::Max => text.repeat(n as usize),
+            };
             Ok(string_result(Some(out), ty))
         })(),
         "REVERSE" => one(name, args, scope, |v| {
@@ -223,6 +238,47 @@ pub fn substring(s: &Typed, from: Option<&Typed>, len: Option<&Typed>) -> SqlRes
             ))
         }
     }
+}
+
+/// The largest value of a `max` type (2^31 - 1 bytes).
+const MAX_LOB_BYTES: u64 = 2_147_483_647;
+
+/// Error 7119, what SQL Server raises when a `max` value would pass 2 GB.
+fn lob_too_large() -> SqlError {
+    SqlError::new(
+        7119,
+        "Attempting to grow LOB beyond maximum allowed size of 2147483647 bytes.",
+    )
+}
+
+/// REPLICATE of a binary value: binary as its input (`varbinary(max)` for
+/// a `max` input, otherwise at most 8,000 bytes), as SQL Server returns it.
+fn replicate_binary(s: &Typed, n: Option<i64>) -> SqlResult<Typed> {
+    let ty = if s.ty.is_max() {
+        DataType::VarBinary(Length::Max)
+    } else {
+        DataType::VarBinary(Length::Fixed(8000))
+    };
+    let (Value::Binary(bytes), Some(n)) = (&s.value, n) else {
+        return Ok(Typed::null(ty));
+    };
+    if n < 0 {
+        return Ok(Typed::null(ty));
+    }
+    let total = (bytes.len() as u64).saturating_mul(n as u64);
+    if ty.is_max() && total > MAX_LOB_BYTES {
+        return Err(lob_too_large());
+    }
+    let n = if ty.is_max() {
+        n as usize
+    } else {
+        (n as usize).min(8000 / bytes.len().max(1) + 1)
+    };
+    let mut out = bytes.repeat(n);
+    if !ty.is_max() {
+        out.truncate(8000);
+    }
+    Ok(Typed::new(Value::Binary(out), ty))
 }
 
 /// TRIM/LTRIM/RTRIM: spaces, or the given characters.

@@ -240,6 +240,18 @@ fn string_functions() {
         ("CONCAT(s, N'!')", "Hello!", "nvarchar(11)"),
         ("REPLICATE('ab', 3)", "ababab", "varchar(8000)"),
         ("REPLICATE('ab', -1)", "NULL", "varchar(8000)"),
+        ("DATALENGTH(REPLICATE(0x0102, 5000))", "8000", "int"),
+        (
+            "DATALENGTH(REPLICATE(CAST(0x41 AS varbinary(max)), 3000000))",
+            "3000000",
+            "bigint",
+        ),
+        (
+            "LEN(REPLICATE(CAST('a' AS varchar(max)), 2000000))",
+            "2000000",
+            "bigint",
+        ),
+        ("LEN(REPLICATE('a', 2000000000))", "8000", "int"),
         ("REVERSE('abc')", "cba", "varchar(3)"),
     ]);
     check_errors(&[
