@@ -675,13 +675,19 @@ async fn a_value_over_max_value_bytes_stops_the_table_before_it_is_sent() {
     assert!(error.to_string().contains("snapshot"), "{error}");
 }
 
-/// A 300 MB value with the default `maxValueBytes` (64 MiB): the real
-/// binary stops the table, and its peak RSS (the kernel's `VmHWM`, sampled
-/// until it exits) stays far below the value, since SQL Server never sent it.
+/// A 300 MB value in one table of a source of three, with the default
+/// `maxValueBytes` (64 MiB): the real binary (`run --once -f`) stops that
+/// table alone, the other two copy their rows, and its peak RSS (the
+/// kernel's `VmHWM`, sampled until it exits) stays below the value, since
+/// SQL Server never sent it.
 #[tokio::test]
 async fn a_300_mb_value_never_reaches_the_workers_memory() {
+    use crate::engine_source::{seeded_capture, source_doc, stream_doc};
     let server = TestServer::start().await;
     let (mut client, db) = server.scratch_database().await;
+    for (table, rows) in [("orders", 5), ("items", 3)] {
+        seeded_capture(&mut client, table, rows).await;
+    }
     run(
         &mut client,
         "CREATE TABLE dbo.docs (id int NOT NULL PRIMARY KEY, blob varbinary(max) NULL)",
@@ -696,13 +702,20 @@ async fn a_300_mb_value_never_reaches_the_workers_memory() {
     .await
     .expect("a 300 MB value");
     capture_table(&mut client, "docs").await;
-    let mut stream = StreamFixture::new(&server, &db, "");
-    stream.manifest = stream.manifest.replace("dbo.orders", "dbo.docs");
+    let fixture = StreamFixture::new(&server, &db, "");
+    let lake = fixture.lake.path();
+    let mut file = source_doc(&server, &db, lake, "{availableNow: true}", "5m");
+    for table in ["orders", "items", "docs"] {
+        file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
+    }
+    let manifest = lake.join("source.yaml");
+    std::fs::write(&manifest, file).expect("write the source file");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
         .args(["run", "--once", "-f"])
-        .arg(stream.manifest_file())
-        .env(PASSWORD_ENV, &stream.password)
+        .arg(&manifest)
+        .env(PASSWORD_ENV, &fixture.password)
         .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -734,11 +747,20 @@ async fn a_300_mb_value_never_reaches_the_workers_memory() {
         use tokio::io::AsyncReadExt;
         let _ = pipe.read_to_string(&mut stderr).await;
     }
-    assert!(!ended.success(), "the table stops: {stderr}");
+    assert!(!ended.success(), "the docs table stops: {stderr}");
     assert!(
-        stderr.contains("column blob: a value of 300000000 bytes"),
+        stderr.contains("bronze.docs: failed:")
+            && stderr.contains("column blob: a value of 300000000 bytes"),
         "{stderr}"
     );
+    for (name, rows) in [("orders", "5"), ("items", "3")] {
+        let count = crate::support::stream::query_table(
+            &lake.join(format!("bronze/{name}")),
+            "SELECT count(DISTINCT id) FROM t",
+        )
+        .await;
+        assert_eq!(count, [[rows.to_string()]], "bronze.{name} holds its table");
+    }
     println!("peak RSS of the worker: {} MiB", peak_kib / 1024);
     assert!(peak_kib > 0, "the peak was sampled");
     assert!(
