@@ -227,6 +227,9 @@ async fn read_rows(
 
 struct BatchBuilder {
     columns: Vec<ColumnBuilder>,
+    /// Whether each row ends with the value limit's guard columns (decided
+    /// once per read, not per row).
+    guarded: bool,
     lsn: StringBuilder,
     seqval: StringBuilder,
     operation: StringBuilder,
@@ -245,6 +248,7 @@ impl BatchBuilder {
             .collect::<Result<_, _>>()?;
         Ok(BatchBuilder {
             columns,
+            guarded: request.value_limit.guards_any(&request.columns),
             lsn: StringBuilder::with_capacity(capacity, capacity * 22),
             seqval: StringBuilder::with_capacity(capacity, capacity * 22),
             operation: StringBuilder::with_capacity(capacity, capacity * 8),
@@ -321,7 +325,7 @@ impl BatchBuilder {
                     })
                 })?;
         }
-        if request.value_limit.guards_any(&request.columns) {
+        if self.guarded {
             let column = next_value(&mut values, "the guard column")?;
             let bytes = next_value(&mut values, "the guard's size column")?;
             if let ColumnData::String(Some(column)) = column {

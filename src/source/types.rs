@@ -258,27 +258,16 @@ impl ValueLimit {
     /// column is guarded): the first guarded column whose value is over
     /// the limit, and that value's size in bytes; both NULL otherwise.
     pub fn guard_columns(self, columns: &[SqlColumn], alias: Option<&str>) -> Option<String> {
-        let over: Vec<(String, String)> = columns
-            .iter()
-            .filter(|c| self.guards(c))
-            .map(|c| {
-                let length = format!("DATALENGTH({})", c.reference(alias));
-                (format!("{length} > {}", self.0), length)
-            })
-            .collect();
-        if over.is_empty() {
+        let (mut names, mut sizes) = (Vec::new(), Vec::new());
+        for column in columns.iter().filter(|c| self.guards(c)) {
+            let length = format!("DATALENGTH({})", column.reference(alias));
+            let test = format!("{length} > {}", self.0);
+            names.push(format!("WHEN {test} THEN {}", quote_literal(&column.name)));
+            sizes.push(format!("WHEN {test} THEN CAST({length} AS bigint)"));
+        }
+        if names.is_empty() {
             return None;
         }
-        let guarded: Vec<&SqlColumn> = columns.iter().filter(|c| self.guards(c)).collect();
-        let names: Vec<String> = over
-            .iter()
-            .zip(&guarded)
-            .map(|((test, _), c)| format!("WHEN {test} THEN {}", quote_literal(&c.name)))
-            .collect();
-        let sizes: Vec<String> = over
-            .iter()
-            .map(|(test, length)| format!("WHEN {test} THEN CAST({length} AS bigint)"))
-            .collect();
         Some(format!(
             "CASE {} END AS {GUARD_COLUMN}, CASE {} END AS {GUARD_BYTES}",
             names.join(" "),
