@@ -19,6 +19,7 @@ use mssql_cdc::lake::bronze::{BronzeTable, bronze_schema};
 use mssql_cdc::lake::txn::Txn;
 use mssql_cdc::lake::{StorageLocation, StorageOptions};
 use mssql_cdc::source::reader::{ReadRequest, RowShape, spawn_read};
+use mssql_cdc::source::time_zone::CommitClock;
 use mssql_cdc::source::{cdc, connect};
 use secrecy::SecretString;
 use tiberius::ColumnData;
@@ -456,7 +457,8 @@ async fn read_range(
         columns: info.columns.clone(),
         schema,
         shape: RowShape::Changes {
-            utc_offset_minutes: 0,
+            clock: CommitClock::Fixed(0),
+            repeated: None,
         },
         batch_id: 1,
         value_limit: limit,

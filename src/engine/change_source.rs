@@ -21,6 +21,7 @@ use crate::source::lsn_parts::CommitChanges;
 use crate::source::parts::{ChunkPart, PartOutput, PartRead};
 use crate::source::session_stats::NetworkWait;
 use crate::source::snapshot::KeyValues;
+use crate::source::time_zone::{CommitClock, RepeatedHour};
 use crate::source::unique_keys::UniqueKey;
 
 /// The connected source of a run: one session, the capture instance read
@@ -59,11 +60,21 @@ pub trait ChangeSource: Send + Sync {
         Ok(())
     }
 
-    /// Minutes the server's clock is ahead of UTC.
-    fn utc_offset_minutes(&self) -> i64;
+    /// How commit times become UTC.
+    fn commit_clock(&self) -> CommitClock;
 
-    /// Re-reads the server's UTC offset (a daylight-saving change shows).
-    async fn refresh_utc_offset(&mut self, warnings: &mut Warnings) -> Result<(), EngineError>;
+    /// Re-reads the server's offset when that is all commit times are
+    /// converted with (a daylight-saving change shows).
+    async fn refresh_clock(&mut self, warnings: &mut Warnings) -> Result<(), EngineError>;
+
+    /// The repeated hour of a fall-back change a read up to `until`
+    /// (committed at `around`) may cross, with where its second pass
+    /// starts; `None` away from such a change.
+    async fn repeated_hour(
+        &mut self,
+        until: Lsn,
+        around: Option<DateTime<Utc>>,
+    ) -> Result<Option<RepeatedHour>, EngineError>;
 
     /// The commit time (UTC) of `lsn`, or of the nearest mapped LSN before it.
     async fn lsn_time(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, EngineError>;

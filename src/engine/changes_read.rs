@@ -23,6 +23,7 @@ use crate::lake::records::LsnRange;
 use crate::source::SourceError;
 use crate::source::parts::{self, ChangesPart, PartQuery};
 use crate::source::reader::ReadStats;
+use crate::source::time_zone::RepeatedHour;
 use crate::source::types::ValueLimit;
 
 /// What reading a batch's changes gave.
@@ -86,11 +87,23 @@ pub async fn read_changes<S: ChangeSource>(
         let round_trip = session.round_trip().await?;
         return ChangesRead::nothing(sink, round_trip).await;
     }
+    let repeated = session
+        .repeated_hour(plan.end_lsn, plan.end_commit_ts)
+        .await?;
     let sessions = session
         .sessions(run.config.source.readers.min(ranges.len()))
         .await?;
     let mut readers = Readers::new(sessions);
-    let read = read_parts(run, session, sink, plan, ranges, waits, &mut readers).await;
+    let read = read_parts(
+        run,
+        session,
+        sink,
+        plan,
+        ranges,
+        (waits, repeated),
+        &mut readers,
+    )
+    .await;
     if read.is_err() {
         readers.wind_down().await;
     }
@@ -103,7 +116,7 @@ async fn read_parts<S: ChangeSource>(
     sink: &Sink,
     plan: &PlannedBatch,
     ranges: Vec<LsnRange>,
-    waits: bool,
+    (waits, repeated): (bool, Option<RepeatedHour>),
     readers: &mut Readers<usize, S::Reader>,
 ) -> Result<ChangesRead, EngineError> {
     let count = ranges.len();
@@ -117,7 +130,14 @@ async fn read_parts<S: ChangeSource>(
                 break;
             };
             let read = PartRead {
-                read: changes_read(run, session, sink, plan, range, progress.clone())?,
+                read: changes_read(
+                    run,
+                    session,
+                    sink,
+                    plan,
+                    (range, repeated),
+                    progress.clone(),
+                )?,
                 waits,
             };
             readers.start(index, sink.bronze.stager()?, read)?;
@@ -198,7 +218,7 @@ fn changes_read<S: ChangeSource>(
     session: &S,
     sink: &Sink,
     plan: &PlannedBatch,
-    range: LsnRange,
+    (range, repeated): (LsnRange, Option<RepeatedHour>),
     progress: Arc<AtomicU64>,
 ) -> Result<parts::PartRead, EngineError> {
     let info = session.info();
@@ -209,7 +229,8 @@ fn changes_read<S: ChangeSource>(
         query: PartQuery::Changes(ChangesPart {
             info: info.clone(),
             range,
-            utc_offset_minutes: session.utc_offset_minutes(),
+            clock: session.commit_clock(),
+            repeated,
         }),
         schema: read_schema(info, &sink.bronze.arrow_schema()?)?,
         batch_id: plan.batch_id.txn_version(),

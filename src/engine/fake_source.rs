@@ -29,6 +29,7 @@ use crate::source::parts::{ChunkPart, PartOutput, PartQuery, PartRead};
 use crate::source::reader::ReadStats;
 use crate::source::session_stats::NetworkWait;
 use crate::source::snapshot::{KeyValues, key_from_json, key_to_json};
+use crate::source::time_zone::{CommitClock, RepeatedHour};
 use crate::source::types::SqlColumn;
 use crate::source::unique_keys::UniqueKey;
 
@@ -266,11 +267,19 @@ impl ChangeSource for FakeSource {
             })
     }
 
-    fn utc_offset_minutes(&self) -> i64 {
-        0
+    fn commit_clock(&self) -> CommitClock {
+        CommitClock::Fixed(0)
     }
 
-    async fn refresh_utc_offset(&mut self, _warnings: &mut Warnings) -> Result<(), EngineError> {
+    async fn repeated_hour(
+        &mut self,
+        _until: Lsn,
+        _around: Option<DateTime<Utc>>,
+    ) -> Result<Option<RepeatedHour>, EngineError> {
+        Ok(None)
+    }
+
+    async fn refresh_clock(&mut self, _warnings: &mut Warnings) -> Result<(), EngineError> {
         self.asked();
         Ok(())
     }

@@ -44,6 +44,7 @@ use crate::domain::{CaptureInstance, Lsn};
 use crate::retry::{Backoff, Jitter, Policy};
 use crate::source::changed_tables::{ChangeWindow, ChangedTables, changed_tables};
 use crate::source::round_marks::{QuietWindow, RoundMarks, round_marks};
+use crate::source::time_zone::CommitClock;
 use crate::source::{SourceError, SqlClient, cdc, connect};
 use crate::spec::{SourceConfig, SourcePacing};
 
@@ -221,6 +222,7 @@ impl Pacer {
             Jitter::Equal,
         ));
         let mut client: Option<SqlClient> = None;
+        let mut clock: Option<CommitClock> = None;
         let mut wait = interval;
         loop {
             tokio::select! {
@@ -228,7 +230,9 @@ impl Pacer {
                 () = tokio::time::sleep(wait) => {}
                 () = self.shared.look_now.notified() => {}
             }
-            let outcome = self.round(&mut client, source, password).await;
+            let outcome = self
+                .round((&mut client, &mut clock), source, password)
+                .await;
             wait = if outcome.source_down {
                 let (attempt, delay) = backoff.next_delay();
                 tracing::warn!(
@@ -271,7 +275,7 @@ impl Pacer {
     /// waking them; or, the source down, nothing but saying so.
     async fn round(
         &self,
-        client: &mut Option<SqlClient>,
+        (client, clock): (&mut Option<SqlClient>, &mut Option<CommitClock>),
         source: &SourceConfig,
         password: &SecretString,
     ) -> RoundOutcome {
@@ -325,7 +329,7 @@ impl Pacer {
                 let marks = if quiet.is_empty() {
                     None
                 } else {
-                    read_round_marks(client, &quiet, answer.max_lsn, now, source).await
+                    read_round_marks((client, clock), &quiet, answer.max_lsn, now, source).await
                 };
                 outcome.idle_due = due.len();
                 for (slot, window) in &due {
@@ -478,7 +482,7 @@ struct Look {
 /// plans on its own) when it cannot be read, the session dropped in case
 /// the error was the connection's.
 async fn read_round_marks(
-    client: &mut Option<SqlClient>,
+    (client, clock): (&mut Option<SqlClient>, &mut Option<CommitClock>),
     quiet: &[&ChangeWindow],
     max_lsn: Lsn,
     observed_at: chrono::DateTime<chrono::Utc>,
@@ -486,15 +490,20 @@ async fn read_round_marks(
 ) -> Option<RoundMarks> {
     let session = client.as_mut()?;
     let lowest = quiet.iter().map(|w| w.after).min()?;
-    match round_marks(
-        session,
-        lowest,
-        max_lsn,
-        observed_at,
-        source.source_time_zone,
-    )
-    .await
-    {
+    let marks = async {
+        // A zone's rules are taken once; a bare offset (an older server
+        // without sourceTimeZone) every round, so a clock change shows.
+        let taken = match *clock {
+            Some(CommitClock::Zone(zone)) => CommitClock::Zone(zone),
+            Some(CommitClock::Fixed(_)) => {
+                CommitClock::Fixed(cdc::utc_offset_minutes(session).await?)
+            }
+            None => cdc::commit_clock(session, source.source_time_zone).await?,
+        };
+        *clock = Some(taken);
+        round_marks(session, lowest, max_lsn, observed_at, taken).await
+    };
+    match marks.await {
         Ok(marks) => Some(marks),
         Err(error) => {
             tracing::warn!(

@@ -21,6 +21,7 @@ use crate::source::parts::{ChunkPart, PartOutput, PartRead, SqlReader};
 use crate::source::session::Raised;
 use crate::source::session_stats::NetworkWait;
 use crate::source::snapshot::KeyValues;
+use crate::source::time_zone::{CommitClock, RepeatedHour};
 use crate::source::unique_keys::UniqueKey;
 use crate::source::{SourceError, SourceSession};
 
@@ -47,13 +48,21 @@ impl ChangeSource for SourceSession {
         Ok(SourceSession::discover(self, instance).await?)
     }
 
-    fn utc_offset_minutes(&self) -> i64 {
-        SourceSession::utc_offset_minutes(self)
+    fn commit_clock(&self) -> CommitClock {
+        SourceSession::commit_clock(self)
     }
 
-    async fn refresh_utc_offset(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
+    async fn repeated_hour(
+        &mut self,
+        until: Lsn,
+        around: Option<DateTime<Utc>>,
+    ) -> Result<Option<RepeatedHour>, EngineError> {
+        Ok(SourceSession::repeated_hour(self, until, around).await?)
+    }
+
+    async fn refresh_clock(&mut self, warnings: &mut Warnings) -> Result<(), EngineError> {
         let mut raised = Raised::new();
-        SourceSession::refresh_utc_offset(self, &mut raised).await?;
+        SourceSession::refresh_clock(self, &mut raised).await?;
         record(raised, warnings);
         Ok(())
     }

@@ -71,7 +71,7 @@ pub async fn step<S: ChangeSource>(
     session.use_instance(&position.instance).await?;
     let quiet = quiet.filter(|window| answers(window, &position, session.info(), run.once()));
     if quiet.is_none() {
-        session.refresh_utc_offset(&mut run.warnings).await?;
+        session.refresh_clock(&mut run.warnings).await?;
     }
     if run.once() && run.once_target.is_none() {
         run.once_target = Some(session.max_lsn().await?);

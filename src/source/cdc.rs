@@ -6,13 +6,14 @@
 //! `sys.fn_cdc_*`, `cdc.fn_cdc_get_all_changes_<instance>`), so it runs the
 //! same against SQL Server and the sandbox.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 use deltalake::arrow::datatypes::Field;
 use tiberius::{ColumnData, Row};
 
 use super::SourceError;
 use super::arrow_rows::naive_utc;
 use super::connection::SqlClient;
+use super::time_zone::{CommitClock, SQL_SERVER_2022, windows_zone};
 use super::types::{SqlColumn, ValueLimit, quote_literal, quote_table};
 use crate::domain::TableName;
 use crate::domain::{CaptureInstance, Lsn};
@@ -74,6 +75,40 @@ pub async fn utc_offset_minutes(client: &mut SqlClient) -> Result<i64, SourceErr
         .try_get(0)
         .map_err(SourceError::sql("the server's UTC offset"))?;
     Ok(i64::from(minutes.unwrap_or(0)))
+}
+
+/// How this server's commit times become UTC: `configured` (the
+/// manifest's `sourceTimeZone`), else the server's own zone's rules
+/// (SQL Server 2022 and later), else its current offset.
+pub async fn commit_clock(
+    client: &mut SqlClient,
+    configured: Option<chrono_tz::Tz>,
+) -> Result<CommitClock, SourceError> {
+    if let Some(zone) = configured {
+        return Ok(CommitClock::Zone(zone));
+    }
+    let major = product_major_version(client).await?;
+    if let Some(Ok(zone)) = server_zone(client, major).await? {
+        return Ok(CommitClock::Zone(zone));
+    }
+    Ok(CommitClock::Fixed(utc_offset_minutes(client).await?))
+}
+
+/// The server's time zone (`CURRENT_TIMEZONE_ID()`, SQL Server 2022 and
+/// later) as IANA rules, or its Windows name when CLDR's table lacks it;
+/// `None` on older servers, which do not name their zone.
+pub async fn server_zone(
+    client: &mut SqlClient,
+    major_version: u32,
+) -> Result<Option<Result<chrono_tz::Tz, String>>, SourceError> {
+    if major_version < SQL_SERVER_2022 {
+        return Ok(None);
+    }
+    let context = "the server's time zone";
+    let row = single_row(client, "SELECT CURRENT_TIMEZONE_ID()", &[], context).await?;
+    let name: Option<&str> = row.try_get(0).map_err(SourceError::sql(context))?;
+    let name = name.ok_or_else(|| SourceError::Missing(context.into()))?;
+    Ok(Some(windows_zone(name).ok_or_else(|| name.to_string())))
 }
 
 /// The server's major version (15 = SQL Server 2019, 16 = 2022).
@@ -319,7 +354,7 @@ pub async fn min_lsn(
 pub async fn lsn_time(
     client: &mut SqlClient,
     lsn: Lsn,
-    utc_offset_minutes: i64,
+    clock: CommitClock,
 ) -> Result<Option<DateTime<Utc>>, SourceError> {
     let bytes = lsn.to_bytes();
     let row = single_row(
@@ -329,7 +364,7 @@ pub async fn lsn_time(
         &format!("the commit time of {lsn}"),
     )
     .await?;
-    Ok(commit_time(row.into_iter().next(), utc_offset_minutes))
+    Ok(commit_time(row.into_iter().next(), clock))
 }
 
 /// The commit time (UTC) of the first mapped LSN at or after `lsn`: what a
@@ -337,7 +372,7 @@ pub async fn lsn_time(
 pub async fn first_time_from(
     client: &mut SqlClient,
     lsn: Lsn,
-    utc_offset_minutes: i64,
+    clock: CommitClock,
 ) -> Result<Option<DateTime<Utc>>, SourceError> {
     let bytes = lsn.to_bytes();
     let rows = all_rows(
@@ -351,15 +386,50 @@ pub async fn first_time_from(
         .into_iter()
         .next()
         .and_then(|row| row.into_iter().next());
-    Ok(commit_time(value, utc_offset_minutes))
+    Ok(commit_time(value, clock))
 }
 
-/// A server-local `datetime` from CDC's time mapping, as UTC.
-fn commit_time(value: Option<ColumnData<'_>>, utc_offset_minutes: i64) -> Option<DateTime<Utc>> {
+/// A server-local `datetime` from CDC's time mapping, as UTC: a
+/// watermark's reading (the first pass of a repeated hour).
+fn commit_time(value: Option<ColumnData<'_>>, clock: CommitClock) -> Option<DateTime<Utc>> {
     value
         .as_ref()
         .and_then(naive_utc)
-        .map(|t| t - Duration::minutes(utc_offset_minutes))
+        .map(|t| clock.watermark(t.naive_utc()))
+}
+
+/// The mapped commits in `(after, upto]` whose local time lies in
+/// `[first, end)`, LSN order: what shows where a repeated hour's second
+/// pass starts.
+pub async fn fold_commits(
+    client: &mut SqlClient,
+    after: Option<Lsn>,
+    upto: Lsn,
+    first: NaiveDateTime,
+    end: NaiveDateTime,
+) -> Result<Vec<(Lsn, NaiveDateTime)>, SourceError> {
+    let context = "the commits of the hour a clock change repeats";
+    let (after, upto) = (after.unwrap_or(Lsn::ZERO).to_bytes(), upto.to_bytes());
+    let rows = all_rows(
+        client,
+        "SELECT start_lsn, tran_end_time FROM cdc.lsn_time_mapping \
+         WHERE start_lsn > @P1 AND start_lsn <= @P2 AND tran_end_time >= @P3 AND tran_end_time < @P4 \
+         ORDER BY start_lsn",
+        &[&&after[..], &&upto[..], &first, &end],
+        context,
+    )
+    .await?;
+    let mut commits = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut values = row.into_iter();
+        let (Some(lsn), Some(time)) = (values.next(), values.next()) else {
+            return Err(SourceError::Missing(context.into()));
+        };
+        let lsn = lsn_of(&lsn, context)?.ok_or_else(|| SourceError::Missing(context.into()))?;
+        let time = naive_utc(&time).ok_or_else(|| SourceError::Missing(context.into()))?;
+        commits.push((lsn, time.naive_utc()));
+    }
+    Ok(commits)
 }
 
 /// A mapped commit of the database (`cdc.lsn_time_mapping`): a
@@ -379,7 +449,7 @@ pub async fn commits(
     from: Lsn,
     to: Lsn,
     limit: u64,
-    utc_offset_minutes: i64,
+    clock: CommitClock,
 ) -> Result<Vec<Commit>, SourceError> {
     if from > to {
         return Ok(Vec::new());
@@ -400,7 +470,7 @@ pub async fn commits(
         let lsn = lsn_of(&lsn, context)?.ok_or_else(|| SourceError::Missing(context.into()))?;
         commits.push(Commit {
             lsn,
-            commit_ts: commit_time(values.next(), utc_offset_minutes),
+            commit_ts: commit_time(values.next(), clock),
         });
     }
     Ok(commits)
@@ -424,7 +494,7 @@ pub async fn ddl_events(
     change_table_id: i32,
     from: Lsn,
     to: Lsn,
-    utc_offset_minutes: i64,
+    clock: CommitClock,
 ) -> Result<Vec<DdlEvent>, SourceError> {
     let context = "cdc.ddl_history";
     let (from, to) = (from.to_bytes(), to.to_bytes());
@@ -449,7 +519,7 @@ pub async fn ddl_events(
         events.push(DdlEvent {
             command: command.to_string(),
             lsn,
-            time: commit_time(time, utc_offset_minutes),
+            time: commit_time(time, clock),
         });
     }
     Ok(events)

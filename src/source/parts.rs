@@ -17,6 +17,7 @@ use super::cdc::{self, CaptureInfo};
 use super::reader::{ReadRequest, ReadStats, RowShape, spawn_read};
 use super::session_stats::{self, NetworkWait};
 use super::snapshot::{KeyValues, KeyWindow, chunk_query, has_rows_within};
+use super::time_zone::{CommitClock, RepeatedHour};
 use super::types::ValueLimit;
 use super::{SourceError, SqlClient};
 use crate::domain::{CaptureInstance, Lsn, TableName};
@@ -30,8 +31,10 @@ pub struct ChangesPart {
     pub info: CaptureInfo,
     /// The range, both ends included.
     pub range: LsnRange,
-    /// Minutes the server's clock is ahead of UTC (commit times).
-    pub utc_offset_minutes: i64,
+    /// How commit times become UTC.
+    pub clock: CommitClock,
+    /// The repeated hour of a clock change the range may cross.
+    pub repeated: Option<RepeatedHour>,
 }
 
 /// One chunk of a snapshot's key range.
@@ -97,7 +100,8 @@ impl PartRead {
                 ],
                 part.info.columns,
                 RowShape::Changes {
-                    utc_offset_minutes: part.utc_offset_minutes,
+                    clock: part.clock,
+                    repeated: part.repeated,
                 },
             ),
             PartQuery::Chunk(part) => {

@@ -21,6 +21,7 @@ use super::SourceError;
 use super::arrow_rows::{ColumnBuilder, naive_utc, wire_type};
 use super::cdc::lsn_of;
 use super::connection::SqlClient;
+use super::time_zone::{CommitClock, RepeatedHour};
 use super::types::{SqlColumn, ValueLimit};
 use crate::domain::Lsn;
 use crate::domain::change::{CDC_COLUMNS, Operation};
@@ -38,8 +39,10 @@ pub const RECORD_BATCH_BYTES: u64 = 4 * 1024 * 1024;
 pub enum RowShape {
     /// `__$start_lsn, __$seqval, __$operation, tran_end_time, columns...`
     Changes {
-        /// Minutes the server clock is ahead of UTC.
-        utc_offset_minutes: i64,
+        /// How commit times become UTC.
+        clock: CommitClock,
+        /// The repeated hour of a clock change the read may cross.
+        repeated: Option<RepeatedHour>,
     },
     /// `columns...`, all stamped with the snapshot's LSN and commit time.
     Snapshot {
@@ -266,7 +269,7 @@ impl BatchBuilder {
     ) -> Result<(), SourceError> {
         let mut values = row.into_iter();
         let (lsn, seqval, operation, commit_ts) = match &request.shape {
-            RowShape::Changes { utc_offset_minutes } => {
+            RowShape::Changes { clock, repeated } => {
                 let lsn = next_value(&mut values, "__$start_lsn")?;
                 let lsn = lsn_of(&lsn, "__$start_lsn")?.ok_or_else(|| missing("__$start_lsn"))?;
                 let seqval = next_value(&mut values, "__$seqval")?;
@@ -293,7 +296,7 @@ impl BatchBuilder {
                     })?;
                 let time = next_value(&mut values, "tran_end_time")?;
                 let commit_ts =
-                    naive_utc(&time).map(|t| t - chrono::Duration::minutes(*utc_offset_minutes));
+                    naive_utc(&time).map(|t| clock.commit(t.naive_utc(), lsn, repeated.as_ref()));
                 (lsn, seqval, operation, commit_ts)
             }
             RowShape::Snapshot { lsn, commit_ts, .. } => {

@@ -31,7 +31,7 @@ use super::arrow_rows::naive_utc;
 use super::cdc::{self, all_rows, lsn_of};
 use super::changed_tables::ChangeWindow;
 use super::connection::SqlClient;
-use super::time_zone::zone_offset_minutes;
+use super::time_zone::CommitClock;
 use crate::domain::{CaptureInstance, Lsn};
 
 /// Every capture instance of the database with its low-water mark and
@@ -144,26 +144,22 @@ impl RoundMarks {
     }
 }
 
-/// Reads, in four statements whatever the number of windows, what quiet
-/// windows need besides their emptiness: the UTC offset (unless
-/// `time_zone` fixes it), the commit time of `max_lsn` (read at
-/// `observed_at`), every capture instance with its low-water mark, and the
-/// DDL after `lowest`, the lowest window's start.
+/// Reads, in three statements whatever the number of windows, what quiet
+/// windows need besides their emptiness: the commit time of `max_lsn`
+/// (read at `observed_at`, converted by `clock`), every capture instance
+/// with its low-water mark, and the DDL after `lowest`, the lowest
+/// window's start.
 pub async fn round_marks(
     client: &mut SqlClient,
     lowest: Lsn,
     max_lsn: Lsn,
     observed_at: DateTime<Utc>,
-    time_zone: Option<chrono_tz::Tz>,
+    clock: CommitClock,
 ) -> Result<RoundMarks, SourceError> {
-    let offset = match time_zone {
-        Some(zone) => zone_offset_minutes(zone, Utc::now()),
-        None => cdc::utc_offset_minutes(client).await?,
-    };
-    let clock = Instant::now();
-    let max_commit_ts = cdc::lsn_time(client, max_lsn, offset).await?;
-    let round_trip = clock.elapsed();
-    let instances = instances(client, offset).await?;
+    let started = Instant::now();
+    let max_commit_ts = cdc::lsn_time(client, max_lsn, clock).await?;
+    let round_trip = started.elapsed();
+    let instances = instances(client, clock).await?;
     let ddl = ddl_after(client, lowest).await?;
     Ok(RoundMarks {
         max_lsn,
@@ -176,7 +172,10 @@ pub async fn round_marks(
 }
 
 /// Every row of `cdc.change_tables` with its low-water mark's time.
-async fn instances(client: &mut SqlClient, offset: i64) -> Result<Vec<InstanceRow>, SourceError> {
+async fn instances(
+    client: &mut SqlClient,
+    clock: CommitClock,
+) -> Result<Vec<InstanceRow>, SourceError> {
     let context = "the capture instances of the database";
     let rows = all_rows(client, INSTANCES, &[], context).await?;
     let mut instances = Vec::with_capacity(rows.len());
@@ -209,7 +208,7 @@ async fn instances(client: &mut SqlClient, offset: i64) -> Result<Vec<InstanceRo
             start_commit_ts: time
                 .as_ref()
                 .and_then(naive_utc)
-                .map(|t| t - chrono::Duration::minutes(offset)),
+                .map(|t| clock.watermark(t.naive_utc())),
         });
     }
     Ok(instances)

@@ -21,7 +21,9 @@ use super::parts::SqlReader;
 use super::retention;
 use super::session_stats::{self, NetworkWait};
 use super::snapshot::estimated_rows;
-use super::time_zone::{offset_warning, zone_offset_minutes};
+use super::time_zone::{
+    CommitClock, Fold, RepeatedHour, offset_warning, second_pass_start, unknown_zone_warning,
+};
 use super::unique_keys::{UniqueKey, unique_keys};
 use super::{SourceError, SqlClient, connect, heartbeat};
 use crate::domain::{CaptureInstance, Lsn};
@@ -43,9 +45,13 @@ pub struct SourceSession {
     /// The capture instance read and its columns.
     info: CaptureInfo,
     source: SourceConfig,
-    utc_offset: i64,
-    /// Asked once, the first time an offset warning may be due.
+    /// How commit times become UTC.
+    clock: CommitClock,
+    /// Asked once, at the first connect.
     server_major_version: Option<u32>,
+    /// The fall-back changes a read came near, with what their commits
+    /// showed so far (see [`SourceSession::repeated_hour`]).
+    folds: Vec<FoldScan>,
     wait_access: WaitAccess,
     /// The cleanup job's retention in minutes, once read (`read_retention`).
     retention_minutes: Option<i64>,
@@ -121,14 +127,15 @@ impl SourceSession {
             password: password.clone(),
             info,
             source: source.clone(),
-            utc_offset: previous.map_or(0, |p| p.utc_offset),
+            clock: previous.map_or(CommitClock::Fixed(0), |p| p.clock),
             server_major_version: previous.and_then(|p| p.server_major_version),
+            folds: previous.map(|p| p.folds.clone()).unwrap_or_default(),
             wait_access: previous.map_or(WaitAccess::Unknown, |p| p.wait_access),
             retention_minutes: previous.and_then(|p| p.retention_minutes),
             replaced: replaced.or_else(|| previous.and_then(|p| p.replaced.clone())),
         };
         session
-            .take_utc_offset(previous.map(|p| p.utc_offset), warnings)
+            .take_clock(previous.map(|p| p.clock), warnings)
             .await?;
         session.check_columns(warnings).await?;
         if let Some(heartbeat) = heartbeat {
@@ -195,9 +202,9 @@ impl SourceSession {
         unique_keys(&mut client, &self.source.table).await
     }
 
-    /// Minutes the server's clock is ahead of UTC.
-    pub fn utc_offset_minutes(&self) -> i64 {
-        self.utc_offset
+    /// How commit times become UTC.
+    pub fn commit_clock(&self) -> CommitClock {
+        self.clock
     }
 
     /// The instance and columns of `instance` (not made the one read).
@@ -230,49 +237,128 @@ impl SourceSession {
         Ok(())
     }
 
-    /// Re-reads the server's UTC offset (a daylight-saving change shows).
-    pub async fn refresh_utc_offset(&mut self, warnings: &mut Raised) -> Result<(), SourceError> {
-        self.take_utc_offset(Some(self.utc_offset), warnings).await
+    /// Re-reads the server's offset when that is all commit times are
+    /// converted with (an older server without `sourceTimeZone`): a
+    /// daylight-saving change then shows from the next batch on.
+    pub async fn refresh_clock(&mut self, warnings: &mut Raised) -> Result<(), SourceError> {
+        match self.clock {
+            CommitClock::Fixed(_) => self.take_clock(Some(self.clock), warnings).await,
+            CommitClock::Zone(_) => Ok(()),
+        }
     }
 
-    async fn take_utc_offset(
+    async fn take_clock(
         &mut self,
-        previous: Option<i64>,
+        previous: Option<CommitClock>,
         warnings: &mut Raised,
     ) -> Result<(), SourceError> {
         if let Some(zone) = self.source.source_time_zone {
-            self.utc_offset = zone_offset_minutes(zone, Utc::now());
+            self.clock = CommitClock::Zone(zone);
             return Ok(());
         }
-        let offset = cdc::utc_offset_minutes(&mut *self.live().await?.lock().await).await?;
-        self.utc_offset = offset;
-        if previous == Some(offset) {
+        if let Some(CommitClock::Zone(zone)) = previous {
+            self.clock = CommitClock::Zone(zone);
             return Ok(());
         }
+        let live = self.live().await?;
+        let mut client = live.lock().await;
         let major = match self.server_major_version {
             Some(major) => major,
-            None => {
-                let major =
-                    cdc::product_major_version(&mut *self.live().await?.lock().await).await?;
-                *self.server_major_version.insert(major)
-            }
+            None => *self
+                .server_major_version
+                .insert(cdc::product_major_version(&mut client).await?),
         };
-        if let Some(warning) = offset_warning(previous, offset, major, Utc::now()) {
-            warnings.push(warning);
-        }
+        let unknown = match previous {
+            // Asked at the first connect: the zone a server runs in does
+            // not change while it runs.
+            None => match cdc::server_zone(&mut client, major).await? {
+                Some(Ok(zone)) => {
+                    self.clock = CommitClock::Zone(zone);
+                    return Ok(());
+                }
+                Some(Err(name)) => Some(name),
+                None => None,
+            },
+            Some(_) => None,
+        };
+        let offset = cdc::utc_offset_minutes(&mut client).await?;
+        let before = match previous {
+            Some(CommitClock::Fixed(minutes)) => Some(minutes),
+            _ => None,
+        };
+        self.clock = CommitClock::Fixed(offset);
+        let warning = match unknown {
+            Some(name) => Some(unknown_zone_warning(&name, offset)),
+            None => offset_warning(before, offset, major, Utc::now()),
+        };
+        warnings.extend(warning);
         Ok(())
+    }
+
+    /// The fall-back change a read up to `until` (committed at `around`)
+    /// may cross, with where its second pass starts among the commits, so
+    /// the read gives the repeated hour's changes their true instants.
+    /// Asked of the server only near such a change, and then only for the
+    /// commits it has not seen: once a year per zone, for a few batches.
+    pub async fn repeated_hour(
+        &mut self,
+        until: Lsn,
+        around: Option<DateTime<Utc>>,
+    ) -> Result<Option<RepeatedHour>, SourceError> {
+        let Some(around) = around else {
+            return Ok(None);
+        };
+        let lookback = chrono::Duration::minutes(
+            self.retention_minutes
+                .unwrap_or(DEFAULT_RETENTION_MINUTES)
+                .max(DEFAULT_RETENTION_MINUTES),
+        );
+        let Some(fold) = self.clock.fold_near(around, lookback) else {
+            return Ok(None);
+        };
+        // A read that ends before the hour's first pass has no commit in it.
+        if around < fold.at - (fold.ends_at - fold.at) {
+            return Ok(None);
+        }
+        let known = self.folds.iter().position(|scan| scan.fold == fold);
+        let mut scan = known
+            .and_then(|index| self.folds.get(index).cloned())
+            .unwrap_or_else(|| FoldScan::new(fold));
+        if scan.wants(until) {
+            let live = self.live().await?;
+            let commits = cdc::fold_commits(
+                &mut *live.lock().await,
+                scan.scanned_to,
+                until,
+                fold.first,
+                fold.end,
+            )
+            .await?;
+            scan.second_pass_from = second_pass_start(&commits, &mut scan.seen);
+            scan.scanned_to = Some(until);
+            // A read that ends after the second pass has seen all of it.
+            scan.complete = around >= fold.ends_at;
+            match known.and_then(|index| self.folds.get_mut(index)) {
+                Some(slot) => *slot = scan.clone(),
+                None => self.folds.push(scan.clone()),
+            }
+        }
+        Ok(Some(RepeatedHour {
+            fold,
+            second_pass_from: scan.second_pass_from,
+        }))
     }
 
     /// The commit time (UTC) of `lsn`, or of the nearest mapped LSN before it.
     pub async fn lsn_time(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, SourceError> {
-        let offset = self.utc_offset;
-        cdc::lsn_time(&mut *self.live().await?.lock().await, lsn, offset).await
+        let clock = self.clock;
+        cdc::lsn_time(&mut *self.live().await?.lock().await, lsn, clock).await
     }
 
     /// The commit time (UTC) of the first mapped LSN at or after `lsn`.
     pub async fn time_from(&mut self, lsn: Lsn) -> Result<Option<DateTime<Utc>>, SourceError> {
-        let offset = self.utc_offset;
-        cdc::first_time_from(&mut *self.live().await?.lock().await, lsn, offset).await
+        let clock = self.clock;
+        cdc::first_time_from(&mut *self.live().await?.lock().await, lsn, clock).await
     }
 
     /// The database's max LSN.
@@ -332,13 +418,13 @@ impl SourceSession {
         upper: Lsn,
         max: u64,
     ) -> Result<Vec<Commit>, SourceError> {
-        let offset = self.utc_offset;
+        let clock = self.clock;
         cdc::commits(
             &mut *self.live().await?.lock().await,
             from,
             upper,
             max,
-            offset,
+            clock,
         )
         .await
     }
@@ -350,13 +436,13 @@ impl SourceSession {
         from: Lsn,
         upper: Lsn,
     ) -> Result<Vec<DdlEvent>, SourceError> {
-        let offset = self.utc_offset;
+        let clock = self.clock;
         cdc::ddl_events(
             &mut *self.live().await?.lock().await,
             change_table_id,
             from,
             upper,
-            offset,
+            clock,
         )
         .await
     }
@@ -545,5 +631,42 @@ impl SourceSession {
             ));
         }
         Ok(())
+    }
+}
+
+/// CDC's default retention (3 days): how far back a read may reach when
+/// the cleanup job's own retention is unknown.
+const DEFAULT_RETENTION_MINUTES: i64 = 3 * 24 * 60;
+
+/// What the commits of one fall-back change showed so far.
+#[derive(Debug, Clone)]
+struct FoldScan {
+    fold: Fold,
+    /// The last LSN looked at.
+    scanned_to: Option<Lsn>,
+    /// The latest local time seen in the repeated hour.
+    seen: Option<chrono::NaiveDateTime>,
+    /// The first commit of the second pass, once seen.
+    second_pass_from: Option<Lsn>,
+    /// Every commit of the hour was looked at.
+    complete: bool,
+}
+
+impl FoldScan {
+    fn new(fold: Fold) -> Self {
+        Self {
+            fold,
+            scanned_to: None,
+            seen: None,
+            second_pass_from: None,
+            complete: false,
+        }
+    }
+
+    /// Whether commits up to `until` may still show something new.
+    fn wants(&self, until: Lsn) -> bool {
+        self.second_pass_from.is_none()
+            && !self.complete
+            && self.scanned_to.is_none_or(|seen| seen < until)
     }
 }

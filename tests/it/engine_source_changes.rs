@@ -866,3 +866,160 @@ async fn an_instance_enabled_again_under_its_name_brings_its_new_columns() {
         "the gap while CDC was off went through onDataLoss: skip"
     );
 }
+
+/// Moves the frozen sandbox clock to `utc` (`YYYY-MM-DDTHH:MM:SS`).
+async fn clock_to(client: &mut Client, utc: &str) {
+    let seconds = crate::support::server::scalar::<i64>(
+        client,
+        &format!("SELECT DATEDIFF_BIG(second, SYSUTCDATETIME(), '{utc}')"),
+    )
+    .await
+    .expect("seconds to go");
+    assert!(seconds >= 0, "the clock is past {utc}");
+    crate::support::cdc::advance_clock(client, seconds).await;
+}
+
+/// Inserts order `id` now and lets the capture job (polling every 5
+/// server seconds) take it.
+async fn insert_now(client: &mut Client, id: i32) {
+    let before = max_lsn(client).await;
+    run(
+        client,
+        &format!("INSERT INTO dbo.orders VALUES ({id}, N'x', {id})"),
+    )
+    .await
+    .expect("insert");
+    crate::support::cdc::advance_clock(client, 5).await;
+    wait_for_capture(client, "dbo_orders", before.as_deref(), 1).await;
+}
+
+/// `(id, _commit_ts)` of every bronze row, in LSN order, to the second
+/// (the frozen clock keeps the fraction of the moment the sandbox started).
+async fn commit_times(stream: &StreamFixture) -> Vec<(String, chrono::NaiveDateTime)> {
+    stream
+        .bronze_query("SELECT CAST(id AS STRING), CAST(_commit_ts AS STRING) FROM t ORDER BY _lsn")
+        .await
+        .into_iter()
+        .map(|row| {
+            let ts = chrono::NaiveDateTime::parse_from_str(&row[1], "%Y-%m-%dT%H:%M:%S%.f")
+                .expect("a timestamp");
+            (row[0].clone(), chrono::SubsecRound::trunc_subsecs(ts, 0))
+        })
+        .collect()
+}
+
+fn at(text: &str) -> chrono::NaiveDateTime {
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S").expect("a time")
+}
+
+/// A server in New York on a frozen clock, moved across the 2027
+/// spring-forward (07:00 UTC, March 14) and fall-back (06:00 UTC,
+/// November 7) changes, the stream reading after each: every commit keeps
+/// its true instant (the server's zone named by CURRENT_TIMEZONE_ID), no
+/// commit time steps back with the LSN in the repeated hour, and a batch
+/// read after the fall-back change claims no moment it has not read.
+#[tokio::test]
+async fn commit_times_are_true_on_both_sides_of_a_clock_change() {
+    let Some(server) = TestServer::sandbox_with(|options| {
+        options.time_zone = "America/New_York".into();
+        options.clock_speed = 0.0;
+        options.cdc_idle_interval_secs = 365 * 86_400;
+    })
+    .await
+    else {
+        return;
+    };
+    let (mut client, db) = server.scratch_database().await;
+    run(&mut client, ORDERS).await.expect("create table");
+    clock_to(&mut client, "2027-03-14T06:30:00").await;
+    crate::support::cdc::enable_db(&mut client).await;
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', \
+         @role_name = NULL",
+    )
+    .await
+    .expect("capture dbo.orders");
+    crate::support::cdc::advance_clock(&mut client, 5).await;
+    crate::support::cdc::wait_for_max_lsn_past(&mut client, None).await;
+    let stream = StreamFixture::new(&server, &db, "  snapshot: {mode: never}\n");
+    stream.run_once().await.expect("bootstrap");
+
+    // 01:39:59 EST, then 03:09:59 EDT: read after the change.
+    clock_to(&mut client, "2027-03-14T06:39:59").await;
+    insert_now(&mut client, 1).await;
+    clock_to(&mut client, "2027-03-14T07:09:59").await;
+    insert_now(&mut client, 2).await;
+    stream.run_once().await.expect("spring forward");
+    assert_eq!(
+        commit_times(&stream).await,
+        [
+            ("1".to_string(), at("2027-03-14T06:39:59")),
+            ("2".to_string(), at("2027-03-14T07:09:59")),
+        ],
+        "each commit by the offset of its own instant"
+    );
+
+    // Eight months on, the jobs stopped meanwhile so the frozen clock
+    // jumps without running them (cleanup stays stopped: the stream read
+    // everything, but the months would purge its position's mapping).
+    for job in ["capture", "cleanup"] {
+        run(
+            &mut client,
+            &format!("EXEC sys.sp_cdc_stop_job @job_type = N'{job}'"),
+        )
+        .await
+        .expect("stop job");
+    }
+    clock_to(&mut client, "2027-11-07T05:40:00").await;
+    run(
+        &mut client,
+        "EXEC sys.sp_cdc_start_job @job_type = N'capture'",
+    )
+    .await
+    .expect("start the capture job");
+    // 01:40 and 01:50 EDT, read at 01:05 EST (06:05 UTC), after the change.
+    insert_now(&mut client, 3).await;
+    clock_to(&mut client, "2027-11-07T05:50:00").await;
+    insert_now(&mut client, 4).await;
+    clock_to(&mut client, "2027-11-07T06:05:00").await;
+    stream.run_once().await.expect("into the repeated hour");
+    let ends = stream
+        .facts_query(
+            "SELECT CAST(end_commit_ts AS STRING) FROM t WHERE event IS NULL AND rows > 0 \
+             ORDER BY batch_id",
+        )
+        .await;
+    let last_end = ends
+        .last()
+        .and_then(|row| chrono::NaiveDateTime::parse_from_str(&row[0], "%Y-%m-%dT%H:%M:%S%.f").ok())
+        .expect("the batch's end commit time");
+    assert!(
+        last_end <= at("2027-11-07T06:05:00"),
+        "the batch claims {last_end}, after the moment it read at"
+    );
+    // 01:10 and 01:45 EST (the hour again), then 02:20 EST.
+    clock_to(&mut client, "2027-11-07T06:10:00").await;
+    insert_now(&mut client, 5).await;
+    clock_to(&mut client, "2027-11-07T06:45:00").await;
+    insert_now(&mut client, 6).await;
+    clock_to(&mut client, "2027-11-07T07:20:00").await;
+    insert_now(&mut client, 7).await;
+    stream.run_once().await.expect("out of the repeated hour");
+    let times = commit_times(&stream).await;
+    assert!(
+        times.windows(2).all(|pair| pair[0].1 <= pair[1].1),
+        "commit times step back with the LSN: {times:?}"
+    );
+    assert_eq!(
+        times[2..],
+        [
+            ("3".to_string(), at("2027-11-07T05:40:00")),
+            ("4".to_string(), at("2027-11-07T05:50:00")),
+            ("5".to_string(), at("2027-11-07T06:10:00")),
+            ("6".to_string(), at("2027-11-07T06:45:00")),
+            ("7".to_string(), at("2027-11-07T07:20:00")),
+        ],
+        "the repeated hour's two passes told apart by the commits' order"
+    );
+}

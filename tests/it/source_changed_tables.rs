@@ -9,6 +9,7 @@ use mssql_cdc::domain::{CaptureInstance, Lsn};
 use mssql_cdc::source::cdc;
 use mssql_cdc::source::changed_tables::{ChangeWindow, ChangedTables, changed_tables};
 use mssql_cdc::source::round_marks::round_marks;
+use mssql_cdc::source::time_zone::CommitClock;
 
 use crate::support::cdc::{enable_db, wait_for_capture, wait_for_max_lsn_past, wait_until_count};
 use crate::support::server::Client;
@@ -170,15 +171,13 @@ async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
     let (mut client, _db, start) = three_captured_tables(&server).await;
     let at_a = change(&mut client, "a", start).await;
     let every = windows(&[("dbo_a", at_a), ("dbo_b", start), ("dbo_c", start)]);
-    let marks = round_marks(&mut client, start, at_a, Utc::now(), None)
+    let clock = cdc::commit_clock(&mut client, None).await.expect("clock");
+    let marks = round_marks(&mut client, start, at_a, Utc::now(), clock)
         .await
         .expect("read");
-    let offset = cdc::utc_offset_minutes(&mut client).await.expect("offset");
     assert_eq!(
         marks.max_commit_ts,
-        cdc::lsn_time(&mut client, at_a, offset)
-            .await
-            .expect("time"),
+        cdc::lsn_time(&mut client, at_a, clock).await.expect("time"),
         "the max LSN's time"
     );
     for window in &every {
@@ -191,7 +190,7 @@ async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
         assert_eq!(quiet.min_lsn, min, "{window:?}: fn_cdc_get_min_lsn");
         assert_eq!(
             quiet.min_commit_ts,
-            cdc::first_time_from(&mut client, min, offset)
+            cdc::first_time_from(&mut client, min, clock)
                 .await
                 .expect("time"),
             "{window:?}: the low-water mark's time"
@@ -203,9 +202,15 @@ async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
     // the table's own look; the others stay quiet.
     ddl(&mut client, "b", "ALTER TABLE dbo.b ADD note int NULL").await;
     let max = wait_for_max_lsn_past(&mut client, None).await;
-    let marks = round_marks(&mut client, start, lsn(&max), Utc::now(), None)
-        .await
-        .expect("read");
+    let marks = round_marks(
+        &mut client,
+        start,
+        lsn(&max),
+        Utc::now(),
+        CommitClock::Fixed(0),
+    )
+    .await
+    .expect("read");
     assert!(marks.quiet(&every[1]).is_none(), "{marks:?}");
     assert!(marks.quiet(&every[0]).is_some() && marks.quiet(&every[2]).is_some());
 
@@ -217,9 +222,15 @@ async fn a_rounds_marks_answer_every_quiet_window_as_its_own_questions_would() {
     )
     .await
     .expect("second instance");
-    let marks = round_marks(&mut client, start, lsn(&max), Utc::now(), None)
-        .await
-        .expect("read");
+    let marks = round_marks(
+        &mut client,
+        start,
+        lsn(&max),
+        Utc::now(),
+        CommitClock::Fixed(0),
+    )
+    .await
+    .expect("read");
     assert!(marks.quiet(&every[2]).is_none(), "{marks:?}");
     assert!(marks.quiet(&every[0]).is_some());
 }

@@ -18,6 +18,13 @@ pub trait Clock: Send + Sync + 'static {
         Utc.fix()
     }
 
+    /// The zone's offset at a UTC instant: what a time stamped then reads
+    /// as locally (a commit before a daylight-saving change keeps its
+    /// local time when read after it).
+    fn offset_at(&self, _utc: NaiveDateTime) -> FixedOffset {
+        self.offset()
+    }
+
     /// Moves the clock forward; false when this clock cannot be moved
     /// (the machine's clock).
     fn advance(&self, _by: Duration) -> bool {
@@ -106,6 +113,10 @@ impl Clock for SandboxClock {
 
     fn offset(&self) -> FixedOffset {
         self.zone.offset_at(self.now_utc())
+    }
+
+    fn offset_at(&self, utc: NaiveDateTime) -> FixedOffset {
+        self.zone.offset_at(utc)
     }
 
     fn advance(&self, by: Duration) -> bool {

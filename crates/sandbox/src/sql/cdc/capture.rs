@@ -9,6 +9,7 @@ use chrono::NaiveDateTime;
 
 use super::{CaptureInstance, DdlHistory, KEPT_SESSIONS, Lsn, LsnTime, ScanSession};
 use crate::sql::catalog::Database;
+use crate::sql::clock::Clock;
 use crate::sql::expr::{self, Typed};
 use crate::sql::storage::Row;
 use crate::sql::transaction::{ChangeOp, DdlEvent, LogChange, LogRecord};
@@ -19,6 +20,11 @@ use crate::sql::types::{DataType, Value};
 pub struct ScanLimits {
     pub maxtrans: i32,
     pub maxscans: i32,
+}
+
+/// The server's local time at a UTC instant, by the zone's offset then.
+pub fn local_at(clock: &dyn Clock, utc: NaiveDateTime) -> NaiveDateTime {
+    local(utc, clock.offset_at(utc).local_minus_utc())
 }
 
 /// The server's local time for a UTC instant: `offset` is the zone's
@@ -191,7 +197,7 @@ fn typed_for(
 
 /// Applies one committed transaction to the capture instances; whether it
 /// touched any captured table (or its schema).
-fn apply(db: &mut Database, rec: &LogRecord, offset: i32, session: &mut ScanSession) -> bool {
+fn apply(db: &mut Database, rec: &LogRecord, clock: &dyn Clock, session: &mut ScanSession) -> bool {
     let mut captured = false;
     // A type change reaches the change tables before the transaction's rows
     // of the new type do.
@@ -247,7 +253,7 @@ fn apply(db: &mut Database, rec: &LogRecord, offset: i32, session: &mut ScanSess
                     .any(|c| ev.retyped.iter().any(|(id, _)| *id == c.column_id)),
                 ddl_command: ev.command.clone(),
                 ddl_lsn: rec.commit_lsn,
-                ddl_time: local(rec.commit_time, offset),
+                ddl_time: local_at(clock, rec.commit_time),
             });
             if ev.dropped {
                 super::enable::drop_instance(db, &ci.name);
@@ -257,11 +263,11 @@ fn apply(db: &mut Database, rec: &LogRecord, offset: i32, session: &mut ScanSess
     captured
 }
 
-fn map(db: &mut Database, rec: &LogRecord, offset: i32) {
+fn map(db: &mut Database, rec: &LogRecord, clock: &dyn Clock) {
     db.cdc.lsn_time_mapping.push(LsnTime {
         start_lsn: rec.commit_lsn,
-        tran_begin_time: local(rec.begin_time, offset),
-        tran_end_time: local(rec.commit_time, offset),
+        tran_begin_time: local_at(clock, rec.begin_time),
+        tran_end_time: local_at(clock, rec.commit_time),
         tran_id: rec.tran_id,
         tran_begin_lsn: rec.begin_lsn,
     });
@@ -276,10 +282,11 @@ fn map(db: &mut Database, rec: &LogRecord, offset: i32) {
 pub fn scan(
     db: &mut Database,
     now_utc: NaiveDateTime,
-    offset: i32,
+    clock: &dyn Clock,
     limits: ScanLimits,
     idle_secs: i64,
 ) -> usize {
+    let offset = clock.offset_at(now_utc).local_minus_utc();
     if super::errors::fail_pending_scan(db, now_utc, offset) {
         return 0;
     }
@@ -319,13 +326,13 @@ pub fn scan(
         session.start_lsn.get_or_insert(rec.begin_lsn);
         session.log_record_count += 2 + rec.changes.len() as i64 + rec.ddl.len() as i64;
         session.last_commit_lsn = Some(rec.commit_lsn);
-        session.last_commit_time = Some(local(rec.commit_time, offset));
-        if apply(db, rec, offset, &mut session) {
+        session.last_commit_time = Some(local_at(clock, rec.commit_time));
+        if apply(db, rec, clock, &mut session) {
             session.tran_count += 1;
             session.first_begin_cdc_lsn.get_or_insert(rec.begin_lsn);
             session.last_commit_cdc_lsn = Some(rec.commit_lsn);
-            session.last_commit_cdc_time = Some(local(rec.commit_time, offset));
-            map(db, rec, offset);
+            session.last_commit_cdc_time = Some(local_at(clock, rec.commit_time));
+            map(db, rec, clock);
         }
         db.cdc.next_sequence = rec.sequence + 1;
     }
@@ -334,7 +341,7 @@ pub fn scan(
     if let Some(last) = records.last()
         && db.cdc.max_lsn.is_none_or(|m| m < last.commit_lsn)
     {
-        map(db, last, offset);
+        map(db, last, clock);
     }
     session.end_lsn = session.last_commit_lsn;
     session.end_time = Some(now);

@@ -361,7 +361,7 @@ fn sp_cdc_scan(
     };
     s.with_write(cancel, |w| {
         let now = w.read().now_utc();
-        let offset = w.shared.clock.offset().local_minus_utc();
+        let clock = w.shared.clock.clone();
         let idle = w.shared.config.cdc_idle_interval_secs;
         let db = current_mut(w)?;
         if db.cdc.capture_job.as_ref().is_some_and(|job| job.running) {
@@ -370,7 +370,7 @@ fn sp_cdc_scan(
                 "Another connection is already running 'sp_replcmds' for Change Data Capture in the current database.",
             ));
         }
-        capture::scan(db, now, offset, limits, idle);
+        capture::scan(db, now, clock.as_ref(), limits, idle);
         Ok(())
     })?;
     Ok(ProcResult::default())

@@ -48,7 +48,7 @@ pub fn run_due(shared: &Shared) {
                 maxtrans: job.maxtrans,
                 maxscans: job.maxscans,
             };
-            capture::scan(db, now, offset, limits, idle);
+            capture::scan(db, now, shared.clock.as_ref(), limits, idle);
             if let Some(j) = db.cdc.capture_job.as_mut() {
                 if j.continuous {
                     let step = Duration::seconds(j.pollinginterval.max(1));

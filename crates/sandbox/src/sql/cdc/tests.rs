@@ -618,14 +618,14 @@ fn three_simulated_days_of_retention_drop_the_oldest_day() {
     println!("three simulated days took {:?}", started.elapsed());
 }
 
-#[test]
-fn lsn_time_mapping_is_in_the_server_time_zone() {
-    // A zone without daylight saving, so the offset is the same all year.
+/// A frozen server in `zone` with `dbo.orders` captured, its capture job
+/// stopped (scans by hand).
+fn shop_in(zone: &str) -> (Engine, Session) {
     let e = Engine::new(EngineConfig {
         sa_password: "Sa_pass1".into(),
         clock_speed: 0.0,
         cdc_tick_ms: 3_600_000,
-        time_zone: "Asia/Kolkata".into(),
+        time_zone: zone.into(),
         ..EngineConfig::default()
     });
     let mut s = e.sa_session();
@@ -637,6 +637,13 @@ fn lsn_time_mapping_is_in_the_server_time_zone() {
          EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;
          EXEC sys.sp_cdc_stop_job;",
     );
+    (e, s)
+}
+
+#[test]
+fn lsn_time_mapping_is_in_the_server_time_zone() {
+    // A zone without daylight saving, so the offset is the same all year.
+    let (_e, mut s) = shop_in("Asia/Kolkata");
     ok(&mut s, "INSERT INTO dbo.orders VALUES (1)");
     ok(&mut s, "EXEC sys.sp_cdc_scan");
     let minutes = scalar(
@@ -651,6 +658,54 @@ fn lsn_time_mapping_is_in_the_server_time_zone() {
         )),
         330
     );
+}
+
+#[test]
+fn a_commit_keeps_the_local_time_of_its_own_instant_across_a_clock_change() {
+    let (_e, mut s) = shop_in("America/New_York");
+    assert_eq!(
+        scalar(&mut s, "SELECT CURRENT_TIMEZONE_ID()"),
+        Value::String("Eastern Standard Time".into())
+    );
+    // To 20 minutes before the 2027 spring-forward change (07:00 UTC).
+    let now = scalar(
+        &mut s,
+        "SELECT DATEDIFF_BIG(second, SYSUTCDATETIME(), '2027-03-14T06:40:00')",
+    );
+    ok(
+        &mut s,
+        &format!("EXEC sandbox.sp_advance_clock @seconds = {}", int(&now)),
+    );
+    ok(&mut s, "INSERT INTO dbo.orders VALUES (1)");
+    // Captured after the change: the commit keeps its EST local time.
+    ok(&mut s, "EXEC sandbox.sp_advance_clock @seconds = 1800");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let local = scalar(
+        &mut s,
+        "SELECT TOP (1) CONVERT(varchar(19), tran_end_time, 126) FROM cdc.lsn_time_mapping \
+         ORDER BY start_lsn DESC",
+    );
+    assert_eq!(local, Value::String("2027-03-14T01:40:00".into()));
+    assert_eq!(
+        int(&scalar(
+            &mut s,
+            "SELECT DATEDIFF(minute, GETUTCDATE(), GETDATE())"
+        )),
+        -240,
+        "EDT after the change"
+    );
+}
+
+#[test]
+fn sql_server_2019_does_not_name_its_time_zone() {
+    let e = Engine::new(EngineConfig {
+        sa_password: "Sa_pass1".into(),
+        sql_version: crate::sql::engine::SqlVersion::Sql2019,
+        time_zone: "America/New_York".into(),
+        ..EngineConfig::default()
+    });
+    let mut s = e.sa_session();
+    assert_eq!(error_numbers(&mut s, "SELECT CURRENT_TIMEZONE_ID()"), [195]);
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use chrono::NaiveDateTime;
 
 use crate::sql::catalog::Database;
-use crate::sql::engine::{ServerState, Shared};
+use crate::sql::clock::ServerZone;
+use crate::sql::engine::{ServerState, Shared, SqlVersion};
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::Typed;
 use crate::sql::request::CancelToken;
@@ -258,6 +259,13 @@ impl<'a> Ctx<'a> {
                 }
             }
             "SERVERPROPERTY" => self.server_property(&arg_str(0).unwrap_or_default()),
+            // SQL Server 2022's (older releases do not know the name).
+            "CURRENT_TIMEZONE_ID" if self.shared.config.sql_version != SqlVersion::Sql2019 => {
+                Typed::new(
+                    Value::String(windows_zone_name(&self.shared.config.time_zone)),
+                    DataType::NVarChar(Length::Fixed(128)),
+                )
+            }
             _ => return crate::sql::cdc::functions::call(self, name, args),
         };
         Some(Ok(r))
@@ -328,5 +336,15 @@ impl WriteCtx<'_> {
             format!("{permission} permission denied in database '{}'.", db.name),
         )
         .with_class(14))
+    }
+}
+
+/// The Windows name of the server's zone, as `CURRENT_TIMEZONE_ID()`
+/// answers on SQL Server (CLDR's mapping; `UTC` for UTC).
+fn windows_zone_name(zone: &str) -> String {
+    match ServerZone::parse(zone) {
+        Some(ServerZone::Iana(tz)) => localzone::iana_to_win_zone(tz.name())
+            .map_or_else(|| tz.name().to_string(), |(windows, _)| windows.to_string()),
+        _ => "UTC".to_string(),
     }
 }
