@@ -108,6 +108,7 @@ mod tests {
             scale,
             nullable: true,
             column_id: None,
+            collation: None,
         }
     }
 

@@ -177,6 +177,7 @@ impl FakeDb {
             scale: 0,
             nullable: true,
             column_id: None,
+            collation: None,
         });
         let start = state.max_lsn + 1;
         state.newer_instances.push((info, start));
@@ -208,6 +209,7 @@ pub fn table_info() -> CaptureInfo {
         scale: 0,
         nullable,
         column_id: None,
+        collation: None,
     };
     CaptureInfo {
         instance: CaptureInstance::new("dbo_t").unwrap_or_else(|_| unreachable!()),

@@ -291,7 +291,7 @@ pub async fn captured_columns(
 ) -> Result<Vec<SqlColumn>, SourceError> {
     let context = format!("captured columns of {name}");
     let sql = "SELECT cc.column_name, t.name, c.max_length, c.precision, c.scale, c.is_nullable, \
-               cc.column_id FROM cdc.captured_columns AS cc \
+               cc.column_id, c.collation_name FROM cdc.captured_columns AS cc \
                JOIN sys.columns AS c ON c.object_id = cc.object_id AND c.name = cc.column_name \
                JOIN sys.types AS t ON t.user_type_id = c.user_type_id \
                WHERE cc.object_id = @P1 ORDER BY cc.column_ordinal";
@@ -308,6 +308,7 @@ pub async fn captured_columns(
         let scale: Option<u8> = row.try_get(4).map_err(SourceError::sql(&context))?;
         let nullable: Option<bool> = row.try_get(5).map_err(SourceError::sql(&context))?;
         let column_id: Option<i32> = row.try_get(6).map_err(SourceError::sql(&context))?;
+        let collation: Option<&str> = row.try_get(7).map_err(SourceError::sql(&context))?;
         captured.push(SqlColumn {
             name: text(0)?,
             type_name: text(1)?.to_ascii_lowercase(),
@@ -316,6 +317,7 @@ pub async fn captured_columns(
             scale: scale.unwrap_or(0),
             nullable: nullable.unwrap_or(true),
             column_id,
+            collation: collation.map(str::to_string),
         });
     }
     Ok(captured)

@@ -175,6 +175,7 @@ mod tests {
             scale: 0,
             nullable: false,
             column_id: None,
+            collation: None,
         };
         let info = CaptureInfo {
             instance: CaptureInstance::new("dbo_t").unwrap(),

@@ -257,6 +257,7 @@ mod tests {
             scale: 0,
             nullable: false,
             column_id: None,
+            collation: None,
         }
     }
 

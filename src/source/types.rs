@@ -32,6 +32,9 @@ pub struct SqlColumn {
     /// column renamed between two capture instances is known by it.
     /// `None` where the column was not read from a capture instance.
     pub column_id: Option<i32>,
+    /// `sys.columns.collation_name` of a character column: its code page
+    /// decides which characters a `char`/`varchar` value can hold.
+    pub collation: Option<String>,
 }
 
 /// How a column's values are turned into Arrow.
@@ -160,8 +163,13 @@ impl SqlColumn {
     /// type where it matters. tiberius sends text as `nvarchar`; compared
     /// with a `char`/`varchar` column that makes SQL Server compare in
     /// Unicode rules, which under a `SQL_*` collation do not order rows as
-    /// the column's own `ORDER BY` does. Cast to the column's type, the
-    /// parameter takes the column's collation and both agree.
+    /// the column's own `ORDER BY` does. Cast to the column's type, both
+    /// agree. The parameter is given the column's collation before the
+    /// cast: SQL Server converts Unicode to `varchar` through the code page
+    /// of the input's collation, the database's default otherwise, which
+    /// would turn a key the column holds (Cyrillic in a Latin1 database, or
+    /// anything outside Latin1 in a `_UTF8` column) into `?`s, and a resume
+    /// after it would skip or repeat rows.
     pub fn parameter_expr(&self, parameter: &str) -> String {
         match self.type_name.as_str() {
             "char" | "varchar" => {
@@ -170,7 +178,11 @@ impl SqlColumn {
                 } else {
                     self.max_length.max(1).to_string()
                 };
-                format!("CAST({parameter} AS {}({length}))", self.type_name)
+                let collated = match self.collation.as_deref().filter(|c| is_collation_name(c)) {
+                    Some(collation) => format!("{parameter} COLLATE {collation}"),
+                    None => parameter.to_string(),
+                };
+                format!("CAST({collated} AS {}({length}))", self.type_name)
             }
             _ => parameter.to_string(),
         }
@@ -295,6 +307,12 @@ pub fn quote_literal(text: &str) -> String {
     format!("N'{}'", text.replace('\'', "''"))
 }
 
+/// Whether `name` can be a collation name spliced into SQL (letters,
+/// digits and underscores, as every SQL Server collation name is).
+fn is_collation_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +326,7 @@ mod tests {
             scale,
             nullable: true,
             column_id: None,
+            collation: None,
         }
     }
 
@@ -317,7 +336,16 @@ mod tests {
         varchar.max_length = 20;
         let mut max = column("varchar", 0, 0);
         max.max_length = -1;
+        let mut cyrillic = varchar.clone();
+        cyrillic.collation = Some("Cyrillic_General_CI_AS".into());
+        let mut odd = varchar.clone();
+        odd.collation = Some("x]; DROP TABLE t --".into());
         let cases = [
+            (
+                cyrillic,
+                "CAST(@P1 COLLATE Cyrillic_General_CI_AS AS varchar(20))",
+            ),
+            (odd, "CAST(@P1 AS varchar(20))"),
             (varchar, "CAST(@P1 AS varchar(20))"),
             (max, "CAST(@P1 AS varchar(max))"),
             (column("char", 0, 0), "CAST(@P1 AS char(8))"),

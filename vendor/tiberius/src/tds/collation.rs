@@ -42,9 +42,19 @@ impl Collation {
         self.info
     }
 
+    // mssql-cdc patch: UTF-8 collations.
+    /// Whether the collation stores `varchar` as UTF-8 (a `_UTF8`
+    /// collation, SQL Server 2019 and later): the fUTF8 flag, bit 26 of
+    /// the LCID/flags word (MS-TDS 2.2.5.1.2).
+    pub fn is_utf8(&self) -> bool {
+        self.info & (1 << 26) != 0
+    }
+
     /// return an encoding for a given collation
     pub fn encoding(&self) -> crate::Result<&'static Encoding> {
-        let res = if self.sort_id == 0 {
+        let res = if self.is_utf8() {
+            Some(encoding_rs::UTF_8)
+        } else if self.sort_id == 0 {
             lcid_to_encoding(self.lcid())
         } else {
             sortid_to_encoding(self.sort_id)
@@ -405,6 +415,15 @@ mod tests {
         assert_eq!(collation.info(), 0x0020_0409);
         assert_eq!(collation.lcid(), 0x0409);
         assert_eq!(collation.sort_id(), 52);
+    }
+
+    #[test]
+    fn a_utf8_collation_decodes_as_utf8() {
+        // Latin1_General_100_CI_AS_SC_UTF8: LCID 0x0409 with fUTF8 (bit 26).
+        let collation = Collation::new(0x0409 | (1 << 26), 0);
+        assert!(collation.is_utf8());
+        assert_eq!(collation.encoding().ok(), Some(encoding_rs::UTF_8));
+        assert!(!Collation::new(0x0409, 52).is_utf8());
     }
 
     #[test]
