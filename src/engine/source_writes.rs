@@ -302,7 +302,11 @@ impl GroupTable for FactsTable {
             })
             .collect();
         let mut outcomes = match self.append_group(&group).await {
-            Ok(outcomes) => outcomes.into_iter().map(Ok).collect::<Vec<_>>(),
+            Ok(outcomes) => {
+                // Committed for every table of the group, none told yet.
+                crate::failpoint::hit("in_group_facts_commit");
+                outcomes.into_iter().map(Ok).collect::<Vec<_>>()
+            }
             // One table's rows that cannot be written fail only that table:
             // each is tried alone. A store that failed fails them all.
             Err(error) if group.len() > 1 && !facts_store_failed(&error) => {
@@ -347,7 +351,10 @@ impl GroupTable for FinalizationTable {
     async fn commit(&mut self, jobs: &[VerdictJob]) -> Vec<VerdictReply> {
         let updates: Vec<VerdictUpdate> = jobs.iter().flatten().cloned().collect();
         match self.upsert_group(&updates).await {
-            Ok(()) => vec![Ok(()); jobs.len()],
+            Ok(()) => {
+                crate::failpoint::hit("in_group_finalization_commit");
+                vec![Ok(()); jobs.len()]
+            }
             // One table's verdicts that cannot be written fail only that
             // table: each is tried alone. A store that failed fails them all.
             Err(error) if jobs.len() > 1 && !finalization_store_failed(&error) => {

@@ -1,10 +1,15 @@
 //! Three tables of one CdcSource in one process under a random workload,
+//! sharing a facts and a finalization table, one of them keeping silver,
 //! the process killed (SIGKILL) at random crash points of whichever table
-//! reaches one first, and once at a random moment while it runs on: after
-//! the last restart each bronze holds its change table exactly (no change
-//! lost, none twice), each snapshot row once, and each table one facts row
-//! per batch that counts its changes. The crash points exist only in
-//! builds with the `failpoints` feature (`scripts/test` turns it on).
+//! reaches one first (inside the group commits of the shared tables,
+//! between a facts commit and the finalization MERGE, in silver's commit,
+//! after a quiet batch's plan), and once at a random moment while it runs
+//! on: after the last restart each bronze holds its change table exactly
+//! (no change lost, none twice), each snapshot row once, each table one
+//! facts row per batch that counts its changes, silver the source table's
+//! rows, and no verdict past a change bronze lacks. The crash points exist
+//! only in builds with the `failpoints` feature (`scripts/test` turns it
+//! on).
 
 #![cfg(feature = "failpoints")]
 
@@ -137,6 +142,21 @@ async fn run_source_once(file: &Path, password: &str, point: Option<&str>) -> Ou
         .expect("the binary runs")
 }
 
+/// `run -f file` running on, armed to die at `point`.
+fn run_on_armed(file: &Path, password: &str, point: &str) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"))
+        .args(["run", "--lease-ttl", "2s", "-f"])
+        .arg(file)
+        .env(PASSWORD_ENV, password)
+        .env(mssql_cdc::failpoint::ENV, point)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts")
+}
+
 /// An armed run: it must die at `point` (SIGKILL).
 async fn killed_at(file: &Path, password: &str, point: &str) {
     let output = run_source_once(file, password, Some(point)).await;
@@ -159,8 +179,60 @@ async fn run_to_the_end(file: &Path, password: &str, seed: u64) {
     );
 }
 
-/// Each bronze against its change table, its snapshot rows, and its facts.
+/// Each bronze against its change table, its snapshot rows, and its facts;
+/// silver against the source table; each verdict against bronze.
 async fn check_exact(client: &mut Client, lake: &Path, seed: u64) {
+    let mut source: Vec<Vec<String>> = run(client, "SELECT id, note FROM dbo.orders")
+        .await
+        .expect("the source rows")
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            let id: Option<i32> = row.get(0);
+            let note: Option<&str> = row.get(1);
+            vec![
+                id.map_or_else(|| "NULL".into(), |id| id.to_string()),
+                note.map_or_else(|| "NULL".into(), str::to_string),
+            ]
+        })
+        .collect();
+    source.sort();
+    let mut silver = query_table(
+        &lake.join("silver/orders"),
+        "SELECT CAST(id AS STRING), note FROM t",
+    )
+    .await;
+    silver.sort();
+    assert_eq!(
+        silver, source,
+        "seed {seed}: silver.orders holds dbo.orders"
+    );
+    for table in TABLES {
+        // Every change committed before the verdict's instant is in bronze:
+        // the verdict lies at or before the newest commit bronze holds, or
+        // bronze holds every change the change table has.
+        let verdict = query_table(
+            &lake.join("finalization"),
+            &format!(
+                "SELECT CAST(finalized_until AS STRING) FROM t \
+                 WHERE table_name = 'bronze.{table}' AND finalized_until IS NOT NULL"
+            ),
+        )
+        .await;
+        let newest = query_table(
+            &lake.join(format!("bronze/{table}")),
+            "SELECT CAST(max(_commit_ts) AS STRING) FROM t",
+        )
+        .await;
+        if let (Some(verdict), Some(newest)) = (verdict.first(), newest.first()) {
+            assert!(
+                verdict[0] <= newest[0],
+                "seed {seed}: {table}'s verdict {} passes its newest change in bronze {}",
+                verdict[0],
+                newest[0]
+            );
+        }
+    }
     for table in TABLES {
         let bronze = lake.join(format!("bronze/{table}"));
         let mut changes: Vec<[String; 4]> = query_table(
@@ -228,8 +300,18 @@ async fn three_tables_of_one_worker_are_exact_after_kills_at_random_points() {
     let write = |name: &str, trigger: &str| {
         let mut file = source_doc(&server, &db, lake, trigger, "2s");
         file.push_str(DEFAULTS);
+        file.push_str(&format!(
+            "    finalization: {{name: ops.finalization, location: \"{}\"}}\n",
+            lake.join("finalization").display()
+        ));
         for table in TABLES {
             file.push_str(&stream_doc(table, &format!("dbo.{table}"), lake));
+            if table == "orders" {
+                file.push_str(&format!(
+                    "  silver: {{name: silver.orders, location: \"{}\"}}\n",
+                    lake.join("silver/orders").display()
+                ));
+            }
         }
         let path = lake.join(name);
         std::fs::write(&path, file).expect("write the source file");
@@ -252,13 +334,38 @@ async fn three_tables_of_one_worker_are_exact_after_kills_at_random_points() {
         "after_offsets",
         "before_bronze_commit",
         "after_bronze_commit",
+        "in_group_facts_commit",
         "after_facts",
+        "in_group_finalization_commit",
+        "before_silver_commit",
+        "after_silver_commit",
     ];
     rng.shuffle(&mut points);
     for point in points {
         apply(&mut client, &mut workload, 9).await;
         killed_at(&once, &fixture.password, point).await;
     }
+
+    // Running on while only dbo.orders changes, until a quiet table's
+    // batch, planned from the round's answer, dies after its plan.
+    let mut quiet = run_on_armed(&on, &fixture.password, "after_quiet_offsets");
+    let mut status = None;
+    for _ in 0..60 {
+        let (sql, _) = workload.change(0);
+        run(&mut client, &sql)
+            .await
+            .expect("a change of dbo.orders");
+        if let Ok(ended) = tokio::time::timeout(Duration::from_secs(2), quiet.wait()).await {
+            status = Some(ended.expect("the worker ends"));
+            break;
+        }
+    }
+    let status = status.expect("a quiet batch is planned within 2 minutes");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "seed {seed}: killed after a quiet batch's plan: {status}"
+    );
 
     // Running on, killed at a random moment while changes arrive.
     let mut worker = run_on(&on, &fixture.password);
