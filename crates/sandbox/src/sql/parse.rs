@@ -69,6 +69,8 @@ pub struct ColumnSpec {
     pub identity: Option<(Expr, Expr)>,
     /// Column-level PRIMARY KEY: (constraint name, clustered).
     pub primary_key: Option<(Option<Ident>, bool)>,
+    /// `COLLATE name`.
+    pub collation: Option<Ident>,
 }
 
 /// What ALTER TABLE does.
@@ -380,6 +382,7 @@ fn parse_column(p: &mut Parser) -> Result<ColumnSpec, ParserError> {
         default: None,
         identity: None,
         primary_key: None,
+        collation: None,
     };
     if p.parse_keyword(Keyword::AS) {
         spec.computed = Some(p.parse_expr()?);
@@ -416,7 +419,7 @@ fn parse_column(p: &mut Parser) -> Result<ColumnSpec, ParserError> {
                 spec.identity = Some((one(), one()));
             }
         } else if p.parse_keyword(Keyword::COLLATE) {
-            p.parse_identifier()?;
+            spec.collation = Some(p.parse_identifier()?);
         } else if constraint_name.is_some() {
             return p.expected("PRIMARY KEY or DEFAULT", p.peek_token());
         } else {

@@ -127,7 +127,7 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                             .as_mut()
                             .map(|s| s.next_value())
                             .unwrap_or(0);
-                        expr::assign(
+                        expr::assign_collated(
                             &Typed::new(
                                 Value::Decimal(Decimal::new(id, 0)),
                                 DataType::Decimal {
@@ -136,12 +136,14 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                                 },
                             ),
                             c.ty,
+                            c.collation,
                             &c.name,
                         )?
                     } else if let (Some(d), false) = (&c.default, c.nullable) {
-                        expr::assign(
+                        expr::assign_collated(
                             &expr::eval(d, &RowScope::new(ctx, &[], &[], None))?,
                             c.ty,
+                            c.collation,
                             &c.name,
                         )?
                     } else {
@@ -242,13 +244,16 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
             let col = &mut table.meta.columns[i];
             col.ty = ty;
             col.nullable = nullable.unwrap_or(true);
+            // Without COLLATE, ALTER COLUMN gives the database default.
+            col.collation = None;
             let (col_name, col_nullable) = (col.name.clone(), col.nullable);
             let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
             let rows = table.data.take_all();
             let mut rebuilt = std::collections::BTreeMap::new();
             for (k, r) in rows {
                 let mut v = r.into_vec();
-                v[i] = expr::assign(&Typed::new(v[i].clone(), old_ty), ty, &col_name)?;
+                v[i] =
+                    expr::assign_collated(&Typed::new(v[i].clone(), old_ty), ty, None, &col_name)?;
                 if v[i].is_null() && !col_nullable {
                     return Err(SqlError::new(515, format!("Cannot insert the value NULL into column '{col_name}', table '{}'; column does not allow nulls. UPDATE fails.", table.meta.name)).with_state(2));
                 }

@@ -278,16 +278,22 @@ fn run_select(
     let layout = Layout::for_items(&items, &src.cols);
     // Ungrouped rows keep the FROM clause's order, so an ORDER BY that
     // order already satisfies needs no sort.
-    let presorted = !grouped && keys_follow(&keys, &items, &src.ordered_by);
+    // Stored rows are in the default collation's order, so a key with a
+    // collation of its own is sorted.
+    let presorted = !grouped
+        && keys_follow(&keys, &items, &src.ordered_by)
+        && src
+            .ordered_by
+            .iter()
+            .all(|i| src.cols.get(*i).is_none_or(|c| c.collation.is_none()));
 
     let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<(Vec<Typed>, Vec<Typed>)> {
         let values = items
             .iter()
             .map(|(item, _)| match item {
-                Item::Source(i) => Ok(Typed::new(
-                    row.get(*i).cloned().unwrap_or(Value::Null),
-                    src.cols[*i].ty,
-                )),
+                Item::Source(i) => {
+                    Ok(src.cols[*i].typed(row.get(*i).cloned().unwrap_or(Value::Null)))
+                }
                 Item::Expr(e) => expr::eval(e, scope),
             })
             .collect::<SqlResult<Vec<_>>>()?;
@@ -400,7 +406,11 @@ fn finish_select(
     let cols: Vec<ColMeta> = items
         .iter()
         .zip(&types)
-        .map(|((item, name), ty)| ColMeta::new(name.clone(), *ty, item_nullable(item, src_cols)))
+        .enumerate()
+        .map(|(k, ((item, name), ty))| {
+            ColMeta::new(name.clone(), *ty, item_nullable(item, src_cols))
+                .collated(layout.collation(k))
+        })
         .collect();
 
     if matches!(sel.distinct, Some(Distinct::Distinct)) {
@@ -469,7 +479,7 @@ fn sort_output(
         let values: Vec<Typed> = row
             .into_iter()
             .zip(&rel.cols)
-            .map(|(v, c)| Typed::new(v, c.ty))
+            .map(|(v, c)| c.typed(v))
             .collect();
         let sort = keys
             .iter()

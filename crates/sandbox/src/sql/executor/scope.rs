@@ -169,10 +169,7 @@ impl Scope for RowScope<'_> {
         match find_column(self.cols, parts)? {
             Some(i) => {
                 let c = &self.cols[i];
-                Ok(Typed::new(
-                    self.row.get(i).cloned().unwrap_or(Value::Null),
-                    c.ty,
-                ))
+                Ok(c.typed(self.row.get(i).cloned().unwrap_or(Value::Null)))
             }
             None => match self.outer {
                 Some(o) => o.column(parts),

@@ -1,0 +1,297 @@
+//! Collations through T-SQL: COLLATE on columns, sys.columns, code pages
+//! on store and CAST, collations on result columns, comparisons and
+//! ORDER BY.
+
+use crate::sql::Output;
+use crate::sql::collation::lookup;
+use crate::sql::test_support::{error_numbers, errors, int, ok, rows, run, shop, text};
+use crate::sql::types::Value;
+
+fn collation_names(s: &mut crate::sql::Session, table: &str) -> Vec<Value> {
+    rows(
+        s,
+        &format!(
+            "SELECT collation_name FROM sys.columns WHERE object_id = OBJECT_ID('{table}') ORDER BY column_id"
+        ),
+    )
+    .into_iter()
+    .map(|mut r| r.remove(0))
+    .collect()
+}
+
+#[test]
+fn column_collations_in_sys_columns() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (id int NOT NULL PRIMARY KEY, a varchar(10) COLLATE cyrillic_general_ci_as NULL, \
+         b varchar(10), c nvarchar(10) COLLATE Latin1_General_BIN2)",
+    );
+    ok(
+        &mut s,
+        "ALTER TABLE t ADD d char(4) COLLATE Japanese_CI_AS NULL",
+    );
+    assert_eq!(
+        collation_names(&mut s, "t"),
+        vec![
+            Value::Null,
+            text("Cyrillic_General_CI_AS"),
+            text("SQL_Latin1_General_CP1_CI_AS"),
+            text("Latin1_General_BIN2"),
+            text("Japanese_CI_AS"),
+        ]
+    );
+    let r = rows(
+        &mut s,
+        "SELECT COLLATION_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = 't' AND COLUMN_NAME = 'a'",
+    );
+    assert_eq!(r, vec![vec![text("Cyrillic_General_CI_AS")]]);
+}
+
+#[test]
+fn collate_errors() {
+    let (_e, mut s) = shop();
+    let out = run(
+        &mut s,
+        "CREATE TABLE t (a int COLLATE Latin1_General_CI_AS)",
+    );
+    let e = errors(&out);
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].number, 447);
+    assert_eq!(
+        e[0].message,
+        "Expression type int is invalid for COLLATE clause."
+    );
+    let out = run(
+        &mut s,
+        "CREATE TABLE t (a varchar(5) COLLATE Klingon_CI_AS)",
+    );
+    let e = errors(&out);
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].number, 448);
+    assert_eq!(e[0].message, "Invalid collation 'Klingon_CI_AS'.");
+    assert_eq!(
+        error_numbers(&run(&mut s, "SELECT 1 COLLATE Latin1_General_CI_AS")),
+        vec![447]
+    );
+    assert_eq!(
+        error_numbers(&run(&mut s, "SELECT 'a' COLLATE Nope")),
+        vec![448]
+    );
+}
+
+#[test]
+fn storing_converts_through_the_column_code_page() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (id int NOT NULL PRIMARY KEY, latin varchar(10), cyr varchar(10) COLLATE Cyrillic_General_CI_AS, \
+         jp varchar(10) COLLATE Japanese_CI_AS, utf varchar(20) COLLATE Latin1_General_100_CI_AS_SC_UTF8, \
+         uni nvarchar(10), fixed char(5) COLLATE Cyrillic_General_CI_AS)",
+    );
+    ok(
+        &mut s,
+        "INSERT INTO t VALUES (1, N'Жук café', N'Жук café', N'日本 Ж é', N'日本語 Жук', N'Жук café', N'Жук')",
+    );
+    let r = rows(&mut s, "SELECT latin, cyr, jp, utf, uni, fixed FROM t");
+    assert_eq!(
+        r,
+        vec![vec![
+            text("??? café"),
+            text("Жук caf?"),
+            text("日本 Ж ?"),
+            text("日本語 Жук"),
+            text("Жук café"),
+            text("Жук  "),
+        ]]
+    );
+    ok(
+        &mut s,
+        "UPDATE t SET latin = N'Ёж', cyr = N'Ёж€' WHERE id = 1",
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT latin, cyr FROM t"),
+        vec![vec![text("??"), text("Ёж€")]]
+    );
+    // Variables are varchar of the database's collation.
+    assert_eq!(
+        rows(&mut s, "DECLARE @v varchar(10) = N'Жук' SELECT @v"),
+        vec![vec![text("???")]]
+    );
+}
+
+#[test]
+fn change_tables_keep_the_column_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "EXEC sys.sp_cdc_enable_db
+CREATE TABLE dbo.k (id varchar(10) COLLATE Cyrillic_General_CI_AS NOT NULL PRIMARY KEY, v int)
+EXEC sys.sp_cdc_enable_table @source_schema = 'dbo', @source_name = 'k', @role_name = NULL
+EXEC sys.sp_cdc_stop_job @job_type = N'capture'",
+    );
+    ok(&mut s, "INSERT INTO dbo.k VALUES (N'Жук', 1), (N'日本', 2)");
+    ok(&mut s, "EXEC sys.sp_cdc_scan");
+    let r = rows(&mut s, "SELECT id FROM cdc.dbo_k_CT ORDER BY v");
+    assert_eq!(r, vec![vec![text("Жук")], vec![text("??")]]);
+    assert_eq!(
+        collation_names(&mut s, "cdc.dbo_k_CT")
+            .into_iter()
+            .filter(|v| !v.is_null())
+            .collect::<Vec<_>>(),
+        vec![text("Cyrillic_General_CI_AS")]
+    );
+}
+
+#[test]
+fn cast_uses_the_input_collation_code_page() {
+    let (_e, mut s) = shop();
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT CAST(N'Жук' AS varchar(10)), CAST(N'Жук' COLLATE Cyrillic_General_CI_AS AS varchar(10)), \
+             CONVERT(char(4), N'Жук' COLLATE Cyrillic_General_CI_AS), CAST(N'Жук' AS nvarchar(10)), \
+             CONVERT(varchar(10), N'日本' COLLATE Japanese_CI_AS), CAST(N'日本' COLLATE Latin1_General_100_CI_AS_SC_UTF8 AS varchar(10))"
+        ),
+        vec![vec![
+            text("???"),
+            text("Жук"),
+            text("Жук "),
+            text("Жук"),
+            text("日本"),
+            text("日本"),
+        ]]
+    );
+    ok(
+        &mut s,
+        "CREATE TABLE t (u nvarchar(10) COLLATE Cyrillic_General_CI_AS, d nvarchar(10))
+INSERT INTO t VALUES (N'Жук', N'Жук')",
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT CAST(u AS varchar(10)), CAST(d AS varchar(10)), CAST(d COLLATE Cyrillic_General_CI_AS AS varchar(10)) FROM t"
+        ),
+        vec![vec![text("Жук"), text("???"), text("Жук")]]
+    );
+}
+
+fn result_collations(out: &[Output]) -> Vec<Option<&'static str>> {
+    out.iter()
+        .find_map(|o| match o {
+            Output::ResultSet { columns, .. } => Some(
+                columns
+                    .iter()
+                    .map(|c| c.collation.map(|c| c.name))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn result_columns_carry_their_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (a varchar(10) COLLATE Cyrillic_General_CI_AS, b varchar(10), n int)
+INSERT INTO t VALUES (N'Жук', 'x', 1)",
+    );
+    let out = run(
+        &mut s,
+        "SELECT a, b, n, t.a AS a2, CAST(a AS varchar(5)), b COLLATE Latin1_General_100_CI_AS_SC_UTF8, UPPER(a) FROM t",
+    );
+    assert!(errors(&out).is_empty(), "{out:?}");
+    assert_eq!(
+        result_collations(&out),
+        vec![
+            Some("Cyrillic_General_CI_AS"),
+            None,
+            None,
+            Some("Cyrillic_General_CI_AS"),
+            Some("Cyrillic_General_CI_AS"),
+            Some("Latin1_General_100_CI_AS_SC_UTF8"),
+            None,
+        ]
+    );
+    // Through a derived table and SELECT *.
+    let out = run(&mut s, "SELECT * FROM (SELECT a, n FROM t) AS d");
+    assert_eq!(
+        result_collations(&out),
+        vec![Some("Cyrillic_General_CI_AS"), None]
+    );
+}
+
+#[test]
+fn comparisons_follow_the_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (id int NOT NULL PRIMARY KEY, ci varchar(10), cs varchar(10) COLLATE Latin1_General_CS_AS, \
+         bin varchar(10) COLLATE Latin1_General_BIN2)
+INSERT INTO t VALUES (1, 'abc', 'abc', 'abc'), (2, 'ABC', 'ABC', 'ABC'), (3, 'b', 'b', 'b'), (4, 'abc ', 'abc ', 'abc ')",
+    );
+    let ids = |s: &mut crate::sql::Session, sql: &str| -> Vec<Value> {
+        rows(s, sql).into_iter().map(|mut r| r.remove(0)).collect()
+    };
+    assert_eq!(
+        ids(&mut s, "SELECT id FROM t WHERE ci = 'abc' ORDER BY id"),
+        vec![int(1), int(2), int(4)]
+    );
+    assert_eq!(
+        ids(&mut s, "SELECT id FROM t WHERE cs = 'abc' ORDER BY id"),
+        vec![int(1), int(4)]
+    );
+    assert_eq!(
+        ids(&mut s, "SELECT id FROM t WHERE 'ABC' = bin ORDER BY id"),
+        vec![int(2)]
+    );
+    // An explicit COLLATE wins over the column's.
+    assert_eq!(
+        ids(
+            &mut s,
+            "SELECT id FROM t WHERE cs = 'ABC' COLLATE Latin1_General_CI_AS ORDER BY id"
+        ),
+        vec![int(1), int(2), int(4)]
+    );
+    assert_eq!(
+        ids(
+            &mut s,
+            "SELECT id FROM t WHERE ci COLLATE Latin1_General_CS_AS = 'ABC' ORDER BY id"
+        ),
+        vec![int(2)]
+    );
+    // BIN2 orders by code point: upper case before lower case.
+    assert_eq!(
+        ids(&mut s, "SELECT id FROM t WHERE id < 4 ORDER BY bin, id"),
+        vec![int(2), int(1), int(3)]
+    );
+    assert_eq!(
+        ids(
+            &mut s,
+            "SELECT id FROM t WHERE id < 4 ORDER BY ci COLLATE Latin1_General_BIN2 DESC"
+        ),
+        vec![int(3), int(1), int(2)]
+    );
+    // Case-sensitive: lower case sorts just before upper case, both before 'b'.
+    assert_eq!(
+        ids(&mut s, "SELECT id FROM t WHERE id < 4 ORDER BY cs"),
+        vec![int(1), int(2), int(3)]
+    );
+    // The default collation: case-insensitive, so ORDER BY ci, id keeps ids.
+    assert_eq!(
+        ids(&mut s, "SELECT id FROM t WHERE id < 4 ORDER BY ci, id"),
+        vec![int(1), int(2), int(3)]
+    );
+}
+
+#[test]
+fn known_collation_round_trip_names() {
+    assert_eq!(
+        lookup("latin1_general_100_ci_as_sc_utf8")
+            .map(|c| c.name)
+            .ok(),
+        Some("Latin1_General_100_CI_AS_SC_UTF8")
+    );
+}
