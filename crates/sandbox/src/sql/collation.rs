@@ -148,8 +148,12 @@ pub fn default_collation() -> Collation {
     &KNOWN[0]
 }
 
-/// A collation by name (case-insensitive); 448 for an unknown one.
+/// A collation by name (case-insensitive; `database_default` is the
+/// database's); 448 for an unknown one.
 pub fn lookup(name: &str) -> SqlResult<Collation> {
+    if name.eq_ignore_ascii_case("database_default") {
+        return Ok(default_collation());
+    }
     KNOWN
         .iter()
         .find(|c| c.name.eq_ignore_ascii_case(name))

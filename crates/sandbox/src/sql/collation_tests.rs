@@ -212,7 +212,7 @@ INSERT INTO t VALUES (N'Жук', 'x', 1)",
             Some("Cyrillic_General_CI_AS"),
             Some("Cyrillic_General_CI_AS"),
             Some("Latin1_General_100_CI_AS_SC_UTF8"),
-            None,
+            Some("Cyrillic_General_CI_AS"),
         ]
     );
     // Through a derived table and SELECT *.
@@ -294,4 +294,136 @@ fn known_collation_round_trip_names() {
             .ok(),
         Some("Latin1_General_100_CI_AS_SC_UTF8")
     );
+}
+
+#[test]
+fn expressions_and_unions_keep_the_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (a varchar(10) COLLATE Cyrillic_General_CI_AS, b varchar(10))
+INSERT INTO t VALUES (N'Жук', 'x')",
+    );
+    let out = run(
+        &mut s,
+        "SELECT a + '!', UPPER(a), ISNULL(a, ''), SUBSTRING(a, 1, 2), CASE WHEN 1 = 1 THEN a END, \
+         b + a, LEN(a), a COLLATE database_default FROM t",
+    );
+    assert!(errors(&out).is_empty(), "{out:?}");
+    let cyr = Some("Cyrillic_General_CI_AS");
+    assert_eq!(
+        result_collations(&out),
+        vec![
+            cyr,
+            cyr,
+            cyr,
+            cyr,
+            cyr,
+            cyr,
+            None,
+            Some("SQL_Latin1_General_CP1_CI_AS")
+        ]
+    );
+    let out = run(&mut s, "SELECT b FROM t UNION ALL SELECT a FROM t");
+    assert_eq!(result_collations(&out), vec![cyr]);
+    // A concatenation's value keeps the collation when CAST to varchar.
+    assert_eq!(
+        rows(&mut s, "SELECT CAST(a + N'ё' AS varchar(10)) FROM t"),
+        vec![vec![text("Жукё")]]
+    );
+}
+
+#[test]
+fn grouping_follows_the_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (ci varchar(10), cs varchar(10) COLLATE SQL_Latin1_General_CP1_CS_AS)
+INSERT INTO t VALUES ('a', 'a'), ('A', 'A'), ('a ', 'a ')",
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT COUNT(*) FROM (SELECT ci FROM t GROUP BY ci) AS g"
+        ),
+        vec![vec![int(1)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT COUNT(*) FROM (SELECT cs FROM t GROUP BY cs) AS g"
+        ),
+        vec![vec![int(2)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT COUNT(*) FROM (SELECT DISTINCT cs FROM t) AS g"
+        ),
+        vec![vec![int(2)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT COUNT(*) FROM (SELECT DISTINCT ci FROM t) AS g"
+        ),
+        vec![vec![int(1)]]
+    );
+}
+
+#[test]
+fn alter_column_sets_or_resets_the_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (a nvarchar(10))
+INSERT INTO t VALUES (N'Жук')
+ALTER TABLE t ALTER COLUMN a varchar(10) COLLATE Cyrillic_General_CI_AS NULL",
+    );
+    assert_eq!(
+        collation_names(&mut s, "t"),
+        vec![text("Cyrillic_General_CI_AS")]
+    );
+    assert_eq!(rows(&mut s, "SELECT a FROM t"), vec![vec![text("Жук")]]);
+    assert_eq!(
+        error_numbers(&run(
+            &mut s,
+            "ALTER TABLE t ALTER COLUMN a int COLLATE Cyrillic_General_CI_AS"
+        )),
+        vec![447]
+    );
+    assert_eq!(
+        collation_names(&mut s, "t"),
+        vec![text("Cyrillic_General_CI_AS")]
+    );
+    ok(&mut s, "ALTER TABLE t ALTER COLUMN a varchar(10) NULL");
+    assert_eq!(
+        collation_names(&mut s, "t"),
+        vec![text("SQL_Latin1_General_CP1_CI_AS")]
+    );
+    assert_eq!(rows(&mut s, "SELECT a FROM t"), vec![vec![text("???")]]);
+}
+
+#[test]
+fn varchar_lengths_are_bytes_in_multibyte_code_pages() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (u varchar(6) COLLATE Latin1_General_100_CI_AS_SC_UTF8, j varchar(4) COLLATE Japanese_CI_AS, l varchar(3))",
+    );
+    ok(&mut s, "INSERT INTO t VALUES (N'日本', N'日本', N'éèê')");
+    let out = run(&mut s, "INSERT INTO t (u) VALUES (N'日本語')");
+    let e = errors(&out);
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].number, 2628);
+    assert!(
+        e[0].message.contains("Truncated value: '日本'"),
+        "{}",
+        e[0].message
+    );
+    assert_eq!(
+        error_numbers(&run(&mut s, "INSERT INTO t (j) VALUES (N'日本a')")),
+        vec![2628]
+    );
+    assert_eq!(rows(&mut s, "SELECT COUNT(*) FROM t"), vec![vec![int(1)]]);
 }

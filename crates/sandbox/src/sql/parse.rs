@@ -81,6 +81,8 @@ pub enum AlterAction {
     AlterColumn {
         name: Ident,
         data_type: ast::DataType,
+        /// `COLLATE name`; without it the column takes the database's.
+        collation: Option<Ident>,
         nullable: Option<bool>,
     },
 }
@@ -446,6 +448,11 @@ fn parse_alter_action(p: &mut Parser) -> Result<AlterAction, ParserError> {
     if p.parse_keywords(&[Keyword::ALTER, Keyword::COLUMN]) {
         let name = p.parse_identifier()?;
         let data_type = p.parse_data_type()?;
+        let collation = if p.parse_keyword(Keyword::COLLATE) {
+            Some(p.parse_identifier()?)
+        } else {
+            None
+        };
         let nullable = if p.parse_keyword(Keyword::NULL) {
             Some(true)
         } else if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
@@ -456,6 +463,7 @@ fn parse_alter_action(p: &mut Parser) -> Result<AlterAction, ParserError> {
         return Ok(AlterAction::AlterColumn {
             name,
             data_type,
+            collation,
             nullable,
         });
     }

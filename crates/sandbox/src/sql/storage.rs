@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use uuid::Uuid;
 
+use super::collation::{Collation, Rule};
 use super::types::Value;
 
 /// One stored row: the column values in column order.
@@ -36,6 +37,17 @@ pub enum KeyPart {
 
 impl KeyPart {
     /// Normalises one value.
+    /// [`Self::from_value`] for a value of collation `collation`: strings
+    /// of a case-sensitive or binary collation keep their case.
+    pub fn from_collated(v: &Value, collation: Option<Collation>) -> Self {
+        match (v, collation) {
+            (Value::String(s), Some(c)) if c.rule != Rule::CaseInsensitive => {
+                KeyPart::Str(c.key(s))
+            }
+            _ => Self::from_value(v),
+        }
+    }
+
     pub fn from_value(v: &Value) -> Self {
         match v {
             Value::Null => KeyPart::Null,

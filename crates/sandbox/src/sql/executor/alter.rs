@@ -6,7 +6,7 @@
 use sqlparser::ast::ObjectName;
 
 use super::context::{Ctx, WriteCtx};
-use super::ddl::{ROLE_DB_DDLADMIN, add_elements, find_table};
+use super::ddl::{ROLE_DB_DDLADMIN, add_elements, column_collation, find_table};
 use super::dml::table_cols;
 use super::scope::RowScope;
 use crate::sql::catalog::Table;
@@ -233,6 +233,7 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
         AlterAction::AlterColumn {
             name,
             data_type,
+            collation,
             nullable,
         } => {
             let i = table
@@ -240,20 +241,28 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                 .column_index(&name.value)
                 .ok_or_else(|| SqlError::invalid_column(&name.value))?;
             let ty = expr::data_type(data_type)?;
+            // Without COLLATE, ALTER COLUMN gives the database default.
+            let new_collation = match collation {
+                Some(c) => Some(column_collation(&ty, &c.value)?),
+                None => None,
+            };
             let old_ty = table.meta.columns[i].ty;
             let col = &mut table.meta.columns[i];
             col.ty = ty;
             col.nullable = nullable.unwrap_or(true);
-            // Without COLLATE, ALTER COLUMN gives the database default.
-            col.collation = None;
+            col.collation = new_collation;
             let (col_name, col_nullable) = (col.name.clone(), col.nullable);
             let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
             let rows = table.data.take_all();
             let mut rebuilt = std::collections::BTreeMap::new();
             for (k, r) in rows {
                 let mut v = r.into_vec();
-                v[i] =
-                    expr::assign_collated(&Typed::new(v[i].clone(), old_ty), ty, None, &col_name)?;
+                v[i] = expr::assign_collated(
+                    &Typed::new(v[i].clone(), old_ty),
+                    ty,
+                    new_collation,
+                    &col_name,
+                )?;
                 if v[i].is_null() && !col_nullable {
                     return Err(SqlError::new(515, format!("Cannot insert the value NULL into column '{col_name}', table '{}'; column does not allow nulls. UPDATE fails.", table.meta.name)).with_state(2));
                 }

@@ -8,7 +8,7 @@
 
 use std::cmp::Ordering;
 
-use sqlparser::ast::Expr;
+use sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments};
 
 use super::context::Ctx;
 use super::relation::ColMeta;
@@ -65,7 +65,36 @@ pub(super) fn expr_collation(e: &Expr, cols: &[ColMeta]) -> Option<Collation> {
             expr: inner,
             data_type: Some(data_type),
             ..
-        } if expr::cast_type(data_type).is_ok_and(|t| t.is_string()) => expr_collation(inner, cols),
+        } => {
+            if expr::cast_type(data_type).is_ok_and(|t| t.is_string()) {
+                expr_collation(inner, cols)
+            } else {
+                None
+            }
+        }
+        // Concatenation and string functions keep their operands'
+        // collation (the result column keeps it only when it is a string).
+        Expr::BinaryOp { left, right, .. } => {
+            expr_collation(left, cols).or_else(|| expr_collation(right, cols))
+        }
+        Expr::Function(f) => match &f.args {
+            FunctionArguments::List(list) => list.args.iter().find_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => expr_collation(e, cols),
+                _ => None,
+            }),
+            _ => None,
+        },
+        Expr::Substring { expr: inner, .. } | Expr::Trim { expr: inner, .. } => {
+            expr_collation(inner, cols)
+        }
+        Expr::Case {
+            conditions,
+            else_result,
+            ..
+        } => conditions
+            .iter()
+            .find_map(|c| expr_collation(&c.result, cols))
+            .or_else(|| else_result.as_deref().and_then(|e| expr_collation(e, cols))),
         _ => None,
     }
 }

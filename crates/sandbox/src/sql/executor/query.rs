@@ -89,6 +89,7 @@ fn run_set_expr(ctx: &Ctx<'_>, body: &SetExpr, outer: Option<&dyn Scope>) -> Sql
             for (lc, rc) in l.cols.iter_mut().zip(&r.cols) {
                 lc.nullable |= rc.nullable;
                 lc.qualifier = None;
+                lc.collation = lc.collation.or(rc.collation);
             }
             let all = matches!(set_quantifier, SetQuantifier::All);
             match op {
@@ -415,7 +416,15 @@ fn finish_select(
 
     if matches!(sel.distinct, Some(Distinct::Distinct)) {
         let mut seen = std::collections::HashSet::new();
-        out.retain(|r| seen.insert(r.values.iter().map(KeyPart::from_value).collect::<Vec<_>>()));
+        out.retain(|r| {
+            seen.insert(
+                r.values
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| KeyPart::from_collated(v, layout.collation(k)))
+                    .collect::<Vec<_>>(),
+            )
+        });
     } else if matches!(sel.distinct, Some(Distinct::On(_))) {
         return Err(SqlError::unsupported("DISTINCT ON"));
     }
@@ -451,7 +460,10 @@ fn group_rows(
         let scope = RowScope::new(ctx, &src.cols, row, outer);
         let key = exprs
             .iter()
-            .map(|e| expr::eval(e, &scope).map(|t| KeyPart::from_value(&t.value)))
+            .map(|e| {
+                expr::eval(e, &scope)
+                    .map(|t| KeyPart::from_collated(&t.value, t.collation.map(|l| l.collation)))
+            })
             .collect::<SqlResult<Vec<_>>>()?;
         match index.get(&key) {
             Some(g) => groups[*g].push(n),

@@ -251,7 +251,10 @@ pub fn key(value: &Typed) -> Key {
             let f = float_of(v).unwrap_or(0.0);
             Key::Float(if f == 0.0 { 0.0 } else { f })
         }
-        Value::String(s) => Key::Text(s.trim_end_matches(' ').chars().map(fold).collect()),
+        Value::String(s) => Key::Text(match value.collation {
+            Some(l) => l.collation.key(s),
+            None => s.trim_end_matches(' ').chars().map(fold).collect(),
+        }),
         Value::Binary(b) => Key::Bytes(b.clone()),
         Value::Date(d) => Key::Date(*d),
         Value::Time(t) => Key::Time(*t),

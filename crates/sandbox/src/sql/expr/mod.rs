@@ -18,7 +18,7 @@ use sqlparser::ast::{self, Expr, Function, Ident, Query};
 
 use super::collation::{Collation, Label, default_collation};
 use super::error::SqlResult;
-use super::types::{DataType, Value};
+use super::types::{DataType, Length, Value};
 
 pub mod aggregate;
 mod arith;
@@ -176,7 +176,30 @@ pub fn assign_collated(
     target: &str,
 ) -> SqlResult<Value> {
     let v = cast::convert(value, to, None, Mode::Assign(target))?;
-    Ok(in_code_page(v, to, collation))
+    let v = in_code_page(v, to, collation);
+    // varchar(n) holds n bytes: in a multi-byte code page (UTF-8, 932)
+    // fewer characters may fit (2628; a variable truncates silently).
+    if let (Value::String(s), DataType::VarChar(Length::Fixed(n))) = (&v, to) {
+        let c = collation.unwrap_or_else(default_collation);
+        let n = usize::from(n);
+        if s.len() > n && crate::sql::collation::encode(c.encoding(), s).len() > n {
+            let mut kept = String::new();
+            let mut bytes = 0;
+            for ch in s.chars() {
+                bytes +=
+                    crate::sql::collation::encode(c.encoding(), ch.encode_utf8(&mut [0; 4])).len();
+                if bytes > n {
+                    break;
+                }
+                kept.push(ch);
+            }
+            if !target.starts_with('@') {
+                return Err(cast::truncation(target, &kept));
+            }
+            return Ok(Value::String(kept));
+        }
+    }
+    Ok(v)
 }
 
 /// A value of type `ty` as a `char`/`varchar` of `collation` (`None`: the
