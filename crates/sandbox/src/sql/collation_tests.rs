@@ -141,6 +141,18 @@ EXEC sys.sp_cdc_stop_job @job_type = N'capture'",
             .collect::<Vec<_>>(),
         vec![text("Cyrillic_General_CI_AS")]
     );
+    let out = run(
+        &mut s,
+        "DECLARE @f binary(10) = sys.fn_cdc_get_min_lsn('dbo_k'), @t binary(10) = sys.fn_cdc_get_max_lsn()
+SELECT __$operation, id, v FROM cdc.fn_cdc_get_all_changes_dbo_k(@f, @t, N'all') ORDER BY v",
+    );
+    assert!(errors(&out).is_empty(), "{out:?}");
+    assert_eq!(
+        result_collations(&out),
+        vec![None, Some("Cyrillic_General_CI_AS"), None]
+    );
+    let rows_out = crate::sql::test_support::result_sets(&out);
+    assert_eq!(rows_out[0].1[0][1], text("Жук"));
 }
 
 #[test]
@@ -426,4 +438,23 @@ fn varchar_lengths_are_bytes_in_multibyte_code_pages() {
         vec![2628]
     );
     assert_eq!(rows(&mut s, "SELECT COUNT(*) FROM t"), vec![vec![int(1)]]);
+}
+
+#[test]
+fn subqueries_keep_the_column_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (cs varchar(10) COLLATE Latin1_General_CS_AS)
+INSERT INTO t VALUES ('Abc')",
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT CASE WHEN 'abc' IN (SELECT cs FROM t) THEN 1 ELSE 0 END, \
+             CASE WHEN (SELECT cs FROM t) = 'abc' THEN 1 ELSE 0 END, \
+             CASE WHEN (SELECT cs FROM t) = 'Abc' THEN 1 ELSE 0 END"
+        ),
+        vec![vec![int(0), int(0), int(1)]]
+    );
 }
