@@ -458,3 +458,21 @@ INSERT INTO t VALUES ('Abc')",
         vec![vec![int(0), int(0), int(1)]]
     );
 }
+
+#[test]
+fn like_follows_the_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE t (ci varchar(10), cs varchar(10) COLLATE Latin1_General_CS_AS)
+INSERT INTO t VALUES ('Abc', 'Abc')",
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT (SELECT COUNT(*) FROM t WHERE ci LIKE 'a%'), (SELECT COUNT(*) FROM t WHERE cs LIKE 'a%'), \
+             (SELECT COUNT(*) FROM t WHERE cs LIKE 'A%'), (SELECT COUNT(*) FROM t WHERE ci LIKE 'a%' COLLATE Latin1_General_BIN2)"
+        ),
+        vec![vec![int(1), int(0), int(1), int(0)]]
+    );
+}

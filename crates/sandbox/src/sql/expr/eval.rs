@@ -440,8 +440,10 @@ fn like_expr(
         return Ok(truth(None));
     };
     // Trailing blanks of the matched value are ignored (LIKE docs).
-    let matched =
-        like::like(text.trim_end_matches(' '), &pat, escape) || like::like(&text, &pat, escape);
+    let case_sensitive = Label::pick(x.collation, p.collation)
+        .is_some_and(|c| c.rule != collation::Rule::CaseInsensitive);
+    let matched = like::like_in(text.trim_end_matches(' '), &pat, escape, case_sensitive)
+        || like::like_in(&text, &pat, escape, case_sensitive);
     Ok(truth(Some(matched != negated)))
 }
 
