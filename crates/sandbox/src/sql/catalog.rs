@@ -125,6 +125,11 @@ pub struct TableMeta {
 }
 
 impl TableMeta {
+    /// Each column's own collation, by position (for row keys).
+    pub fn collations(&self) -> Vec<Option<Collation>> {
+        self.columns.iter().map(|c| c.collation).collect()
+    }
+
     /// Position of a column by name (case-insensitive).
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| same_name(&c.name, name))

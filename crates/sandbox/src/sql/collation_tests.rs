@@ -476,3 +476,32 @@ INSERT INTO t VALUES ('Abc', 'Abc')",
         vec![vec![int(1), int(0), int(1), int(0)]]
     );
 }
+
+#[test]
+fn primary_keys_are_unique_under_the_column_collation() {
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE cs (k varchar(10) COLLATE Latin1_General_CS_AS NOT NULL PRIMARY KEY)
+CREATE TABLE ci (k varchar(10) NOT NULL PRIMARY KEY)
+INSERT INTO cs VALUES ('a'), ('A'), ('b')
+INSERT INTO ci VALUES ('a')",
+    );
+    assert_eq!(
+        error_numbers(&run(&mut s, "INSERT INTO ci VALUES ('A')")),
+        vec![2627]
+    );
+    assert_eq!(
+        error_numbers(&run(&mut s, "INSERT INTO cs VALUES ('a ')")),
+        vec![2627]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT k FROM cs ORDER BY k"),
+        vec![vec![text("a")], vec![text("A")], vec![text("b")]]
+    );
+    ok(&mut s, "UPDATE cs SET k = 'B' WHERE k = 'A'");
+    assert_eq!(
+        rows(&mut s, "SELECT k FROM cs WHERE k > 'a' ORDER BY k"),
+        vec![vec![text("b")], vec![text("B")]]
+    );
+}

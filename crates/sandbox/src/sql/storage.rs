@@ -93,23 +93,19 @@ pub enum RowKey {
 }
 
 impl RowKey {
-    /// The key of `row` for primary-key columns `pk`.
-    pub fn for_columns(row: &[Value], pk: &[usize]) -> Self {
+    /// The key of `row` for primary-key columns `pk` of a table whose
+    /// columns have collations `collations` (by position; missing ones are
+    /// the default): a key column of a case-sensitive or binary collation
+    /// keeps its case, so `'a'` and `'A'` are two keys.
+    pub fn for_columns_in(row: &[Value], pk: &[usize], collations: &[Option<Collation>]) -> Self {
+        let part = |i: &usize| {
+            row.get(*i).map_or(KeyPart::Null, |v| {
+                KeyPart::from_collated(v, collations.get(*i).copied().flatten())
+            })
+        };
         match pk {
-            [one] => RowKey::One(
-                row.get(*one)
-                    .map(KeyPart::from_value)
-                    .unwrap_or(KeyPart::Null),
-            ),
-            _ => RowKey::Many(
-                pk.iter()
-                    .map(|i| {
-                        row.get(*i)
-                            .map(KeyPart::from_value)
-                            .unwrap_or(KeyPart::Null)
-                    })
-                    .collect(),
-            ),
+            [one] => RowKey::One(part(one)),
+            _ => RowKey::Many(pk.iter().map(part).collect()),
         }
     }
 }
@@ -203,7 +199,7 @@ mod tests {
     fn duplicate_keys_are_refused() {
         let mut t = TableData::default();
         let row: Row = vec![Value::Int(1)].into();
-        let k = RowKey::for_columns(&row, &[0]);
+        let k = RowKey::for_columns_in(&row, &[0], &[]);
         assert!(t.insert(k.clone(), row.clone()));
         assert!(!t.insert(k, row));
         assert_eq!(t.len(), 1);

@@ -167,7 +167,9 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                     }
                 }
                 let key = match (&table.meta.primary_key, had_pk) {
-                    (Some(pk), false) => RowKey::for_columns(&r, &pk.columns),
+                    (Some(pk), false) => {
+                        RowKey::for_columns_in(&r, &pk.columns, &table.meta.collations())
+                    }
                     _ => key,
                 };
                 if rebuilt.insert(key, r.into_boxed_slice()).is_some() {
@@ -253,6 +255,7 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
             col.collation = new_collation;
             let (col_name, col_nullable) = (col.name.clone(), col.nullable);
             let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
+            let collations = table.meta.collations();
             let rows = table.data.take_all();
             let mut rebuilt = std::collections::BTreeMap::new();
             for (k, r) in rows {
@@ -267,7 +270,7 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                     return Err(SqlError::new(515, format!("Cannot insert the value NULL into column '{col_name}', table '{}'; column does not allow nulls. UPDATE fails.", table.meta.name)).with_state(2));
                 }
                 let key = match &pk {
-                    Some(cols) => RowKey::for_columns(&v, cols),
+                    Some(cols) => RowKey::for_columns_in(&v, cols, &collations),
                     None => k,
                 };
                 rebuilt.insert(key, v.into_boxed_slice());

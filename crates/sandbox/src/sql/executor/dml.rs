@@ -299,6 +299,7 @@ fn apply_update(
         .ok_or_else(|| SqlError::invalid_object(&oid.to_string()))?;
     table.dirty_by = Some(spid);
     let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
+    let collations = table.meta.collations();
     for (k, _, _) in &pairs {
         table.data.remove(k);
     }
@@ -306,7 +307,7 @@ fn apply_update(
     let mut failed = None;
     for (old_key, old, new) in pairs {
         let new_key = match &pk {
-            Some(cols) => RowKey::for_columns(&new, cols),
+            Some(cols) => RowKey::for_columns_in(&new, cols, &collations),
             None => old_key.clone(),
         };
         let inserted = failed.is_none() && table.data.insert(new_key.clone(), new.clone());

@@ -95,12 +95,13 @@ pub fn insert(w: &mut WriteCtx<'_>, ins: &Insert) -> SqlResult<DmlOutcome> {
     }
     table.dirty_by = Some(spid);
     let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
+    let collations = table.meta.collations();
     let mut changes = Vec::with_capacity(rows.len());
     let mut failed = None;
     for row in rows {
         let row: Row = row.into();
         let key = match &pk {
-            Some(cols) => RowKey::for_columns(&row, cols),
+            Some(cols) => RowKey::for_columns_in(&row, cols, &collations),
             None => table.data.next_heap_key(),
         };
         if !table.data.insert(key.clone(), row.clone()) {
