@@ -29,8 +29,12 @@ const VERSION_100: u32 = 1 << 28;
 pub enum Rule {
     /// Case-insensitive: upper-cased characters, trailing spaces ignored.
     CaseInsensitive,
-    /// Case-sensitive: characters as they are, trailing spaces ignored.
+    /// Case-sensitive (Windows collations): compared case-insensitively
+    /// first, then lower case before upper case.
     CaseSensitive,
+    /// Case-sensitive SQL collation (sort order 51, "dictionary order,
+    /// case-sensitive"): as `CaseSensitive` but upper case first.
+    CaseSensitiveUpperFirst,
     /// BIN2: code point order, trailing spaces ignored.
     Binary,
 }
@@ -73,7 +77,7 @@ pub static KNOWN: [CollationInfo; 8] = [
         info: LATIN1 | CS_AS,
         sort_id: 51,
         code_page: 1252,
-        rule: Rule::CaseSensitive,
+        rule: Rule::CaseSensitiveUpperFirst,
     },
     CollationInfo {
         name: "Latin1_General_CI_AS",
@@ -204,6 +208,11 @@ impl CollationInfo {
                 .map(fold)
                 .cmp(b.chars().map(fold))
                 .then_with(|| a.cmp(b).reverse()),
+            Rule::CaseSensitiveUpperFirst => a
+                .chars()
+                .map(fold)
+                .cmp(b.chars().map(fold))
+                .then_with(|| a.cmp(b)),
             Rule::Binary => a.cmp(b),
         }
     }
@@ -213,7 +222,7 @@ impl CollationInfo {
         let s = s.trim_end_matches(' ');
         match self.rule {
             Rule::CaseInsensitive => s.chars().map(fold).collect(),
-            Rule::CaseSensitive | Rule::Binary => s.to_string(),
+            Rule::CaseSensitive | Rule::CaseSensitiveUpperFirst | Rule::Binary => s.to_string(),
         }
     }
 
@@ -356,6 +365,10 @@ mod tests {
         // BIN2: code point order, upper case first.
         assert_eq!(bin.compare("a", "B"), Ordering::Greater);
         assert_eq!(bin.compare("B", "a"), Ordering::Less);
+        let sql_cs = lookup("SQL_Latin1_General_CP1_CS_AS").unwrap();
+        assert_eq!(cs.compare("a", "A"), Ordering::Less);
+        assert_eq!(sql_cs.compare("a", "A"), Ordering::Greater);
+        assert_eq!(sql_cs.compare("A", "b"), Ordering::Less);
         assert_eq!(ci.key("Ab "), ci.key("aB"));
         assert_ne!(cs.key("Ab"), cs.key("aB"));
     }
