@@ -505,3 +505,38 @@ INSERT INTO ci VALUES ('a')",
         vec![vec![text("b")], vec![text("B")]]
     );
 }
+
+#[test]
+fn key_order_is_comparison_order_for_paging() {
+    // '[' and '_' lie between 'Z' and 'a': a reader paging with
+    // `k > @last ORDER BY k` sees every row once, in the order comparisons
+    // (upper-cased code points) give, which is also the key order.
+    let (_e, mut s) = shop();
+    ok(
+        &mut s,
+        "CREATE TABLE p (k varchar(10) NOT NULL PRIMARY KEY)
+INSERT INTO p VALUES ('A_'), ('AB'), ('Aa'), ('A[')",
+    );
+    let mut seen = Vec::new();
+    let mut last = String::new();
+    for _ in 0..10 {
+        let r = rows(
+            &mut s,
+            &format!("SELECT TOP 1 k FROM p WHERE k > '{last}' ORDER BY k"),
+        );
+        let Some(row) = r.into_iter().next() else {
+            break;
+        };
+        let Value::String(k) = &row[0] else {
+            panic!("{row:?}")
+        };
+        last = k.clone();
+        seen.push(text(k));
+    }
+    let all: Vec<Value> = rows(&mut s, "SELECT k FROM p ORDER BY k")
+        .into_iter()
+        .map(|mut r| r.remove(0))
+        .collect();
+    assert_eq!(all, vec![text("Aa"), text("AB"), text("A["), text("A_")]);
+    assert_eq!(seen, all);
+}

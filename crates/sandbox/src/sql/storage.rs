@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use uuid::Uuid;
 
-use super::collation::{Collation, Rule};
+use super::collation::{Collation, Rule, fold};
 use super::types::Value;
 
 /// One stored row: the column values in column order.
@@ -60,7 +60,9 @@ impl KeyPart {
             Value::Decimal(d) => KeyPart::Dec(d.value),
             Value::Real(f) => KeyPart::Float(float_key(f64::from(*f))),
             Value::Float(f) => KeyPart::Float(float_key(*f)),
-            Value::String(s) => KeyPart::Str(s.trim_end_matches(' ').to_lowercase()),
+            // Upper-cased per character, as `expr::compare` folds, so that
+            // key order is comparison order.
+            Value::String(s) => KeyPart::Str(s.trim_end_matches(' ').chars().map(fold).collect()),
             Value::Binary(b) => KeyPart::Bytes(b.clone()),
             Value::Date(d) => KeyPart::Date(*d),
             Value::Time(t) => KeyPart::Time(*t),
