@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use chrono::NaiveDateTime;
 use sqlparser::ast::{Expr, Ident, ObjectName, ObjectNamePart};
 
+use super::collation::{Collation, default_collation};
 use super::error::{SqlError, SqlResult};
 use super::security::DbSecurity;
 use super::storage::TableData;
@@ -60,6 +61,20 @@ pub struct ColumnMeta {
     pub default: Option<Expr>,
     pub identity: bool,
     pub computed: Option<Computed>,
+    /// The collation given with COLLATE; `None` means the database's.
+    pub collation: Option<Collation>,
+}
+
+impl ColumnMeta {
+    /// The column's collation: its own, else the database default, for
+    /// character types; `None` for other types.
+    pub fn effective_collation(&self) -> Option<Collation> {
+        if self.ty.is_string() {
+            Some(self.collation.unwrap_or_else(default_collation))
+        } else {
+            None
+        }
+    }
 }
 
 /// IDENTITY(seed, increment) and the last value handed out. Values are
@@ -110,6 +125,11 @@ pub struct TableMeta {
 }
 
 impl TableMeta {
+    /// Each column's own collation, by position (for row keys).
+    pub fn collations(&self) -> Vec<Option<Collation>> {
+        self.columns.iter().map(|c| c.collation).collect()
+    }
+
     /// Position of a column by name (case-insensitive).
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| same_name(&c.name, name))

@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod cdc;
 pub mod clock;
+pub mod collation;
 pub mod connections;
 pub mod engine;
 pub mod error;
@@ -37,3 +38,6 @@ pub use clock::{Clock, SystemClock};
 pub use engine::{Engine, EngineConfig};
 pub use session::Session;
 pub use transaction::{ChangeOp, LogChange, LogRecord};
+
+#[cfg(test)]
+mod collation_tests;

@@ -69,6 +69,8 @@ pub struct ColumnSpec {
     pub identity: Option<(Expr, Expr)>,
     /// Column-level PRIMARY KEY: (constraint name, clustered).
     pub primary_key: Option<(Option<Ident>, bool)>,
+    /// `COLLATE name`.
+    pub collation: Option<Ident>,
 }
 
 /// What ALTER TABLE does.
@@ -79,6 +81,8 @@ pub enum AlterAction {
     AlterColumn {
         name: Ident,
         data_type: ast::DataType,
+        /// `COLLATE name`; without it the column takes the database's.
+        collation: Option<Ident>,
         nullable: Option<bool>,
     },
 }
@@ -380,6 +384,7 @@ fn parse_column(p: &mut Parser) -> Result<ColumnSpec, ParserError> {
         default: None,
         identity: None,
         primary_key: None,
+        collation: None,
     };
     if p.parse_keyword(Keyword::AS) {
         spec.computed = Some(p.parse_expr()?);
@@ -416,7 +421,7 @@ fn parse_column(p: &mut Parser) -> Result<ColumnSpec, ParserError> {
                 spec.identity = Some((one(), one()));
             }
         } else if p.parse_keyword(Keyword::COLLATE) {
-            p.parse_identifier()?;
+            spec.collation = Some(p.parse_identifier()?);
         } else if constraint_name.is_some() {
             return p.expected("PRIMARY KEY or DEFAULT", p.peek_token());
         } else {
@@ -443,6 +448,11 @@ fn parse_alter_action(p: &mut Parser) -> Result<AlterAction, ParserError> {
     if p.parse_keywords(&[Keyword::ALTER, Keyword::COLUMN]) {
         let name = p.parse_identifier()?;
         let data_type = p.parse_data_type()?;
+        let collation = if p.parse_keyword(Keyword::COLLATE) {
+            Some(p.parse_identifier()?)
+        } else {
+            None
+        };
         let nullable = if p.parse_keyword(Keyword::NULL) {
             Some(true)
         } else if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
@@ -453,6 +463,7 @@ fn parse_alter_action(p: &mut Parser) -> Result<AlterAction, ParserError> {
         return Ok(AlterAction::AlterColumn {
             name,
             data_type,
+            collation,
             nullable,
         });
     }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::collation::Collation;
 use super::error::SqlError;
 use super::types::{DataType, Value};
 
@@ -40,15 +41,32 @@ pub struct Column {
     pub name: String,
     pub ty: DataType,
     pub nullable: bool,
+    /// A character column's collation; `None` for the database default.
+    /// COLMETADATA describes the column with it, and varchar values go
+    /// out in its code page.
+    pub collation: Option<Collation>,
 }
 
 impl Column {
+    /// A column of the database's default collation.
     pub fn new(name: impl Into<String>, ty: DataType, nullable: bool) -> Self {
         Self {
             name: name.into(),
             ty,
             nullable,
+            collation: None,
         }
+    }
+
+    /// With a collation (kept only for character types).
+    pub fn collated(mut self, collation: Option<Collation>) -> Self {
+        self.collation = collation.filter(|_| self.ty.is_string());
+        self
+    }
+
+    /// The 5-byte TDS collation COLMETADATA describes the column with.
+    pub fn tds_collation(&self) -> Option<[u8; 5]> {
+        self.collation.map(|c| c.tds())
     }
 }
 

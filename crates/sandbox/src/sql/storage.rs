@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use uuid::Uuid;
 
+use super::collation::{Collation, Rule, fold};
 use super::types::Value;
 
 /// One stored row: the column values in column order.
@@ -36,6 +37,17 @@ pub enum KeyPart {
 
 impl KeyPart {
     /// Normalises one value.
+    /// [`Self::from_value`] for a value of collation `collation`: strings
+    /// of a case-sensitive or binary collation keep their case.
+    pub fn from_collated(v: &Value, collation: Option<Collation>) -> Self {
+        match (v, collation) {
+            (Value::String(s), Some(c)) if c.rule != Rule::CaseInsensitive => {
+                KeyPart::Str(c.key(s))
+            }
+            _ => Self::from_value(v),
+        }
+    }
+
     pub fn from_value(v: &Value) -> Self {
         match v {
             Value::Null => KeyPart::Null,
@@ -48,7 +60,9 @@ impl KeyPart {
             Value::Decimal(d) => KeyPart::Dec(d.value),
             Value::Real(f) => KeyPart::Float(float_key(f64::from(*f))),
             Value::Float(f) => KeyPart::Float(float_key(*f)),
-            Value::String(s) => KeyPart::Str(s.trim_end_matches(' ').to_lowercase()),
+            // Upper-cased per character, as `expr::compare` folds, so that
+            // key order is comparison order.
+            Value::String(s) => KeyPart::Str(s.trim_end_matches(' ').chars().map(fold).collect()),
             Value::Binary(b) => KeyPart::Bytes(b.clone()),
             Value::Date(d) => KeyPart::Date(*d),
             Value::Time(t) => KeyPart::Time(*t),
@@ -81,23 +95,19 @@ pub enum RowKey {
 }
 
 impl RowKey {
-    /// The key of `row` for primary-key columns `pk`.
-    pub fn for_columns(row: &[Value], pk: &[usize]) -> Self {
+    /// The key of `row` for primary-key columns `pk` of a table whose
+    /// columns have collations `collations` (by position; missing ones are
+    /// the default): a key column of a case-sensitive or binary collation
+    /// keeps its case, so `'a'` and `'A'` are two keys.
+    pub fn for_columns_in(row: &[Value], pk: &[usize], collations: &[Option<Collation>]) -> Self {
+        let part = |i: &usize| {
+            row.get(*i).map_or(KeyPart::Null, |v| {
+                KeyPart::from_collated(v, collations.get(*i).copied().flatten())
+            })
+        };
         match pk {
-            [one] => RowKey::One(
-                row.get(*one)
-                    .map(KeyPart::from_value)
-                    .unwrap_or(KeyPart::Null),
-            ),
-            _ => RowKey::Many(
-                pk.iter()
-                    .map(|i| {
-                        row.get(*i)
-                            .map(KeyPart::from_value)
-                            .unwrap_or(KeyPart::Null)
-                    })
-                    .collect(),
-            ),
+            [one] => RowKey::One(part(one)),
+            _ => RowKey::Many(pk.iter().map(part).collect()),
         }
     }
 }
@@ -191,7 +201,7 @@ mod tests {
     fn duplicate_keys_are_refused() {
         let mut t = TableData::default();
         let row: Row = vec![Value::Int(1)].into();
-        let k = RowKey::for_columns(&row, &[0]);
+        let k = RowKey::for_columns_in(&row, &[0], &[]);
         assert!(t.insert(k.clone(), row.clone()));
         assert!(!t.insert(k, row));
         assert_eq!(t.len(), 1);

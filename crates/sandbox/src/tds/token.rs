@@ -169,7 +169,7 @@ pub(crate) fn col_metadata(buf: &mut Vec<u8>, columns: &[Column]) {
     for col in columns {
         buf.put_u32_le(0); // UserType
         buf.put_u16_le(u16::from(col.nullable)); // fNullable
-        TypeInfo::for_type(&col.ty, col.nullable).encode(buf);
+        TypeInfo::for_type_collated(&col.ty, col.nullable, col.tds_collation()).encode(buf);
         put_b_varchar(buf, &col.name);
     }
 }
@@ -185,7 +185,7 @@ impl RowEncoder {
         Self {
             infos: columns
                 .iter()
-                .map(|c| TypeInfo::for_type(&c.ty, c.nullable))
+                .map(|c| TypeInfo::for_type_collated(&c.ty, c.nullable, c.tds_collation()))
                 .collect(),
         }
     }

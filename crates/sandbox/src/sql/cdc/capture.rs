@@ -154,7 +154,12 @@ fn propagate_types(db: &mut Database, event: &DdlEvent, commit: Lsn) {
                 .map(|(key, row)| {
                     let mut values = row.to_vec();
                     if let Some(v) = values.get_mut(position) {
-                        *v = expr::assign(&Typed::new(v.clone(), old_ty), *new_ty, &captured.name)?;
+                        *v = expr::assign_collated(
+                            &Typed::new(v.clone(), old_ty),
+                            *new_ty,
+                            captured.collation,
+                            &captured.name,
+                        )?;
                     }
                     Ok::<_, crate::sql::error::SqlError>((key.clone(), values.into_boxed_slice()))
                 })
@@ -187,7 +192,8 @@ fn typed_for(
             continue;
         };
         if let Some(v) = row.get_mut(position)
-            && let Ok(converted) = expr::assign(&Typed::new(v.clone(), from), c.ty, &c.name)
+            && let Ok(converted) =
+                expr::assign_collated(&Typed::new(v.clone(), from), c.ty, c.collation, &c.name)
         {
             *v = converted;
         }

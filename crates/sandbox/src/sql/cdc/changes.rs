@@ -175,7 +175,7 @@ fn op_of(r: &[Value]) -> i32 {
 fn captured_columns(ci: &CaptureInstance) -> Vec<Column> {
     ci.captured
         .iter()
-        .map(|c| Column::new(c.name.clone(), c.ty, true))
+        .map(|c| Column::new(c.name.clone(), c.ty, true).collated(c.collation))
         .collect()
 }
 

@@ -190,6 +190,7 @@ fn change_table_columns(captured: &[CapturedColumn]) -> Vec<ColumnMeta> {
         default: None,
         identity: false,
         computed: None,
+        collation: None,
     };
     let mut cols = vec![
         col(1, "__$start_lsn", DataType::Binary(10), false),
@@ -204,7 +205,9 @@ fn change_table_columns(captured: &[CapturedColumn]) -> Vec<ColumnMeta> {
         ),
     ];
     for c in captured {
-        cols.push(col(cols.len() as i32 + 1, &c.name, c.ty, true));
+        let mut column = col(cols.len() as i32 + 1, &c.name, c.ty, true);
+        column.collation = c.collation;
+        cols.push(column);
     }
     cols.push(col(
         cols.len() as i32 + 1,
@@ -326,6 +329,7 @@ fn sp_cdc_enable_table(
                     column_id: c.column_id,
                     ty: c.ty,
                     ordinal: captured.len() as i32 + 1,
+                    collation: c.collation,
                 });
             }
         }

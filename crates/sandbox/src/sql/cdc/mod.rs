@@ -51,6 +51,8 @@ pub struct CapturedColumn {
     pub ty: DataType,
     /// 1-based position in the change table's captured columns.
     pub ordinal: i32,
+    /// The source column's COLLATE, copied to the change table's column.
+    pub collation: Option<crate::sql::collation::Collation>,
 }
 
 /// A capture instance (cdc.change_tables), documented at

@@ -6,7 +6,7 @@
 use sqlparser::ast::ObjectName;
 
 use super::context::{Ctx, WriteCtx};
-use super::ddl::{ROLE_DB_DDLADMIN, add_elements, find_table};
+use super::ddl::{ROLE_DB_DDLADMIN, add_elements, column_collation, find_table};
 use super::dml::table_cols;
 use super::scope::RowScope;
 use crate::sql::catalog::Table;
@@ -127,7 +127,7 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                             .as_mut()
                             .map(|s| s.next_value())
                             .unwrap_or(0);
-                        expr::assign(
+                        expr::assign_collated(
                             &Typed::new(
                                 Value::Decimal(Decimal::new(id, 0)),
                                 DataType::Decimal {
@@ -136,12 +136,14 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                                 },
                             ),
                             c.ty,
+                            c.collation,
                             &c.name,
                         )?
                     } else if let (Some(d), false) = (&c.default, c.nullable) {
-                        expr::assign(
+                        expr::assign_collated(
                             &expr::eval(d, &RowScope::new(ctx, &[], &[], None))?,
                             c.ty,
+                            c.collation,
                             &c.name,
                         )?
                     } else {
@@ -165,7 +167,9 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                     }
                 }
                 let key = match (&table.meta.primary_key, had_pk) {
-                    (Some(pk), false) => RowKey::for_columns(&r, &pk.columns),
+                    (Some(pk), false) => {
+                        RowKey::for_columns_in(&r, &pk.columns, &table.meta.collations())
+                    }
                     _ => key,
                 };
                 if rebuilt.insert(key, r.into_boxed_slice()).is_some() {
@@ -231,6 +235,7 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
         AlterAction::AlterColumn {
             name,
             data_type,
+            collation,
             nullable,
         } => {
             let i = table
@@ -238,22 +243,34 @@ fn alter_meta(ctx: &Ctx<'_>, table: &mut Table, action: &AlterAction) -> SqlResu
                 .column_index(&name.value)
                 .ok_or_else(|| SqlError::invalid_column(&name.value))?;
             let ty = expr::data_type(data_type)?;
+            // Without COLLATE, ALTER COLUMN gives the database default.
+            let new_collation = match collation {
+                Some(c) => Some(column_collation(&ty, &c.value)?),
+                None => None,
+            };
             let old_ty = table.meta.columns[i].ty;
             let col = &mut table.meta.columns[i];
             col.ty = ty;
             col.nullable = nullable.unwrap_or(true);
+            col.collation = new_collation;
             let (col_name, col_nullable) = (col.name.clone(), col.nullable);
             let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
+            let collations = table.meta.collations();
             let rows = table.data.take_all();
             let mut rebuilt = std::collections::BTreeMap::new();
             for (k, r) in rows {
                 let mut v = r.into_vec();
-                v[i] = expr::assign(&Typed::new(v[i].clone(), old_ty), ty, &col_name)?;
+                v[i] = expr::assign_collated(
+                    &Typed::new(v[i].clone(), old_ty),
+                    ty,
+                    new_collation,
+                    &col_name,
+                )?;
                 if v[i].is_null() && !col_nullable {
                     return Err(SqlError::new(515, format!("Cannot insert the value NULL into column '{col_name}', table '{}'; column does not allow nulls. UPDATE fails.", table.meta.name)).with_state(2));
                 }
                 let key = match &pk {
-                    Some(cols) => RowKey::for_columns(&v, cols),
+                    Some(cols) => RowKey::for_columns_in(&v, cols, &collations),
                     None => k,
                 };
                 rebuilt.insert(key, v.into_boxed_slice());

@@ -13,6 +13,7 @@ use super::scope::RowScope;
 use crate::sql::catalog::{
     ColumnMeta, Computed, IdentityState, PrimaryKey, QualifiedName, SCHEMA_DBO, Table, TableMeta,
 };
+use crate::sql::collation::{self, Collation};
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr;
 use crate::sql::parse::{ColumnSpec, TableElement};
@@ -87,6 +88,7 @@ fn column_meta(
                 expr: e.clone(),
                 definition: format!("({e})"),
             }),
+            collation: None,
         });
     }
     let ast_ty = spec
@@ -94,6 +96,10 @@ fn column_meta(
         .as_ref()
         .ok_or_else(|| SqlError::syntax(&name))?;
     let ty = expr::data_type(ast_ty)?;
+    let collation = match &spec.collation {
+        Some(name) => Some(column_collation(&ty, &name.value)?),
+        None => None,
+    };
     if spec.identity.is_some() && !is_identity_type(&ty) {
         return Err(SqlError::new(
             2749,
@@ -120,7 +126,17 @@ fn column_meta(
         default: spec.default.clone(),
         identity: spec.identity.is_some(),
         computed: None,
+        collation,
     })
+}
+
+/// The collation `COLLATE name` gives a column of type `ty`: 447 for a
+/// type that has none, 448 for an unknown name.
+pub(super) fn column_collation(ty: &DataType, name: &str) -> SqlResult<Collation> {
+    if !ty.is_string() {
+        return Err(collation::not_collatable(ty));
+    }
+    collation::lookup(name)
 }
 
 /// Adds column and constraint elements to `meta` (CREATE and ALTER ADD).

@@ -35,7 +35,11 @@ pub struct DmlOutcome {
 pub fn table_cols(meta: &TableMeta) -> Vec<ColMeta> {
     meta.columns
         .iter()
-        .map(|c| ColMeta::new(c.name.clone(), c.ty, c.nullable).qualified(Some(&meta.name), None))
+        .map(|c| {
+            ColMeta::new(c.name.clone(), c.ty, c.nullable)
+                .qualified(Some(&meta.name), None)
+                .collated(c.collation)
+        })
         .collect()
 }
 
@@ -261,11 +265,16 @@ pub fn update(w: &mut WriteCtx<'_>, upd: &Update) -> SqlResult<DmlOutcome> {
                 let c = &meta.columns[*i];
                 new[*i] = if is_default_keyword(e) {
                     match &c.default {
-                        Some(d) => expr::assign(&expr::eval(d, &scope)?, c.ty, &c.name)?,
+                        Some(d) => expr::assign_collated(
+                            &expr::eval(d, &scope)?,
+                            c.ty,
+                            c.collation,
+                            &c.name,
+                        )?,
                         None => Value::Null,
                     }
                 } else {
-                    expr::assign(&expr::eval(e, &scope)?, c.ty, &c.name)?
+                    expr::assign_collated(&expr::eval(e, &scope)?, c.ty, c.collation, &c.name)?
                 };
             }
             finish_row(&ctx, db, table, &cols, &mut new, "UPDATE")?;
@@ -290,6 +299,7 @@ fn apply_update(
         .ok_or_else(|| SqlError::invalid_object(&oid.to_string()))?;
     table.dirty_by = Some(spid);
     let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
+    let collations = table.meta.collations();
     for (k, _, _) in &pairs {
         table.data.remove(k);
     }
@@ -297,7 +307,7 @@ fn apply_update(
     let mut failed = None;
     for (old_key, old, new) in pairs {
         let new_key = match &pk {
-            Some(cols) => RowKey::for_columns(&new, cols),
+            Some(cols) => RowKey::for_columns_in(&new, cols, &collations),
             None => old_key.clone(),
         };
         let inserted = failed.is_none() && table.data.insert(new_key.clone(), new.clone());

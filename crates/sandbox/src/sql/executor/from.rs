@@ -435,7 +435,10 @@ impl<'c> FromBuilder<'c> {
         let cols = columns
             .into_iter()
             .map(|c| {
-                ColMeta::new(c.name, c.ty, c.nullable).qualified(Some(&qualifier), Some(&schema))
+                let collation = c.collation;
+                ColMeta::new(c.name, c.ty, c.nullable)
+                    .qualified(Some(&qualifier), Some(&schema))
+                    .collated(collation)
             })
             .collect();
         Ok(Relation {
@@ -465,7 +468,9 @@ impl<'c> FromBuilder<'c> {
             .columns
             .iter()
             .map(|c| {
-                ColMeta::new(c.name.clone(), c.ty, c.nullable).qualified(Some(qualifier), schema)
+                ColMeta::new(c.name.clone(), c.ty, c.nullable)
+                    .qualified(Some(qualifier), schema)
+                    .collated(c.collation)
             })
             .collect();
         if let Some(f) = filter {

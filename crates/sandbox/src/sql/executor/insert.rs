@@ -54,7 +54,7 @@ pub fn insert(w: &mut WriteCtx<'_>, ins: &Insert) -> SqlResult<DmlOutcome> {
             for (t, v) in targets.iter().zip(src) {
                 let c = &meta.columns[*t];
                 if let Some(v) = v {
-                    row[*t] = expr::assign(&v, c.ty, &c.name)?;
+                    row[*t] = expr::assign_collated(&v, c.ty, c.collation, &c.name)?;
                     given[*t] = true;
                 }
             }
@@ -71,11 +71,11 @@ pub fn insert(w: &mut WriteCtx<'_>, ins: &Insert) -> SqlResult<DmlOutcome> {
                                 scale: 0,
                             },
                         );
-                        row[i] = expr::assign(&v, c.ty, &c.name)?;
+                        row[i] = expr::assign_collated(&v, c.ty, c.collation, &c.name)?;
                     }
                 } else if let Some(d) = &c.default {
                     let v = expr::eval(d, &RowScope::new(&ctx, &[], &[], None))?;
-                    row[i] = expr::assign(&v, c.ty, &c.name)?;
+                    row[i] = expr::assign_collated(&v, c.ty, c.collation, &c.name)?;
                 }
             }
             finish_row(&ctx, db, table, &cols, &mut row, "INSERT")?;
@@ -95,12 +95,13 @@ pub fn insert(w: &mut WriteCtx<'_>, ins: &Insert) -> SqlResult<DmlOutcome> {
     }
     table.dirty_by = Some(spid);
     let pk = table.meta.primary_key.as_ref().map(|p| p.columns.clone());
+    let collations = table.meta.collations();
     let mut changes = Vec::with_capacity(rows.len());
     let mut failed = None;
     for row in rows {
         let row: Row = row.into();
         let key = match &pk {
-            Some(cols) => RowKey::for_columns(&row, cols),
+            Some(cols) => RowKey::for_columns_in(&row, cols, &collations),
             None => table.data.next_heap_key(),
         };
         if !table.data.insert(key.clone(), row.clone()) {

@@ -8,11 +8,12 @@
 
 use std::cmp::Ordering;
 
-use sqlparser::ast::Expr;
+use sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments};
 
 use super::context::Ctx;
 use super::relation::ColMeta;
 use super::scope::{RowScope, find_column};
+use crate::sql::collation::Collation;
 use crate::sql::error::SqlResult;
 use crate::sql::expr::{self, Scope, Typed};
 use crate::sql::types::{DataType, Value};
@@ -40,6 +41,62 @@ fn bound_column(e: &Expr, cols: &[ColMeta]) -> Option<usize> {
         _ => return None,
     };
     find_column(cols, parts).ok().flatten()
+}
+
+/// The collation a SELECT item has of its own, as the result column's:
+/// `x COLLATE name`, a character column's, or either through
+/// parentheses and CAST/CONVERT to a character type.
+pub(super) fn expr_collation(e: &Expr, cols: &[ColMeta]) -> Option<Collation> {
+    match e {
+        Expr::Collate { collation, .. } => {
+            let name = collation.0.last().and_then(|p| p.as_ident())?;
+            crate::sql::collation::lookup(&name.value).ok()
+        }
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+            bound_column(e, cols).and_then(|i| cols.get(i)?.collation)
+        }
+        Expr::Nested(inner) => expr_collation(inner, cols),
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        }
+        | Expr::Convert {
+            expr: inner,
+            data_type: Some(data_type),
+            ..
+        } => {
+            if expr::cast_type(data_type).is_ok_and(|t| t.is_string()) {
+                expr_collation(inner, cols)
+            } else {
+                None
+            }
+        }
+        // Concatenation and string functions keep their operands'
+        // collation (the result column keeps it only when it is a string).
+        Expr::BinaryOp { left, right, .. } => {
+            expr_collation(left, cols).or_else(|| expr_collation(right, cols))
+        }
+        Expr::Function(f) => match &f.args {
+            FunctionArguments::List(list) => list.args.iter().find_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => expr_collation(e, cols),
+                _ => None,
+            }),
+            _ => None,
+        },
+        Expr::Substring { expr: inner, .. } | Expr::Trim { expr: inner, .. } => {
+            expr_collation(inner, cols)
+        }
+        Expr::Case {
+            conditions,
+            else_result,
+            ..
+        } => conditions
+            .iter()
+            .find_map(|c| expr_collation(&c.result, cols))
+            .or_else(|| else_result.as_deref().and_then(|e| expr_collation(e, cols))),
+        _ => None,
+    }
 }
 
 /// Resolves the SELECT items that are plain column references to their
@@ -111,10 +168,10 @@ pub(super) fn extra_sort_values(
     keys.iter()
         .filter_map(|(k, _)| match k {
             SortKey::Output(_) => None,
-            SortKey::Source(i) => Some(Ok(Typed::new(
-                row.get(*i).cloned().unwrap_or(Value::Null),
-                cols.get(*i).map_or(DataType::Int, |c| c.ty),
-            ))),
+            SortKey::Source(i) => Some(Ok(match cols.get(*i) {
+                Some(c) => c.typed(row.get(*i).cloned().unwrap_or(Value::Null)),
+                None => Typed::null(DataType::Int),
+            })),
             SortKey::Expr(e) => Some(expr::eval(e, scope)),
         })
         .collect()
@@ -134,21 +191,38 @@ pub(super) struct OutRow {
 /// or the row's own (an expression's, which may differ row to row).
 pub(super) struct Layout {
     fixed: Vec<Option<DataType>>,
+    /// Each output column's collation, when it has one of its own.
+    collations: Vec<Option<Collation>>,
     /// For each output column, its position among the expression items.
     slot: Vec<usize>,
 }
 
 impl Layout {
     pub(super) fn for_items(items: &[(Item<'_>, String)], cols: &[ColMeta]) -> Self {
-        Self::new(items.iter().map(|(item, _)| match item {
+        let mut layout = Self::new(items.iter().map(|(item, _)| match item {
             Item::Source(i) => Some(cols.get(*i).map_or(DataType::Int, |c| c.ty)),
             Item::Expr(_) => None,
-        }))
+        }));
+        layout.collations = items
+            .iter()
+            .map(|(item, _)| match item {
+                Item::Source(i) => cols.get(*i).and_then(|c| c.collation),
+                Item::Expr(e) => expr_collation(e, cols),
+            })
+            .collect();
+        layout
     }
 
     /// Every column's type fixed (rows of a relation).
     pub(super) fn fixed(cols: &[ColMeta]) -> Self {
-        Self::new(cols.iter().map(|c| Some(c.ty)))
+        let mut layout = Self::new(cols.iter().map(|c| Some(c.ty)));
+        layout.collations = cols.iter().map(|c| c.collation).collect();
+        layout
+    }
+
+    /// Output column `k`'s own collation, if it has one.
+    pub(super) fn collation(&self, k: usize) -> Option<Collation> {
+        self.collations.get(k).copied().flatten()
     }
 
     fn new(fixed: impl Iterator<Item = Option<DataType>>) -> Self {
@@ -162,7 +236,11 @@ impl Layout {
                 s
             })
             .collect();
-        Self { fixed, slot }
+        Self {
+            fixed,
+            collations: Vec::new(),
+            slot,
+        }
     }
 
     /// The type of output column `k` in `row`.
@@ -339,11 +417,21 @@ pub(super) fn key_refs(keys: &[(SortKey<'_>, bool)]) -> Vec<KeyRef> {
 }
 
 impl OutRow {
-    fn key<'r>(&'r self, layout: &Layout, k: &KeyRef) -> Option<(&'r Value, DataType)> {
+    fn key<'r>(
+        &'r self,
+        layout: &Layout,
+        k: &KeyRef,
+    ) -> Option<(&'r Value, DataType, Option<Collation>)> {
         if k.output {
-            Some((self.values.get(k.index)?, layout.ty(self, k.index)))
+            Some((
+                self.values.get(k.index)?,
+                layout.ty(self, k.index),
+                layout.collation(k.index),
+            ))
         } else {
-            self.sort.get(k.index).map(|t| (&t.value, t.ty))
+            self.sort
+                .get(k.index)
+                .map(|t| (&t.value, t.ty, t.collation.map(|l| l.collation)))
         }
     }
 }
@@ -351,14 +439,14 @@ impl OutRow {
 /// The ORDER BY comparison of two rows, NULLs first.
 fn compare_rows(a: &OutRow, b: &OutRow, layout: &Layout, keys: &[KeyRef]) -> SqlResult<Ordering> {
     for k in keys {
-        let (Some((x, xt)), Some((y, yt))) = (a.key(layout, k), b.key(layout, k)) else {
+        let (Some((x, xt, xc)), Some((y, yt, _))) = (a.key(layout, k), b.key(layout, k)) else {
             continue;
         };
         let ord = match (x.is_null(), y.is_null()) {
             (true, true) => Ordering::Equal,
             (true, false) => Ordering::Less,
             (false, true) => Ordering::Greater,
-            _ => expr::compare_parts(x, xt, y, yt)?.unwrap_or(Ordering::Equal),
+            _ => expr::compare_in(x, xt, y, yt, xc)?.unwrap_or(Ordering::Equal),
         };
         let ord = if k.asc { ord } else { ord.reverse() };
         if ord != Ordering::Equal {

@@ -89,6 +89,7 @@ fn run_set_expr(ctx: &Ctx<'_>, body: &SetExpr, outer: Option<&dyn Scope>) -> Sql
             for (lc, rc) in l.cols.iter_mut().zip(&r.cols) {
                 lc.nullable |= rc.nullable;
                 lc.qualifier = None;
+                lc.collation = lc.collation.or(rc.collation);
             }
             let all = matches!(set_quantifier, SetQuantifier::All);
             match op {
@@ -278,16 +279,22 @@ fn run_select(
     let layout = Layout::for_items(&items, &src.cols);
     // Ungrouped rows keep the FROM clause's order, so an ORDER BY that
     // order already satisfies needs no sort.
-    let presorted = !grouped && keys_follow(&keys, &items, &src.ordered_by);
+    // Stored rows are in the default collation's order, so a key with a
+    // collation of its own is sorted.
+    let presorted = !grouped
+        && keys_follow(&keys, &items, &src.ordered_by)
+        && src
+            .ordered_by
+            .iter()
+            .all(|i| src.cols.get(*i).is_none_or(|c| c.collation.is_none()));
 
     let eval_row = |scope: &RowScope<'_>, row: &[Value]| -> SqlResult<(Vec<Typed>, Vec<Typed>)> {
         let values = items
             .iter()
             .map(|(item, _)| match item {
-                Item::Source(i) => Ok(Typed::new(
-                    row.get(*i).cloned().unwrap_or(Value::Null),
-                    src.cols[*i].ty,
-                )),
+                Item::Source(i) => {
+                    Ok(src.cols[*i].typed(row.get(*i).cloned().unwrap_or(Value::Null)))
+                }
                 Item::Expr(e) => expr::eval(e, scope),
             })
             .collect::<SqlResult<Vec<_>>>()?;
@@ -400,12 +407,24 @@ fn finish_select(
     let cols: Vec<ColMeta> = items
         .iter()
         .zip(&types)
-        .map(|((item, name), ty)| ColMeta::new(name.clone(), *ty, item_nullable(item, src_cols)))
+        .enumerate()
+        .map(|(k, ((item, name), ty))| {
+            ColMeta::new(name.clone(), *ty, item_nullable(item, src_cols))
+                .collated(layout.collation(k))
+        })
         .collect();
 
     if matches!(sel.distinct, Some(Distinct::Distinct)) {
         let mut seen = std::collections::HashSet::new();
-        out.retain(|r| seen.insert(r.values.iter().map(KeyPart::from_value).collect::<Vec<_>>()));
+        out.retain(|r| {
+            seen.insert(
+                r.values
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| KeyPart::from_collated(v, layout.collation(k)))
+                    .collect::<Vec<_>>(),
+            )
+        });
     } else if matches!(sel.distinct, Some(Distinct::On(_))) {
         return Err(SqlError::unsupported("DISTINCT ON"));
     }
@@ -441,7 +460,10 @@ fn group_rows(
         let scope = RowScope::new(ctx, &src.cols, row, outer);
         let key = exprs
             .iter()
-            .map(|e| expr::eval(e, &scope).map(|t| KeyPart::from_value(&t.value)))
+            .map(|e| {
+                expr::eval(e, &scope)
+                    .map(|t| KeyPart::from_collated(&t.value, t.collation.map(|l| l.collation)))
+            })
             .collect::<SqlResult<Vec<_>>>()?;
         match index.get(&key) {
             Some(g) => groups[*g].push(n),
@@ -469,7 +491,7 @@ fn sort_output(
         let values: Vec<Typed> = row
             .into_iter()
             .zip(&rel.cols)
-            .map(|(v, c)| Typed::new(v, c.ty))
+            .map(|(v, c)| c.typed(v))
             .collect();
         let sort = keys
             .iter()

@@ -1,6 +1,8 @@
 //! Intermediate results: columns with the names they can be referenced
 //! by, and materialised rows.
 
+use crate::sql::collation::Collation;
+use crate::sql::expr::Typed;
 use crate::sql::request::Column;
 use crate::sql::types::{DataType, Value};
 
@@ -15,6 +17,9 @@ pub struct ColMeta {
     pub nullable: bool,
     /// Internal (row locators); invisible to `*` and name lookup.
     pub hidden: bool,
+    /// A character column's collation (a table column's, or a SELECT
+    /// item's that has one); `None` for the database default.
+    pub collation: Option<Collation>,
 }
 
 impl ColMeta {
@@ -26,7 +31,19 @@ impl ColMeta {
             ty,
             nullable,
             hidden: false,
+            collation: None,
         }
+    }
+
+    /// With a collation (kept only for character types).
+    pub fn collated(mut self, collation: Option<Collation>) -> Self {
+        self.collation = collation.filter(|_| self.ty.is_string());
+        self
+    }
+
+    /// A value of this column, with its collation.
+    pub fn typed(&self, value: Value) -> Typed {
+        Typed::new(value, self.ty).with_column_collation(self.collation)
     }
 
     pub fn qualified(mut self, qualifier: Option<&str>, schema: Option<&str>) -> Self {
@@ -37,7 +54,7 @@ impl ColMeta {
 
     /// As a result-set column.
     pub fn to_column(&self) -> Column {
-        Column::new(self.name.clone(), self.ty, self.nullable)
+        Column::new(self.name.clone(), self.ty, self.nullable).collated(self.collation)
     }
 }
 

@@ -169,10 +169,7 @@ impl Scope for RowScope<'_> {
         match find_column(self.cols, parts)? {
             Some(i) => {
                 let c = &self.cols[i];
-                Ok(Typed::new(
-                    self.row.get(i).cloned().unwrap_or(Value::Null),
-                    c.ty,
-                ))
+                Ok(c.typed(self.row.get(i).cloned().unwrap_or(Value::Null)))
             }
             None => match self.outer {
                 Some(o) => o.column(parts),
@@ -187,17 +184,10 @@ impl Scope for RowScope<'_> {
 
     fn scalar_subquery(&self, query: &Query) -> SqlResult<Typed> {
         let rel = super::query::run_query(self.ctx, query, Some(self))?;
-        let ty = rel
-            .cols
-            .first()
-            .map(|c| c.ty)
-            .ok_or_else(|| SqlError::syntax(")"))?;
+        let col = rel.cols.first().ok_or_else(|| SqlError::syntax(")"))?;
         match rel.rows.len() {
-            0 => Ok(Typed::null(ty)),
-            1 => Ok(Typed::new(
-                rel.rows[0].first().cloned().unwrap_or(Value::Null),
-                ty,
-            )),
+            0 => Ok(col.typed(Value::Null)),
+            1 => Ok(col.typed(rel.rows[0].first().cloned().unwrap_or(Value::Null))),
             _ => Err(SqlError::new(
                 512,
                 "Subquery returned more than 1 value. This is not permitted when the subquery follows =, !=, <, <= , >, >= or when the subquery is used as an expression.",
@@ -213,15 +203,11 @@ impl Scope for RowScope<'_> {
 
     fn subquery_values(&self, query: &Query) -> SqlResult<Vec<Typed>> {
         let rel = super::query::run_query(self.ctx, query, Some(self))?;
-        let ty = rel
-            .cols
-            .first()
-            .map(|c| c.ty)
-            .ok_or_else(|| SqlError::syntax(")"))?;
+        let col = rel.cols.first().ok_or_else(|| SqlError::syntax(")"))?;
         Ok(rel
             .rows
-            .into_iter()
-            .map(|r| Typed::new(r.into_iter().next().unwrap_or(Value::Null), ty))
+            .iter()
+            .map(|r| col.typed(r.first().cloned().unwrap_or(Value::Null)))
             .collect())
     }
 

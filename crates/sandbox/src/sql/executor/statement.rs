@@ -275,7 +275,8 @@ fn select(
                         .map(|v| v.ty)
                         .ok_or_else(|| SqlError::undeclared_variable(name))?;
                     let value = last.get(i).cloned().unwrap_or(Value::Null);
-                    let v = expr::assign(&Typed::new(value, rel.cols[i].ty), ty, name)?;
+                    let v =
+                        expr::assign_collated(&Typed::new(value, rel.cols[i].ty), ty, None, name)?;
                     s.info.vars.set(name, v)?;
                 }
             }
@@ -342,7 +343,7 @@ fn declare(s: &mut Session, stmts: &[ast::Declare], cancel: &CancelToken) -> Sql
             let value = match init {
                 Some(e) => {
                     let v = s.with_read(cancel, |ctx| eval_const(ctx, e))?;
-                    expr::assign(&v, ty, &name.value)?
+                    expr::assign_collated(&v, ty, None, &name.value)?
                 }
                 None => Value::Null,
             };
@@ -369,7 +370,7 @@ fn set_statement(s: &mut Session, set: &Set, cancel: &CancelToken) -> SqlResult<
                 .ok_or_else(|| SqlError::undeclared_variable(&name))?;
             let e = values.first().ok_or_else(|| SqlError::syntax("SET"))?;
             let v = s.with_read(cancel, |ctx| eval_const(ctx, e))?;
-            let v = expr::assign(&v, ty, &name)?;
+            let v = expr::assign_collated(&v, ty, None, &name)?;
             s.info.vars.set(&name, v)?;
             s.info.rowcount = 1;
             Ok(())

@@ -213,6 +213,19 @@ pub fn result_type(op: Op, l: &DataType, r: &DataType) -> SqlResult<DataType> {
 
 /// Evaluates `l op r`.
 pub fn binary(op: Op, l: &Typed, r: &Typed) -> SqlResult<Typed> {
+    let mut out = binary_value(op, l, r)?;
+    // A concatenation keeps its operands' collation (explicit first).
+    if out.ty.is_string() {
+        out.collation = match (l.collation, r.collation) {
+            (Some(a), _) if a.explicit => Some(a),
+            (_, Some(b)) if b.explicit => Some(b),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(out)
+}
+
+fn binary_value(op: Op, l: &Typed, r: &Typed) -> SqlResult<Typed> {
     let ty = result_type(op, &l.ty, &r.ty)?;
     if l.value.is_null() || r.value.is_null() {
         return Ok(Typed::null(ty));

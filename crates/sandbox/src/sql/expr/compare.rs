@@ -12,6 +12,7 @@ use std::hash::{Hash, Hasher};
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
+use super::super::collation::{Collation, Label};
 use super::super::error::SqlResult;
 use super::super::types::{DataType, Value};
 use super::Typed;
@@ -42,7 +43,7 @@ fn guid_order(g: &uuid::Uuid) -> [u8; 16] {
     out
 }
 
-fn same_family(a: &Value, b: &Value) -> Option<Ordering> {
+fn same_family(a: &Value, b: &Value, coll: Option<Collation>) -> Option<Ordering> {
     if let (Some((x, sx)), Some((y, sy))) = (exact(a), exact(b)) {
         return Some(num::cmp(x, sx, y, sy));
     }
@@ -50,7 +51,10 @@ fn same_family(a: &Value, b: &Value) -> Option<Ordering> {
         return x.partial_cmp(&y);
     }
     Some(match (a, b) {
-        (Value::String(x), Value::String(y)) => cmp_text(x, y),
+        (Value::String(x), Value::String(y)) => match coll {
+            Some(c) => c.compare(x, y),
+            None => cmp_text(x, y),
+        },
         (Value::Binary(x), Value::Binary(y)) => x.cmp(y),
         (Value::Date(x), Value::Date(y)) => x.cmp(y),
         (Value::Time(x), Value::Time(y)) => x.cmp(y),
@@ -78,8 +82,16 @@ fn string_target(s: &Value, other: DataType) -> DataType {
 
 /// Brings both sides to the type of higher precedence (206/245/241... on
 /// failure), then compares. `None` when either is NULL.
+/// Strings compare under the collation of the side that has one (an
+/// explicit COLLATE first, then a column's), else the default's rule.
 pub fn compare(a: &Typed, b: &Typed) -> SqlResult<Option<Ordering>> {
-    compare_parts(&a.value, a.ty, &b.value, b.ty)
+    compare_in(
+        &a.value,
+        a.ty,
+        &b.value,
+        b.ty,
+        Label::pick(a.collation, b.collation),
+    )
 }
 
 /// [`compare`] for values held apart from their types (rows being sorted),
@@ -90,20 +102,32 @@ pub fn compare_parts(
     b: &Value,
     b_ty: DataType,
 ) -> SqlResult<Option<Ordering>> {
+    compare_in(a, a_ty, b, b_ty, None)
+}
+
+/// [`compare_parts`] with strings compared under `coll` (`None`: the
+/// default collation's rule).
+pub fn compare_in(
+    a: &Value,
+    a_ty: DataType,
+    b: &Value,
+    b_ty: DataType,
+    coll: Option<Collation>,
+) -> SqlResult<Option<Ordering>> {
     if a.is_null() || b.is_null() {
         return Ok(None);
     }
     let (fa, fb) = (family(&a_ty), family(&b_ty));
     let numeric = |f: Family| matches!(f, Family::Exact | Family::Approx);
     if (fa == fb && fa != Family::Temporal || numeric(fa) && numeric(fb))
-        && let Some(o) = same_family(a, b)
+        && let Some(o) = same_family(a, b, coll)
     {
         return Ok(Some(o));
     }
     let hi = higher(a_ty, b_ty);
     let ca = at_type(a, a_ty, hi)?;
     let cb = at_type(b, b_ty, hi)?;
-    Ok(same_family(&ca, &cb))
+    Ok(same_family(&ca, &cb, coll))
 }
 
 /// `v` (of type `ty`) as a comparison at type `hi` reads it.
@@ -227,7 +251,10 @@ pub fn key(value: &Typed) -> Key {
             let f = float_of(v).unwrap_or(0.0);
             Key::Float(if f == 0.0 { 0.0 } else { f })
         }
-        Value::String(s) => Key::Text(s.trim_end_matches(' ').chars().map(fold).collect()),
+        Value::String(s) => Key::Text(match value.collation {
+            Some(l) => l.collation.key(s),
+            None => s.trim_end_matches(' ').chars().map(fold).collect(),
+        }),
         Value::Binary(b) => Key::Bytes(b.clone()),
         Value::Date(d) => Key::Date(*d),
         Value::Time(t) => Key::Time(*t),

@@ -17,6 +17,7 @@ use super::literal::literal;
 use super::num;
 use super::type_names;
 use super::{Scope, Typed, compare, functions, like};
+use crate::sql::collation::{self, Label};
 
 /// A bit predicate result: TRUE, FALSE or UNKNOWN (NULL).
 pub fn truth(b: Option<bool>) -> Typed {
@@ -48,7 +49,7 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
         Expr::CompoundIdentifier(parts) => scope.column(parts),
         Expr::Value(v) => literal(&v.value, scope),
         Expr::Nested(e) => eval(e, scope),
-        Expr::Collate { expr, .. } => eval(expr, scope),
+        Expr::Collate { expr, collation } => collate(eval(expr, scope)?, collation),
         Expr::UnaryOp { op, expr: inner } => {
             let v = eval(inner, scope)?;
             match op {
@@ -212,7 +213,40 @@ pub fn eval(expr: &Expr, scope: &dyn Scope) -> SqlResult<Typed> {
     }
 }
 
+/// `x COLLATE name`: 447 unless `x` is a character string, 448 for an
+/// unknown collation.
+fn collate(mut v: Typed, name: &ast::ObjectName) -> SqlResult<Typed> {
+    let text = match name.0.last().and_then(|p| p.as_ident()) {
+        Some(id) => id.value.clone(),
+        None => name.to_string(),
+    };
+    if !v.ty.is_string() {
+        return Err(collation::not_collatable(&v.ty));
+    }
+    v.collation = Some(Label {
+        collation: collation::lookup(&text)?,
+        explicit: true,
+    });
+    Ok(v)
+}
+
+/// CAST/CONVERT, keeping the input's collation when the target is a
+/// character type: a Unicode value becoming `char`/`varchar` keeps what
+/// the code page of its collation (the database's when it has none) holds.
 fn cast_value(v: &Typed, target: DataType, style: Option<i32>, is_try: bool) -> SqlResult<Typed> {
+    let mut out = convert_value(v, target, style, is_try)?;
+    if target.is_string() && v.ty.is_string() {
+        out.collation = v.collation;
+    }
+    Ok(out)
+}
+
+fn convert_value(
+    v: &Typed,
+    target: DataType,
+    style: Option<i32>,
+    is_try: bool,
+) -> SqlResult<Typed> {
     if is_try {
         // TRY_ still fails on conversions that cannot exist at all.
         if !v.value.is_null() {
@@ -406,8 +440,10 @@ fn like_expr(
         return Ok(truth(None));
     };
     // Trailing blanks of the matched value are ignored (LIKE docs).
-    let matched =
-        like::like(text.trim_end_matches(' '), &pat, escape) || like::like(&text, &pat, escape);
+    let case_sensitive = Label::pick(x.collation, p.collation)
+        .is_some_and(|c| c.rule != collation::Rule::CaseInsensitive);
+    let matched = like::like_in(text.trim_end_matches(' '), &pat, escape, case_sensitive)
+        || like::like_in(&text, &pat, escape, case_sensitive);
     Ok(truth(Some(matched != negated)))
 }
 

@@ -1,10 +1,15 @@
 //! LIKE pattern matching: `%`, `_`, `[abc]`, `[a-f]`, `[^a]`, ESCAPE,
-//! case-insensitive under the default collation.
+//! case-insensitive under the default collation, case-sensitive under a
+//! case-sensitive or binary one.
 //!
 //! <https://learn.microsoft.com/sql/t-sql/language-elements/like-transact-sql>
 
-fn fold(c: char) -> char {
+fn upper(c: char) -> char {
     c.to_uppercase().next().unwrap_or(c)
+}
+
+fn same(c: char) -> char {
+    c
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -16,7 +21,7 @@ enum Token {
     Set(bool, Vec<(char, char)>),
 }
 
-fn compile(pattern: &str, escape: Option<char>) -> Vec<Token> {
+fn compile(pattern: &str, escape: Option<char>, fold: fn(char) -> char) -> Vec<Token> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -94,9 +99,17 @@ fn matches_one(t: &Token, c: char) -> bool {
     }
 }
 
-/// True when `text` matches `pattern`.
+/// True when `text` matches `pattern`, case-insensitively.
+#[cfg(test)]
 pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
-    let tokens = compile(pattern, escape);
+    like_in(text, pattern, escape, false)
+}
+
+/// [`like`], case-sensitively when `case_sensitive` (a case-sensitive or
+/// binary collation).
+pub fn like_in(text: &str, pattern: &str, escape: Option<char>, case_sensitive: bool) -> bool {
+    let fold: fn(char) -> char = if case_sensitive { same } else { upper };
+    let tokens = compile(pattern, escape, fold);
     let text: Vec<char> = text.chars().map(fold).collect();
     // reach[j]: the first i tokens can match text[..j].
     let mut reach = vec![false; text.len() + 1];

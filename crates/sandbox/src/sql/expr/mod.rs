@@ -16,8 +16,9 @@ use std::cmp::Ordering;
 use chrono::{FixedOffset, NaiveDateTime};
 use sqlparser::ast::{self, Expr, Function, Ident, Query};
 
+use super::collation::{Collation, Label, default_collation};
 use super::error::SqlResult;
-use super::types::{DataType, Value};
+use super::types::{DataType, Length, Value};
 
 pub mod aggregate;
 mod arith;
@@ -37,7 +38,7 @@ mod types;
 mod test_scope;
 
 pub use cast::Mode;
-pub use compare::{Key, compare_parts, key};
+pub use compare::{Key, compare_in, compare_parts, key};
 pub use eval::NullScope;
 
 /// A value with the SQL Server type it has in its expression.
@@ -45,18 +46,35 @@ pub use eval::NullScope;
 pub struct Typed {
     pub value: Value,
     pub ty: DataType,
+    /// The collation of a character value that has one: a column's, or
+    /// one given with COLLATE. `None`: the database default, coercible.
+    pub collation: Option<Label>,
 }
 
 impl Typed {
+    /// A value without a collation label.
     pub fn new(value: Value, ty: DataType) -> Self {
-        Self { value, ty }
+        Self {
+            value,
+            ty,
+            collation: None,
+        }
     }
 
+    /// A typed NULL.
     pub fn null(ty: DataType) -> Self {
-        Self {
-            value: Value::Null,
-            ty,
+        Self::new(Value::Null, ty)
+    }
+
+    /// The value with a column's (implicit) collation, for character types.
+    pub fn with_column_collation(mut self, collation: Option<Collation>) -> Self {
+        if self.ty.is_string() {
+            self.collation = collation.map(|collation| Label {
+                collation,
+                explicit: false,
+            });
         }
+        self
     }
 }
 
@@ -145,7 +163,58 @@ pub fn convert_with_style(value: &Typed, to: DataType, style: Option<i32>) -> Sq
 /// gets 2628, with a message naming only the column. 257/206 for
 /// conversions that need CONVERT or do not exist.
 pub fn assign(value: &Typed, to: DataType, target: &str) -> SqlResult<Value> {
-    cast::convert(value, to, None, Mode::Assign(target))
+    assign_collated(value, to, None, target)
+}
+
+/// [`assign`] into a column or variable of collation `collation` (`None`:
+/// the database default): a `char`/`varchar` keeps only what its code page
+/// holds, other characters become `?`; other types are unaffected.
+pub fn assign_collated(
+    value: &Typed,
+    to: DataType,
+    collation: Option<Collation>,
+    target: &str,
+) -> SqlResult<Value> {
+    let v = cast::convert(value, to, None, Mode::Assign(target))?;
+    let v = in_code_page(v, to, collation);
+    // varchar(n) holds n bytes: in a multi-byte code page (UTF-8, 932)
+    // fewer characters may fit (2628; a variable truncates silently).
+    if let (Value::String(s), DataType::VarChar(Length::Fixed(n))) = (&v, to) {
+        let c = collation.unwrap_or_else(default_collation);
+        let n = usize::from(n);
+        if s.len() > n && crate::sql::collation::encode(c.encoding(), s).len() > n {
+            let mut kept = String::new();
+            let mut bytes = 0;
+            for ch in s.chars() {
+                bytes +=
+                    crate::sql::collation::encode(c.encoding(), ch.encode_utf8(&mut [0; 4])).len();
+                if bytes > n {
+                    break;
+                }
+                kept.push(ch);
+            }
+            if !target.starts_with('@') {
+                return Err(cast::truncation(target, &kept));
+            }
+            return Ok(Value::String(kept));
+        }
+    }
+    Ok(v)
+}
+
+/// A value of type `ty` as a `char`/`varchar` of `collation` (`None`: the
+/// database default) holds it; values of other types unchanged.
+pub fn in_code_page(value: Value, ty: DataType, collation: Option<Collation>) -> Value {
+    match value {
+        Value::String(s) if matches!(ty, DataType::Char(_) | DataType::VarChar(_)) => {
+            let c = collation.unwrap_or_else(default_collation);
+            match c.to_code_page(&s) {
+                std::borrow::Cow::Borrowed(_) => Value::String(s),
+                std::borrow::Cow::Owned(kept) => Value::String(kept),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Compares two values the way ORDER BY, comparisons and keys do (strings

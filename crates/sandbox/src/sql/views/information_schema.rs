@@ -2,7 +2,7 @@
 //! sys.columns and sys.tables say, with ISO type facets.
 
 use super::{
-    INT, SMALLINT, SYSNAME, TINYINT, ViewDef, col, collation_of, i, nvarchar, s, visible_tables,
+    INT, SMALLINT, SYSNAME, TINYINT, ViewDef, col, column_collation, i, nvarchar, s, visible_tables,
 };
 use crate::sql::catalog::Database;
 use crate::sql::error::SqlResult;
@@ -120,7 +120,7 @@ fn is_columns_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
                 s(c.ty.name()),
             ];
             r.extend(is_type_facets(&c.ty));
-            r.push(collation_of(&c.ty));
+            r.push(column_collation(c, db));
             out.push(r);
         }
     }

@@ -13,7 +13,7 @@
 
 use chrono::NaiveDateTime;
 
-use super::catalog::{DEFAULT_COLLATION, Database, Table, same_name};
+use super::catalog::{ColumnMeta, DEFAULT_COLLATION, Database, Table, same_name};
 use super::error::SqlResult;
 use super::executor::context::Ctx;
 use super::expr::Typed;
@@ -190,6 +190,18 @@ fn dt(d: NaiveDateTime) -> Value {
 
 fn opt_s(v: Option<&str>) -> Value {
     v.map(s).unwrap_or(Value::Null)
+}
+
+/// sys.columns.collation_name of a table column: its COLLATE, else the
+/// database's, for character columns; NULL for other types.
+fn column_collation(c: &ColumnMeta, db: &Database) -> Value {
+    if !c.ty.is_string() {
+        return Value::Null;
+    }
+    match c.collation {
+        Some(coll) => s(coll.name),
+        None => s(&db.collation),
+    }
 }
 
 fn collation_of(ty: &DataType) -> Value {

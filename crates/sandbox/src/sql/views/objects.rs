@@ -2,8 +2,8 @@
 //! tables and objects, columns and types, indexes and computed columns.
 
 use super::{
-    BIT, DATETIME, INT, SMALLINT, SYSNAME, TINYINT, ViewDef, b, col, collation_of, dt, i, nvarchar,
-    s, visible_tables,
+    BIT, DATETIME, INT, SMALLINT, SYSNAME, TINYINT, ViewDef, b, col, collation_of,
+    column_collation, dt, i, nvarchar, s, visible_tables,
 };
 use crate::sql::catalog::Database;
 use crate::sql::error::SqlResult;
@@ -297,7 +297,7 @@ fn columns_rows(ctx: &Ctx<'_>, db: &Database) -> SqlResult<Vec<Vec<Value>>> {
             let mut r = vec![i(t.meta.object_id), s(&c.name), i(c.column_id)];
             r.extend(column_type_values(&c.ty));
             r.extend([
-                collation_of(&c.ty),
+                column_collation(c, db),
                 b(c.nullable),
                 b(c.identity),
                 b(c.computed.is_some()),

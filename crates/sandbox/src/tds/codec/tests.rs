@@ -279,3 +279,49 @@ fn legacy_parameter_types_decode() {
         assert!(r.is_empty());
     }
 }
+
+#[test]
+fn collated_varchar_round_trips_in_its_code_page() {
+    use crate::sql::collation::lookup;
+    let cases = [
+        (
+            "Latin1_General_100_CI_AS_SC_UTF8",
+            "日本語 Жук",
+            "日本語 Жук".as_bytes().to_vec(),
+        ),
+        ("Cyrillic_General_CI_AS", "Жук", vec![0xC6, 0xF3, 0xEA]),
+        ("Japanese_CI_AS", "日本", vec![0x93, 0xFA, 0x96, 0x7B]),
+        (
+            "SQL_Latin1_General_CP1_CI_AS",
+            "café",
+            vec![b'c', b'a', b'f', 0xE9],
+        ),
+    ];
+    for (name, text, bytes) in cases {
+        let collation = lookup(name).unwrap().tds();
+        for ty in [
+            DataType::VarChar(Length::Fixed(20)),
+            DataType::VarChar(Length::Max),
+        ] {
+            let info = TypeInfo::for_type_collated(&ty, true, Some(collation));
+            let mut buf = Vec::new();
+            info.encode(&mut buf);
+            // TYPE_INFO: type, max length (2 bytes), then the collation.
+            assert_eq!(&buf[3..8], &collation, "{name}");
+            let value_at = buf.len();
+            encode_value(&mut buf, &info, &Value::String(text.into())).unwrap();
+            if ty == DataType::VarChar(Length::Fixed(20)) {
+                assert_eq!(&buf[value_at + 2..], &bytes[..], "{name}");
+            }
+            let mut r = Reader::new(&buf);
+            let decoded_info = TypeInfo::decode(&mut r).unwrap();
+            let decoded = decode_value(&mut r, &decoded_info).unwrap();
+            assert!(r.is_empty());
+            assert_eq!(decoded, Value::String(text.into()), "{name} {ty:?}");
+        }
+    }
+    // Without a collation of its own a column is SQL_Latin1_General_CP1_CI_AS.
+    let mut buf = Vec::new();
+    TypeInfo::for_type(&DataType::Char(4), true).encode(&mut buf);
+    assert_eq!(&buf[3..8], &[0x09, 0x04, 0xD0, 0x00, 0x34]);
+}

@@ -3,10 +3,10 @@
 //! nvarchar as UCS-2 LE, and PLP streams (MS-TDS 2.2.5.2.3).
 
 use bytes::BufMut;
-use encoding_rs::{EncoderResult, WINDOWS_1252};
 
 use super::super::error::TdsError;
 use super::super::wire::Reader;
+use crate::sql::collation;
 
 /// PLP length for NULL.
 pub(crate) const PLP_NULL: u64 = u64::MAX;
@@ -15,43 +15,16 @@ pub(crate) const PLP_UNKNOWN: u64 = u64::MAX - 1;
 /// Chunk size used when the server sends a PLP value.
 const PLP_CHUNK: usize = 64 * 1024;
 
-/// The collation's fUTF8 flag (bit 26 of the LCID/flags word).
-fn is_utf8(collation: Option<[u8; 5]>) -> bool {
-    collation.is_some_and(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) & (1 << 26) != 0)
-}
-
-/// Decodes varchar bytes.
+/// Decodes varchar bytes in the code page of `collation` (UTF-8 for a
+/// `_UTF8` collation, 1252 when absent or unknown).
 pub(crate) fn decode_varchar(bytes: &[u8], collation: Option<[u8; 5]>) -> String {
-    if is_utf8(collation) {
-        String::from_utf8_lossy(bytes).into_owned()
-    } else {
-        WINDOWS_1252
-            .decode_without_bom_handling(bytes)
-            .0
-            .into_owned()
-    }
+    collation::decode(collation::encoding_for_tds(collation), bytes)
 }
 
-/// Encodes a string for a varchar column; characters the code page lacks
-/// become `?`, as SQL Server does.
+/// Encodes a string for a varchar column in the code page of `collation`;
+/// characters the code page lacks become `?`, as SQL Server does.
 pub(crate) fn encode_varchar(s: &str, collation: Option<[u8; 5]>) -> Vec<u8> {
-    if is_utf8(collation) {
-        return s.as_bytes().to_vec();
-    }
-    let mut encoder = WINDOWS_1252.new_encoder();
-    let mut out = Vec::with_capacity(s.len());
-    let mut rest = s;
-    loop {
-        out.reserve(rest.len() + 16);
-        let (result, read) =
-            encoder.encode_from_utf8_to_vec_without_replacement(rest, &mut out, true);
-        rest = &rest[read..];
-        match result {
-            EncoderResult::InputEmpty => return out,
-            EncoderResult::OutputFull => {}
-            EncoderResult::Unmappable(_) => out.push(b'?'),
-        }
-    }
+    collation::encode(collation::encoding_for_tds(collation), s)
 }
 
 /// Decodes nvarchar bytes (UCS-2 LE); an odd length is malformed.

@@ -257,6 +257,16 @@ impl TypeInfo {
     /// How the server describes a column or output parameter of type `ty`.
     /// NOT NULL fixed-size types use the fixed codes, as SQL Server does.
     pub(crate) fn for_type(ty: &DataType, nullable: bool) -> Self {
+        Self::for_type_collated(ty, nullable, None)
+    }
+
+    /// [`Self::for_type`] for a character column of collation `collation`
+    /// (5-byte TDS form; `None` for the default collation).
+    pub(crate) fn for_type_collated(
+        ty: &DataType,
+        nullable: bool,
+        collation: Option<[u8; 5]>,
+    ) -> Self {
         let sized = |fixed: u8, nullable_code: u8, len: u8| {
             if nullable {
                 TypeInfo::ByteLen {
@@ -280,7 +290,7 @@ impl TypeInfo {
             Length::Fixed(n) => *n as u32 * per_char,
             Length::Max => u32::MAX,
         };
-        let coll = Some(DEFAULT_COLLATION);
+        let coll = Some(collation.unwrap_or(DEFAULT_COLLATION));
         match ty {
             DataType::Bit => sized(code::BIT, code::BITN, 1),
             DataType::TinyInt => sized(code::INT1, code::INTN, 1),

@@ -3,6 +3,7 @@
 //! sizes, malformed input, tokens tiberius cannot show).
 
 mod backend;
+mod collation;
 mod faults;
 mod flow;
 mod login;

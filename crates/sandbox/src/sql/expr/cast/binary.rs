@@ -72,7 +72,11 @@ pub(super) fn to_binary(
                     )
                 })?
             }
-            _ => bytes_of_string(s, value.ty.is_unicode()),
+            _ => bytes_of_string(
+                s,
+                value.ty.is_unicode(),
+                value.collation.map(|l| l.collation),
+            ),
         },
         Value::Binary(b) => b.clone(),
         Value::Guid(g) => g.to_bytes_le().to_vec(),

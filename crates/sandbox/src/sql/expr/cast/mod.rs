@@ -137,7 +137,7 @@ pub fn float_of(value: &Value) -> Option<f64> {
     }
 }
 
-fn truncation(target: &str, kept: &str) -> SqlError {
+pub(super) fn truncation(target: &str, kept: &str) -> SqlError {
     match target.rsplit_once('.') {
         Some((table, column)) => SqlError::new(
             2628,

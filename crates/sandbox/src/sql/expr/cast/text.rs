@@ -5,6 +5,7 @@
 use chrono::NaiveTime;
 
 use super::{Mode, overflow, truncation};
+use crate::sql::collation::{Collation, default_collation};
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::expr::Typed;
 use crate::sql::expr::datetime;
@@ -12,18 +13,14 @@ use crate::sql::expr::num;
 use crate::sql::expr::types::{Family, family};
 use crate::sql::types::{DataType, Length, Value};
 
-/// Characters varchar (code page 1252) can hold; others become '?'.
-fn cp1252(c: char) -> bool {
-    let u = c as u32;
-    u < 0x80 || (0xA0..=0xFF).contains(&u) || "€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ".contains(c)
-}
-
-pub(super) fn bytes_of_string(s: &str, unicode: bool) -> Vec<u8> {
+/// The bytes of a string: UTF-16 LE for Unicode, else the code page of
+/// `collation` (the database default's when `None`), `?` for what it lacks.
+pub(super) fn bytes_of_string(s: &str, unicode: bool, collation: Option<Collation>) -> Vec<u8> {
     if unicode {
         s.encode_utf16().flat_map(u16::to_le_bytes).collect()
     } else {
-        let mapped: String = s.chars().map(|c| if cp1252(c) { c } else { '?' }).collect();
-        encoding_rs::WINDOWS_1252.encode(&mapped).0.into_owned()
+        let c = collation.unwrap_or_else(default_collation);
+        crate::sql::collation::encode(c.encoding(), s)
     }
 }
 
@@ -147,8 +144,16 @@ pub(super) fn to_string(
 ) -> SqlResult<Value> {
     let unicode = to.is_unicode();
     let mut s = text(value, style, unicode)?.unwrap_or_default();
-    if !unicode && value.ty.is_unicode() {
-        s = s.chars().map(|c| if cp1252(c) { c } else { '?' }).collect();
+    // Unicode becoming char/varchar keeps what the code page of its own
+    // collation holds; on assignment the target's code page decides, which
+    // `expr::assign_collated` applies after the conversion.
+    if !unicode && value.ty.is_unicode() && !matches!(mode, Mode::Assign(_)) {
+        let c = value
+            .collation
+            .map_or_else(default_collation, |l| l.collation);
+        if let std::borrow::Cow::Owned(kept) = c.to_code_page(&s) {
+            s = kept;
+        }
     }
     let (limit, fixed) = match to {
         DataType::Char(n) | DataType::NChar(n) => (Some(usize::from(n)), true),
