@@ -192,3 +192,127 @@ async fn a_batch_killed_with_parts_staged_is_replayed_from_its_plan_exactly_once
         .await;
     assert_eq!(facts, vec![vec!["1".to_string(), "120".to_string()]]);
 }
+
+/// Runs the stream's snapshot to its end, killed (SIGKILL) after every
+/// chunk it commits: each armed run dies after its first chunk commit;
+/// once a kill adds no row (the ranges' last, empty, chunks), an unarmed
+/// run finishes. Returns the number of kills.
+async fn kill_after_every_chunk(stream: &StreamFixture) -> usize {
+    let run_once = |armed: bool| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-cdc"));
+        command
+            .args(["run", "--once", "--lease-ttl", "2s", "-f"])
+            .arg(stream.manifest_file())
+            .env(crate::support::stream::PASSWORD_ENV, &stream.password)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true);
+        if armed {
+            command.env(mssql_cdc::failpoint::ENV, "mid_snapshot");
+        }
+        async move {
+            tokio::time::timeout(std::time::Duration::from_secs(120), command.output())
+                .await
+                .expect("the run ends")
+                .expect("the binary runs")
+        }
+    };
+    let mut kills = 0;
+    let mut rows = 0;
+    loop {
+        let output = run_once(true).await;
+        if std::os::unix::process::ExitStatusExt::signal(&output.status) != Some(9) {
+            assert!(
+                output.status.success(),
+                "after {kills} kills: {:?}\nstderr: {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+            return kills;
+        }
+        kills += 1;
+        let now = stream.bronze_query("SELECT code FROM t").await.len();
+        if now == rows {
+            break;
+        }
+        rows = now;
+    }
+    let output = run_once(false).await;
+    assert!(
+        output.status.success(),
+        "the unarmed run after {kills} kills: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    kills
+}
+
+/// Keys outside ASCII in a `varchar` column of another code page than the
+/// database's (Cyrillic in a Latin1 database), in a `_UTF8` `varchar`
+/// column, and in an `nvarchar` column: a snapshot read by two sessions
+/// in chunks of 3 rows, killed after every chunk, holds each row exactly
+/// once, with the keys as the server holds them.
+#[tokio::test]
+async fn non_ascii_keys_resume_exactly_across_a_kill_at_every_chunk() {
+    let server = TestServer::start().await;
+    let cases = [
+        (
+            "varchar(24) COLLATE Cyrillic_General_CI_AS",
+            ["Жук", "ёлка", "Щит", "Ярмарка", "аист", "Бобр"],
+        ),
+        (
+            "varchar(24) COLLATE Latin1_General_100_CI_AS_SC_UTF8",
+            ["日本", "Ärger", "été", "Zürich", "中文", "ß"],
+        ),
+        ("nvarchar(24)", ["日本", "Жук", "été", "Ωmega", "ß", "中文"]),
+    ];
+    for (column, words) in cases {
+        let (mut client, db) = server.scratch_database().await;
+        run(
+            &mut client,
+            &format!("CREATE TABLE dbo.orders (code {column} NOT NULL PRIMARY KEY, qty int NULL)"),
+        )
+        .await
+        .expect("create table");
+        let keys: Vec<String> = (0..24)
+            .map(|i| format!("{}-{i:02}", words[i % words.len()]))
+            .collect();
+        let values: Vec<String> = keys.iter().map(|k| format!("(N'{k}', 1)")).collect();
+        run(
+            &mut client,
+            &format!("INSERT INTO dbo.orders VALUES {}", values.join(", ")),
+        )
+        .await
+        .expect("seed");
+        let mut held: Vec<String> = run(&mut client, "SELECT code FROM dbo.orders")
+            .await
+            .expect("the keys")
+            .into_iter()
+            .flatten()
+            .filter_map(|row| row.get::<&str, _>(0).map(str::to_string))
+            .collect();
+        held.sort();
+        let mut expected = keys.clone();
+        expected.sort();
+        assert_eq!(
+            held, expected,
+            "{column}: the server holds the keys as written"
+        );
+        capture_table(&mut client, "orders").await;
+        let stream = crate::engine_parallel::with_readers(
+            StreamFixture::new(&server, &db, "  snapshot: {mode: initial, chunkRows: 3}\n"),
+            2,
+        );
+        let kills = kill_after_every_chunk(&stream).await;
+        assert!(kills >= 4, "{column}: {kills} kills");
+        let mut read: Vec<String> = stream
+            .bronze_query("SELECT code FROM t WHERE _operation = 'snapshot'")
+            .await
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+        read.sort();
+        assert_eq!(
+            read, expected,
+            "{column}: every row once, after {kills} kills"
+        );
+    }
+}
