@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use futures::TryStreamExt;
-use tiberius::{AuthMethod, Config, EncryptionLevel};
+use tiberius::{Config, EncryptionLevel};
 
 use super::{TestClient, bounded, connect_with, scalar};
 use crate::{Sandbox, SandboxOptions};
@@ -24,13 +24,7 @@ async fn sandbox() -> Sandbox {
 }
 
 fn sa_config(sandbox: &Sandbox) -> Config {
-    let mut config = Config::new();
-    config.host("127.0.0.1");
-    config.port(sandbox.local_addr().port());
-    config.authentication(AuthMethod::sql_server("sa", PASSWORD));
-    config.encryption(EncryptionLevel::Required);
-    config.trust_cert();
-    config
+    super::sa_config(sandbox, PASSWORD)
 }
 
 async fn sa(sandbox: &Sandbox) -> TestClient {

@@ -35,6 +35,18 @@ pub(crate) async fn bounded<T>(f: impl Future<Output = T>) -> T {
         .expect("test exceeded its time bound")
 }
 
+/// The `sa` login of a sandbox on 127.0.0.1, over TLS (its certificate
+/// trusted).
+pub(crate) fn sa_config(sandbox: &crate::Sandbox, password: &str) -> Config {
+    let mut config = Config::new();
+    config.host("127.0.0.1");
+    config.port(sandbox.local_addr().port());
+    config.authentication(AuthMethod::sql_server("sa", password));
+    config.encryption(EncryptionLevel::Required);
+    config.trust_cert();
+    config
+}
+
 /// A server on an ephemeral 127.0.0.1 port with the scripted backend.
 pub(crate) struct TestServer {
     pub addr: SocketAddr,
