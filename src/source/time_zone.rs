@@ -193,10 +193,14 @@ impl CommitClock {
     }
 }
 
-/// The IANA zone of a Windows zone name (`CURRENT_TIMEZONE_ID()`), by
-/// CLDR's world-wide default mapping.
+/// The IANA zone of the server's zone name (`CURRENT_TIMEZONE_ID()`): a
+/// Windows name by CLDR's world-wide default mapping, or an IANA name
+/// as it is.
 pub fn windows_zone(name: &str) -> Option<Tz> {
-    localzone::win_zone_to_iana(name, Some("001"))?.parse().ok()
+    match localzone::win_zone_to_iana(name, Some("001")) {
+        Some(iana) => iana.parse().ok(),
+        None => name.parse().ok(),
+    }
 }
 
 /// Where a repeated hour's second pass starts among `commits` (LSN order,
@@ -360,6 +364,11 @@ mod tests {
             Some(chrono_tz::America::New_York)
         );
         assert_eq!(windows_zone("UTC"), Some(chrono_tz::Etc::UTC));
+        assert_eq!(
+            windows_zone("Europe/Oslo"),
+            Some(chrono_tz::Europe::Oslo),
+            "an IANA name as it is"
+        );
         assert_eq!(windows_zone("Mars Standard Time"), None);
     }
 
