@@ -177,20 +177,6 @@ impl CommitClock {
         }
         None
     }
-
-    /// Minutes ahead of UTC at `at`.
-    pub fn offset_minutes(self, at: DateTime<Utc>) -> i64 {
-        match self {
-            Self::Fixed(minutes) => minutes,
-            Self::Zone(zone) => {
-                i64::from(
-                    zone.offset_from_utc_datetime(&at.naive_utc())
-                        .fix()
-                        .local_minus_utc(),
-                ) / 60
-            }
-        }
-    }
 }
 
 /// The IANA zone of the server's zone name (`CURRENT_TIMEZONE_ID()`): a
