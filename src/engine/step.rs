@@ -177,9 +177,6 @@ pub async fn step<S: ChangeSource>(
             let plan = complete(run, session, sink, *draft, &from, &read).await?;
             sink.plan(&plan).await?;
             failpoint::hit("after_offsets");
-            if matches!(read, Read::KnownEmpty { .. }) {
-                failpoint::hit("after_quiet_offsets");
-            }
             switch_failpoint(&plan, "after_offsets");
             run_batch(run, session, sink, &plan, &marks.watermarks, read).await?;
             Ok(
